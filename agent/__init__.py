@@ -1,0 +1,1 @@
+"""The campaign state machine and the policies that choose the next transform."""

@@ -1,0 +1,1 @@
+"""FastAPI service: campaigns, candidates, teams and keys, events, dashboard."""

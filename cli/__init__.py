@@ -1,0 +1,1 @@
+"""The ``tuneforge`` command line."""

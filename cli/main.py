@@ -1,0 +1,163 @@
+"""The ``tuneforge`` command line (Typer + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from cli.common import console, fail
+from core.settings import get_settings
+
+app = typer.Typer(
+    name="tuneforge",
+    help="Auto-tune CUDA kernels with an agent in a closed loop.\n\n"
+    "Examples:\n\n"
+    "  tuneforge actions --json\n\n"
+    "  tuneforge render --params '{\"smem\": true, \"coalesced\": true}'\n\n"
+    "  tuneforge compile --actions 'apply_coalesce(true);apply_tiling(16)' --json",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+KernelOpt = Annotated[str, typer.Option("--kernel", help="kernel family")]
+ParamsOpt = Annotated[
+    str | None, typer.Option("--params", help="parameters as JSON; omitted = the baseline")
+]
+ActionsOpt = Annotated[
+    str | None,
+    typer.Option("--actions", help="transforms applied in order from the baseline, ';'-separated"),
+]
+
+
+def _family(name: str) -> Any:
+    from kernels import get_family
+
+    try:
+        return get_family(name)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def resolve_params(family: Any, params: str | None, actions: str | None) -> Any:
+    """Parameters from ``--params`` JSON and/or ``--actions``; exit 2 naming a bad input."""
+    from kernels.base import Action, Candidate, Rejection, UnknownAction
+
+    start = family.baseline
+    if params is not None:
+        try:
+            data = json.loads(params)
+        except json.JSONDecodeError as exc:
+            fail(f"--params is not valid JSON: {exc.msg} at character {exc.pos}")
+        if not isinstance(data, dict):
+            fail("--params must be a JSON object of parameter names to values")
+        try:
+            start = family.params_from_dict(data)
+        except ValueError as exc:
+            fail(f"--params: {exc}")
+    if not actions:
+        return start
+    try:
+        parsed = Action.parse_many(actions)
+        node = Candidate(start)
+        for action in parsed:
+            family.transforms.check(action)
+            result = family.apply(node, action)
+            if isinstance(result, Rejection):
+                return result
+            node = result
+    except (ValueError, UnknownAction) as exc:
+        fail(f"--actions: {exc}")
+    return node.params
+
+
+@app.command()
+def actions(
+    kernel: KernelOpt = "gemm_bias_relu",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the action space: every transform with its argument domains."""
+    family = _family(kernel)
+    specs = [spec.to_dict() for spec in family.transforms]
+    if as_json:
+        sys.stdout.write(json.dumps(specs, indent=1) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"action space of {kernel}")
+    for col in ("action", "arguments", "origin", "what it does"):
+        table.add_column(col)
+    for spec in specs:
+        args = ", ".join(f"{a['name']} ∈ {a['choices']}" for a in spec["args"]) or "–"
+        table.add_row(spec["name"], args, spec["origin"], spec["doc"])
+    console.print(table)
+
+
+@app.command()
+def render(
+    params: ParamsOpt = None,
+    actions: ActionsOpt = None,
+    kernel: KernelOpt = "gemm_bias_relu",
+) -> None:
+    """Print the CUDA source of a point (the baseline when nothing is given)."""
+    from kernels.base import Rejection
+
+    family = _family(kernel)
+    point = resolve_params(family, params, actions)
+    if isinstance(point, Rejection):
+        fail(f"rejected: {point.reason}: {point.message}", code=1)
+    rejection = family.validate(point, get_settings().arch)
+    if rejection is not None:
+        fail(f"rejected: {rejection.reason}: {rejection.message}", code=1)
+    sys.stdout.write(family.render(point))
+
+
+@app.command(name="compile")
+def compile_cmd(
+    params: ParamsOpt = None,
+    actions: ActionsOpt = None,
+    arch: Annotated[str | None, typer.Option("--arch", help="target, e.g. sm_90")] = None,
+    kernel: KernelOpt = "gemm_bias_relu",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Compile a point with nvcc and report registers, smem, spills (no GPU needed)."""
+    from kernels.base import Rejection
+    from worker.compile import CompileResult, compile_candidate, compiler_from_settings
+
+    settings = get_settings()
+    family = _family(kernel)
+    arch = arch or settings.arch
+    try:
+        limit = family.max_smem_limit(arch)
+    except ValueError as exc:
+        fail(f"--arch: {exc}")
+    point = resolve_params(family, params, actions)
+    if isinstance(point, Rejection):
+        result = CompileResult.rejected(point.to_dict())
+    else:
+        compiler = compiler_from_settings(settings, arch=arch)
+        result = compile_candidate(compiler, family, point)
+    record = result.summary(limit)
+    record.pop("rejection")
+    record["rejection"] = result.rejection
+    if as_json:
+        sys.stdout.write(json.dumps(record) + "\n")
+    else:
+        from rich.pretty import Pretty
+
+        console.print(Pretty(record))
+    if result.status != "ok":
+        raise typer.Exit(1)
+
+
+def main() -> NoReturn:
+    """Entry point for ``python -m cli.main``."""
+    app()
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Settings read from the environment (prefix ``TUNEFORGE_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_home() -> Path:
+    return Path.home() / ".tuneforge"
+
+
+class Settings(BaseSettings):
+    """Every knob of tuneforge; defaults match ``docker-compose.yml`` and embedded use."""
+
+    model_config = SettingsConfigDict(env_prefix="TUNEFORGE_", env_file=None, extra="ignore")
+
+    home: Path = Field(default_factory=_default_home, description="cache and artifact root")
+    database_url: str = Field(
+        default="", description="SQLAlchemy URL; empty = SQLite file under home (embedded)"
+    )
+    redis_url: str = "redis://127.0.0.1:6379/0"
+
+    nvcc: str = Field(default="nvcc", description="nvcc executable (tests point it at a fake)")
+    arch: str = "sm_90"
+    compile_timeout_s: float = 120.0
+    compile_workers: int = Field(default=0, description="0 = one per CPU core")
+    nvcc_extra_flags: list[str] = Field(default_factory=list)
+
+    eval_timeout_s: float = Field(default=60.0, description="watchdog for one GPU evaluation")
+
+    llm_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    llm_timeout_s: float = 60.0
+
+    api_url: str = "http://127.0.0.1:8000"
+    api_key: str = ""
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where compiled cubins and their ptxas reports are cached."""
+        return self.home / "cache"
+
+    @property
+    def effective_database_url(self) -> str:
+        """The configured URL, or an SQLite file under ``home`` in embedded mode."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'tuneforge.db'}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once; tests call ``get_settings.cache_clear()``)."""
+    return Settings()

@@ -1,0 +1,275 @@
+"""The kernel-family contract: candidates, transforms, rejections, launch configurations.
+
+Pure: the standard library only. A *candidate* is a point of a family's parameter space plus the
+chain of actions that led to it; a *transform* is a named, pure function from a candidate to a new
+candidate or to a :class:`Rejection` that carries numbers, not only a sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+ArgValue = int | bool
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a point or a transform is refused before compiling (machine-readable)."""
+
+    reason: str
+    message: str
+    figures: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"reason", "message", **figures}``."""
+        return {"reason": self.reason, "message": self.message, **dict(self.figures)}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Problem shape of a GEMM-like kernel: C[M,N] = A[M,K] @ B[K,N]."""
+
+    m: int
+    n: int
+    k: int
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"shape.{name} must be an integer >= 1, got {value!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """Parse ``"4096x4096x4096"`` (also ``4096*…`` or ``4096,…``)."""
+        parts = re.split(r"[x×*,]", text.strip().lower())
+        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"shape must look like MxNxK (e.g. 4096x4096x4096), got {text!r}")
+        return cls(*(int(p) for p in parts))
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of the GEMM (2·M·N·K)."""
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How to launch a rendered kernel for one shape."""
+
+    kernel_name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int
+    #: Extra device memory the kernel needs (split-K partial sums), in bytes.
+    workspace_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "kernel_name": self.kernel_name,
+            "grid": list(self.grid),
+            "block": list(self.block),
+            "dynamic_smem_bytes": self.dynamic_smem_bytes,
+            "workspace_bytes": self.workspace_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One argument of a transform and its domain."""
+
+    name: str
+    choices: tuple[ArgValue, ...]
+    doc: str
+
+    @property
+    def kind(self) -> str:
+        """``bool`` or ``int``."""
+        return "bool" if all(isinstance(c, bool) for c in self.choices) else "int"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for ``tuneforge actions --json``."""
+        return {
+            "name": self.name, "type": self.kind, "choices": list(self.choices), "doc": self.doc
+        }
+
+
+@dataclass(frozen=True)
+class Action:
+    """A transform applied with concrete arguments, e.g. ``apply_tiling(16)``."""
+
+    name: str
+    args: tuple[ArgValue, ...] = ()
+
+    def __str__(self) -> str:
+        rendered = ", ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in self.args)
+        return f"{self.name}({rendered})"
+
+    _CALL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*$")
+
+    @classmethod
+    def parse(cls, text: str) -> Action:
+        """Parse ``"apply_register_block(4, 8)"``; raises ``ValueError`` naming the problem."""
+        match = cls._CALL.match(text)
+        if not match:
+            raise ValueError(f"cannot parse action {text!r}: expected name(arg, ...)")
+        name, raw = match.group(1), match.group(2).strip()
+        args: list[ArgValue] = []
+        for token in [t.strip() for t in raw.split(",")] if raw else []:
+            low = token.lower()
+            if low in ("true", "on", "yes"):
+                args.append(True)
+            elif low in ("false", "off", "no"):
+                args.append(False)
+            elif re.fullmatch(r"[+-]?\d+", token):
+                args.append(int(token))
+            else:
+                raise ValueError(f"action {text!r}: argument {token!r} is not an integer or bool")
+        return cls(name, tuple(args))
+
+    @staticmethod
+    def parse_many(text: str) -> list[Action]:
+        """Parse ``"apply_tiling(16);apply_vectorize(4)"`` (``;`` or newlines between)."""
+        return [Action.parse(t) for t in re.split(r"[;\n]", text) if t.strip()]
+
+
+class ParamsLike(Protocol):
+    """What a family's parameter dataclass offers."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A point of the space, with the action that produced it and its parent."""
+
+    params: Any
+    action: Action | None = None
+    parent: Candidate | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the point: hash of its canonical parameters."""
+        return params_key(self.params.to_dict())
+
+    def lineage(self) -> list[str]:
+        """Actions from the root to this candidate."""
+        chain: list[str] = []
+        node: Candidate | None = self
+        while node is not None and node.action is not None:
+            chain.append(str(node.action))
+            node = node.parent
+        return list(reversed(chain))
+
+
+def params_key(params: Mapping[str, Any]) -> str:
+    """Short stable hash of a parameter dictionary (sorted-key JSON)."""
+    blob = json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+TransformFn = Callable[..., "Candidate | Rejection"]
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """A named transform of the action space."""
+
+    name: str
+    args: tuple[ArgSpec, ...]
+    doc: str
+    fn: TransformFn
+    #: ``seed`` for the eight actions of the seed text, ``expert`` for those beyond it.
+    origin: str = "seed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for ``tuneforge actions --json``."""
+        return {
+            "name": self.name,
+            "args": [a.to_dict() for a in self.args],
+            "doc": self.doc,
+            "origin": self.origin,
+        }
+
+    def actions(self) -> Iterator[Action]:
+        """Every concrete action in this transform's domain."""
+        if not self.args:
+            yield Action(self.name)
+            return
+        combos: list[tuple[ArgValue, ...]] = [()]
+        for arg in self.args:
+            combos = [c + (v,) for c in combos for v in arg.choices]
+        for combo in combos:
+            yield Action(self.name, combo)
+
+
+class UnknownAction(ValueError):
+    """An action name or argument outside the action space."""
+
+
+class TransformRegistry:
+    """Name → transform. New transforms plug in with :meth:`register`, touching nothing else."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, TransformSpec] = {}
+
+    def register(
+        self, name: str, *args: ArgSpec, origin: str = "seed"
+    ) -> Callable[[TransformFn], TransformFn]:
+        """Decorator: ``@registry.register("apply_tiling", ArgSpec(...))``."""
+
+        def wrap(fn: TransformFn) -> TransformFn:
+            if name in self._specs:
+                raise ValueError(f"transform {name!r} is already registered")
+            doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+            self._specs[name] = TransformSpec(name, tuple(args), doc, fn, origin)
+            return fn
+
+        return wrap
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[TransformSpec]:
+        return iter(self._specs.values())
+
+    def names(self) -> list[str]:
+        """Registered names in registration order."""
+        return list(self._specs)
+
+    def get(self, name: str) -> TransformSpec:
+        """The spec of ``name``; raises :class:`UnknownAction` naming the known ones."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            known = ", ".join(self._specs)
+            raise UnknownAction(f"unknown action {name!r}; known actions: {known}") from None
+
+    def check(self, action: Action) -> None:
+        """Raise :class:`UnknownAction` if the action's name or arguments are out of domain."""
+        spec = self.get(action.name)
+        if len(action.args) != len(spec.args):
+            raise UnknownAction(
+                f"{action}: {spec.name} takes {len(spec.args)} argument(s) "
+                f"({', '.join(a.name for a in spec.args) or 'none'}), got {len(action.args)}"
+            )
+        for value, arg in zip(action.args, spec.args, strict=True):
+            ok = value in arg.choices and (isinstance(value, bool) == (arg.kind == "bool"))
+            if not ok:
+                raise UnknownAction(
+                    f"{action}: {arg.name}={value!r} is outside its domain {list(arg.choices)}"
+                )
+
+    def apply(self, candidate: Candidate, action: Action) -> Candidate | Rejection:
+        """Apply one action; out-of-domain arguments raise, invalid results are rejections."""
+        self.check(action)
+        return self._specs[action.name].fn(candidate, *action.args)

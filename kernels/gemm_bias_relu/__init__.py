@@ -1,0 +1,116 @@
+"""Kernel family ``gemm_bias_relu``: ``C = relu(A @ B + bias)`` in fp32, row-major.
+
+Shapes: A is M x K, B is K x N, bias has N elements, C is M x N.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from kernels.base import Action, Candidate, LaunchConfig, Rejection, Shape
+from kernels.gemm_bias_relu.params import (
+    BASELINE,
+    DOMAINS,
+    KERNEL_NAME,
+    GemmParams,
+    enumerate_space,
+    launch_config,
+    max_smem_limit,
+    validate,
+)
+from kernels.gemm_bias_relu.transforms import TRANSFORMS
+
+__all__ = [
+    "BASELINE", "DOMAINS", "FAMILY", "GemmBiasRelu", "GemmParams", "TRANSFORMS",
+]
+
+REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    text = resources.files(__package__).joinpath("gemm_bias_relu.cu.j2").read_text()
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, autoescape=False,
+    )
+    return env.from_string(text)
+
+
+class GemmBiasRelu:
+    """The family object: space, action space, rendering, launch shape, reference."""
+
+    name = KERNEL_NAME
+    description = "y = relu(A @ B + bias), fp32, row-major; A: MxK, B: KxN, bias: N"
+    params_type = GemmParams
+    transforms = TRANSFORMS
+    baseline = BASELINE
+
+    def params_from_dict(self, data: dict[str, Any]) -> GemmParams:
+        """Parameters from JSON (missing fields take the baseline's values)."""
+        return GemmParams.from_dict(data).canonical()
+
+    def validate(self, params: GemmParams, arch: str = "sm_90") -> Rejection | None:
+        """Static validity before compiling (numbers in the rejection)."""
+        return validate(params, arch)
+
+    def max_smem_limit(self, arch: str) -> int:
+        """Per-block dynamic shared-memory limit of ``arch`` in bytes."""
+        return max_smem_limit(arch)
+
+    def render(self, params: GemmParams) -> str:
+        """Deterministic CUDA source of ``params`` (same params, same bytes)."""
+        canonical = params.canonical()
+        return _template().render(
+            p=canonical,
+            kernel_name=KERNEL_NAME,
+            params_json=json.dumps(canonical.to_dict(), sort_keys=True),
+        )
+
+    def source_hash(self, params: GemmParams) -> str:
+        """SHA-256 of the rendered source."""
+        return hashlib.sha256(self.render(params).encode()).hexdigest()
+
+    def launch(self, params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
+        """Grid, block and dynamic shared memory for ``shape``."""
+        return launch_config(params.canonical(), shape)
+
+    def reference_source(self) -> str:
+        """CUDA source of the float64 reference kernel (``ref`` and ``Σ|a·b|`` outputs)."""
+        return resources.files(__package__).joinpath("reference.cu").read_text()
+
+    def reference_launch(self, shape: Shape) -> LaunchConfig:
+        """Launch of the reference kernel: 64x64 tiles, 16x16 threads."""
+        return LaunchConfig(
+            REFERENCE_KERNEL_NAME, (-(-shape.n // 64), -(-shape.m // 64), 1), (16, 16, 1), 0
+        )
+
+    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
+        """Apply one action (object or text like ``"apply_tiling(16)"``)."""
+        if isinstance(action, str):
+            action = Action.parse(action)
+        return self.transforms.apply(candidate, action)
+
+    def apply_chain(self, actions: list[Action], start: Candidate | None = None
+                    ) -> Candidate | Rejection:
+        """Apply actions in order from ``start`` (default the baseline); stop at a rejection."""
+        node = start or Candidate(self.baseline)
+        for action in actions:
+            result = self.apply(node, action)
+            if isinstance(result, Rejection):
+                return result
+            node = result
+        return node
+
+    def space(self, arch: str = "sm_90") -> list[GemmParams]:
+        """Every valid canonical point."""
+        return list(enumerate_space(arch))
+
+
+FAMILY = GemmBiasRelu()

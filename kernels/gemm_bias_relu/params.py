@@ -1,0 +1,236 @@
+"""Parameter space of ``gemm_bias_relu``: the fields, their domains, validity and launch shape.
+
+A point is valid for *every* shape M, N, K >= 1 (the template handles tails and misaligned rows
+at run time), or it is rejected here, before compiling, with numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from kernels.base import LaunchConfig, Rejection, Shape
+
+KERNEL_NAME = "gemm_bias_relu"
+
+#: Per-block shared-memory limit in bytes (dynamic, after the opt-in), by arch.
+MAX_SMEM_BY_ARCH: dict[str, int] = {
+    "sm_70": 98304,
+    "sm_75": 65536,
+    "sm_80": 166912,
+    "sm_86": 101376,
+    "sm_87": 166912,
+    "sm_89": 101376,
+    "sm_90": 232448,
+    "sm_90a": 232448,
+    "sm_100": 232448,
+    "sm_120": 101376,
+}
+#: Static shared memory a block may declare without opting in.
+STATIC_SMEM_LIMIT = 48 * 1024
+MAX_THREADS_PER_BLOCK = 1024
+MIN_THREADS_PER_BLOCK = 32
+REGISTERS_PER_SM = 65536
+#: Registers a thread needs beyond its accumulators and operand fragments (indices, pointers).
+REGISTER_OVERHEAD = 24
+MAX_GRID_Y = 65535
+
+#: Domains of every field (also the argument domains of the transforms).
+DOMAINS: dict[str, tuple[Any, ...]] = {
+    "block_x": (8, 16, 32, 64, 128, 256),
+    "block_y": (1, 2, 4, 8, 16, 32),
+    "coalesced": (False, True),
+    "smem": (False, True),
+    "tile_k": (8, 16, 32, 64),
+    "reg_m": (1, 2, 4, 8),
+    "reg_n": (1, 2, 4, 8),
+    "vec": (1, 2, 4),
+    "unroll": (1, 2, 4, 8),
+    "pad": (0, 1, 2, 4),
+}
+
+#: Fields that mean nothing without shared-memory staging (canonical value when it is off).
+SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0}
+
+
+def max_smem_limit(arch: str) -> int:
+    """The per-block dynamic shared-memory limit of ``arch`` in bytes."""
+    try:
+        return MAX_SMEM_BY_ARCH[arch]
+    except KeyError:
+        known = ", ".join(sorted(MAX_SMEM_BY_ARCH))
+        raise ValueError(f"unknown arch {arch!r}; known: {known}") from None
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """One point of the space. Defaults are the seed's baseline.
+
+    The baseline: one output per thread, each thread reads a row of A and a column of B straight
+    from global memory, threadIdx.x runs along the rows of C (so a warp's accesses are strided,
+    not coalesced), no shared memory, no vectorization, no unrolling.
+    """
+
+    block_x: int = 16
+    block_y: int = 16
+    #: threadIdx.x runs along N (columns of C, contiguous) when True, along M when False.
+    coalesced: bool = False
+    #: stage A and B tiles through shared memory.
+    smem: bool = False
+    #: K-depth of the staged tiles (the seed's "tile size").
+    tile_k: int = 16
+    #: outputs per thread along M and N (register blocking).
+    reg_m: int = 1
+    reg_n: int = 1
+    #: width of global loads and stores in floats (1, 2 or 4).
+    vec: int = 1
+    #: unroll factor of the inner k loop.
+    unroll: int = 1
+    #: floats of padding per shared-memory row (bank-conflict avoidance).
+    pad: int = 0
+
+    # -- derived figures ---------------------------------------------------------------------
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.block_x * self.block_y
+
+    @property
+    def threads_n(self) -> int:
+        """Threads of a block along N."""
+        return self.block_x if self.coalesced else self.block_y
+
+    @property
+    def threads_m(self) -> int:
+        """Threads of a block along M."""
+        return self.block_y if self.coalesced else self.block_x
+
+    @property
+    def block_m(self) -> int:
+        """Rows of C one block computes."""
+        return self.threads_m * self.reg_m
+
+    @property
+    def block_n(self) -> int:
+        """Columns of C one block computes."""
+        return self.threads_n * self.reg_n
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per block in bytes (0 without staging)."""
+        if not self.smem:
+            return 0
+        return 4 * self.tile_k * ((self.block_m + self.pad) + (self.block_n + self.pad))
+
+    @property
+    def est_regs_per_thread(self) -> int:
+        """A lower estimate of registers per thread: accumulators, fragments, overhead."""
+        return self.reg_m * self.reg_n + self.reg_m + self.reg_n + REGISTER_OVERHEAD
+
+    # -- conversions ---------------------------------------------------------------------------
+    def canonical(self) -> GemmParams:
+        """The same kernel with fields that do not matter set to their canonical values."""
+        if self.smem:
+            return self
+        return replace(self, **SMEM_ONLY_DEFAULTS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GemmParams:
+        """Build from a dict; unknown keys or wrongly typed values raise ``ValueError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown}; known: {sorted(known)}")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            domain = DOMAINS[name]
+            want_bool = isinstance(domain[0], bool)
+            if want_bool != isinstance(value, bool) or not isinstance(value, int):
+                kind = "true/false" if want_bool else "an integer"
+                raise ValueError(f"parameter {name} must be {kind}, got {value!r}")
+            values[name] = value
+        return cls(**values)
+
+
+BASELINE = GemmParams()
+
+
+def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
+    """Why ``params`` cannot be a correct kernel on ``arch`` for every shape, or ``None``."""
+    for name, domain in DOMAINS.items():
+        value = getattr(params, name)
+        if value not in domain:
+            return Rejection(
+                "out_of_domain", f"{name}={value!r} is outside {list(domain)}",
+                {"field": name, "value": value},
+            )
+    threads = params.threads
+    if threads > MAX_THREADS_PER_BLOCK or threads < MIN_THREADS_PER_BLOCK:
+        return Rejection(
+            "threads_per_block",
+            f"block {params.block_x}x{params.block_y} has {threads} threads; "
+            f"allowed {MIN_THREADS_PER_BLOCK}..{MAX_THREADS_PER_BLOCK}",
+            {"threads_per_block": threads, "max_threads_per_block": MAX_THREADS_PER_BLOCK,
+             "min_threads_per_block": MIN_THREADS_PER_BLOCK},
+        )
+    regs_needed = params.est_regs_per_thread * threads
+    if regs_needed > REGISTERS_PER_SM:
+        return Rejection(
+            "register_file",
+            f"a {params.reg_m}x{params.reg_n} register block needs at least "
+            f"{params.est_regs_per_thread} registers per thread; x{threads} threads = "
+            f"{regs_needed} > {REGISTERS_PER_SM} per SM",
+            {"est_regs_per_thread": params.est_regs_per_thread, "threads_per_block": threads,
+             "registers_per_sm": REGISTERS_PER_SM},
+        )
+    if params.smem:
+        if params.block_n % params.vec:
+            return Rejection(
+                "vector_exceeds_tile",
+                f"vec_width {params.vec} does not divide the tile width {params.block_n}",
+                {"vec": params.vec, "block_n": params.block_n},
+            )
+        limit = max_smem_limit(arch)
+        if params.smem_bytes > limit:
+            return Rejection(
+                "smem_over_limit",
+                f"tiles need {params.smem_bytes} bytes of shared memory; {arch} allows {limit}",
+                {"smem_bytes": params.smem_bytes, "max_smem_limit": limit},
+            )
+    return None
+
+
+def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
+    """Grid, block and dynamic shared memory of ``params`` for ``shape``."""
+    grid_x = -(-shape.n // params.block_n)
+    grid_y = -(-shape.m // params.block_m)
+    if grid_y > MAX_GRID_Y:
+        return Rejection(
+            "grid_limit",
+            f"{grid_y} row tiles exceed the grid's y limit {MAX_GRID_Y}",
+            {"grid_y": grid_y, "max_grid_y": MAX_GRID_Y},
+        )
+    return LaunchConfig(
+        kernel_name=KERNEL_NAME,
+        grid=(grid_x, grid_y, 1),
+        block=(params.block_x, params.block_y, 1),
+        dynamic_smem_bytes=params.smem_bytes,
+    )
+
+
+def enumerate_space(arch: str = "sm_90") -> Iterator[GemmParams]:
+    """Every valid canonical point, in a deterministic order."""
+    names = list(DOMAINS)
+    seen: set[GemmParams] = set()
+    for values in itertools.product(*(DOMAINS[n] for n in names)):
+        point = GemmParams(**dict(zip(names, values, strict=True))).canonical()
+        if point in seen or validate(point, arch) is not None:
+            continue
+        seen.add(point)
+        yield point

@@ -1,0 +1,137 @@
+"""The action space of ``gemm_bias_relu``: the seed's eight transforms and the expert ones.
+
+Each transform is a pure function ``(candidate, *args) -> Candidate | Rejection``. A transform that
+would not change the kernel is a ``no_change`` rejection (an evaluation saved); one whose result is
+invalid is rejected with the numbers of :func:`~kernels.gemm_bias_relu.params.validate`.
+New transforms register here (or in another module) with ``@TRANSFORMS.register``; nothing else
+changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kernels.base import Action, ArgSpec, Candidate, Rejection, TransformRegistry
+from kernels.gemm_bias_relu.params import DOMAINS, SMEM_ONLY_DEFAULTS, GemmParams, validate
+
+TRANSFORMS = TransformRegistry()
+
+#: The arch transforms validate against (rejections name its limit). Families are arch-generic;
+#: the campaign re-validates for its own arch before compiling.
+DEFAULT_ARCH = "sm_90"
+
+
+def _step(candidate: Candidate, action: Action, **changes: Any) -> Candidate | Rejection:
+    params: GemmParams = candidate.params
+    new = replace(params, **changes).canonical()
+    if new == params:
+        return Rejection(
+            "no_change", f"{action} leaves the kernel unchanged", {"action": str(action)}
+        )
+    rejection = validate(new, DEFAULT_ARCH)
+    if rejection is not None:
+        return rejection
+    return Candidate(new, action=action, parent=candidate)
+
+
+def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
+    if not candidate.params.smem:
+        return Rejection(
+            "requires_shared_memory",
+            f"{action} acts on shared-memory tiles; apply_shared_memory_load(true) first",
+            {"action": str(action), "smem": False},
+        )
+    return None
+
+
+@TRANSFORMS.register(
+    "apply_tiling",
+    ArgSpec("tile_size", DOMAINS["tile_k"], "K-depth of the staged A/B tiles, 8..64"),
+)
+def apply_tiling(candidate: Candidate, tile_size: int) -> Candidate | Rejection:
+    """Set the shared-memory tile size (K-depth of the staged tiles)."""
+    action = Action("apply_tiling", (tile_size,))
+    return _needs_smem(candidate, action) or _step(candidate, action, tile_k=tile_size)
+
+
+@TRANSFORMS.register(
+    "apply_vectorize",
+    ArgSpec("vec_width", DOMAINS["vec"], "floats per global load/store: 1, 2 or 4 (float4)"),
+)
+def apply_vectorize(candidate: Candidate, vec_width: int) -> Candidate | Rejection:
+    """Set the width of global loads and stores; edges and misaligned rows fall back to scalar."""
+    return _step(candidate, Action("apply_vectorize", (vec_width,)), vec=vec_width)
+
+
+@TRANSFORMS.register(
+    "apply_register_block",
+    ArgSpec("m", DOMAINS["reg_m"], "outputs per thread along M: 1, 2, 4, 8"),
+    ArgSpec("n", DOMAINS["reg_n"], "outputs per thread along N: 1, 2, 4, 8 (up to 8x8)"),
+)
+def apply_register_block(candidate: Candidate, m: int, n: int) -> Candidate | Rejection:
+    """Each thread computes an m x n block of outputs in registers."""
+    return _step(candidate, Action("apply_register_block", (m, n)), reg_m=m, reg_n=n)
+
+
+@TRANSFORMS.register(
+    "apply_unroll",
+    ArgSpec("factor", DOMAINS["unroll"], "unroll factor of the inner k loop: 1, 2, 4, 8"),
+)
+def apply_unroll(candidate: Candidate, factor: int) -> Candidate | Rejection:
+    """Set the unroll factor of the inner loop."""
+    return _step(candidate, Action("apply_unroll", (factor,)), unroll=factor)
+
+
+@TRANSFORMS.register(
+    "change_block_config",
+    ArgSpec("x", DOMAINS["block_x"], "threads along x: 8..256"),
+    ArgSpec("y", DOMAINS["block_y"], "threads along y: 1..32 (32 <= x*y <= 1024)"),
+)
+def change_block_config(candidate: Candidate, x: int, y: int) -> Candidate | Rejection:
+    """Set the thread-block shape, e.g. (16,8), (32,4), (64,2), (128,1), (256,1)."""
+    return _step(candidate, Action("change_block_config", (x, y)), block_x=x, block_y=y)
+
+
+@TRANSFORMS.register(
+    "apply_shared_memory_load",
+    ArgSpec("on", DOMAINS["smem"], "stage A/B tiles in shared memory (true) or not (false)"),
+)
+def apply_shared_memory_load(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Stage A and B tiles in shared memory, or read operands straight from global memory."""
+    action = Action("apply_shared_memory_load", (on,))
+    if on:
+        return _step(candidate, action, smem=True)
+    return _step(candidate, action, smem=False, **SMEM_ONLY_DEFAULTS)
+
+
+@TRANSFORMS.register(
+    "avoid_bank_conflict",
+    ArgSpec("pad", DOMAINS["pad"], "floats of padding per shared-memory row: 0, 1, 2, 4"),
+)
+def avoid_bank_conflict(candidate: Candidate, pad: int) -> Candidate | Rejection:
+    """Pad shared-memory rows so that a warp's accesses spread over the 32 banks."""
+    action = Action("avoid_bank_conflict", (pad,))
+    return _needs_smem(candidate, action) or _step(candidate, action, pad=pad)
+
+
+@TRANSFORMS.register("revert_last")
+def revert_last(candidate: Candidate) -> Candidate | Rejection:
+    """Return to the parent candidate."""
+    if candidate.parent is None:
+        return Rejection("no_parent", "revert_last() on the root candidate", {})
+    parent = candidate.parent
+    return Candidate(parent.params, action=Action("revert_last"), parent=parent.parent)
+
+
+# ---- expert transforms beyond the seed ------------------------------------------------------
+
+
+@TRANSFORMS.register(
+    "apply_coalesce",
+    ArgSpec("on", DOMAINS["coalesced"], "threadIdx.x along N (true) or along M (false)"),
+    origin="expert",
+)
+def apply_coalesce(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Run threadIdx.x along the columns of C, so a warp's B loads and C stores are contiguous."""
+    return _step(candidate, Action("apply_coalesce", (on,)), coalesced=on)

@@ -1,0 +1,313 @@
+"""The compile path: nvcc to a cubin, ptxas figures, a time limit, an on-disk cache, a pool.
+
+No GPU needed. ``compile_source`` never raises for a bad kernel: a compile error, a timeout or a
+crash of nvcc is a recorded status with a short error summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+BASE_FLAGS: tuple[str, ...] = ("-cubin", "-O3", "-Xptxas", "-v", "-lineinfo")
+ERROR_SUMMARY_CHARS = 400
+
+
+@dataclass
+class CompileResult:
+    """What one compile produced. ``status`` is ``ok|error|timeout``; ``rejected`` is decided
+    before compiling and built by the caller with :meth:`rejected`."""
+
+    status: str
+    seconds: float
+    regs_per_thread: int | None = None
+    static_smem_bytes: int | None = None
+    dynamic_smem_bytes: int = 0
+    stack_bytes: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    error: str | None = None
+    cache_hit: bool = False
+    source_hash: str = ""
+    cubin_path: str | None = None
+    arch: str = ""
+    nvcc_version: str = ""
+    flags: list[str] = field(default_factory=list)
+    log: str = ""
+    rejection: dict[str, Any] | None = None
+
+    @property
+    def smem_bytes(self) -> int | None:
+        """Static plus dynamic shared memory per block."""
+        if self.static_smem_bytes is None:
+            return self.dynamic_smem_bytes if self.status == "rejected" else None
+        return self.static_smem_bytes + self.dynamic_smem_bytes
+
+    @property
+    def spill_bytes(self) -> int | None:
+        """Spill stores plus spill loads."""
+        if self.spill_store_bytes is None or self.spill_load_bytes is None:
+            return None
+        return self.spill_store_bytes + self.spill_load_bytes
+
+    def cubin(self) -> bytes:
+        """The compiled cubin (only when ``status == "ok"``)."""
+        if self.status != "ok" or not self.cubin_path:
+            raise RuntimeError(f"no cubin: compile status is {self.status}")
+        return Path(self.cubin_path).read_bytes()
+
+    def summary(self, max_smem_limit: int) -> dict[str, Any]:
+        """The ``compile`` block of the feedback record (DESIGN.md §5)."""
+        return {
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+            "regs_per_thread": self.regs_per_thread,
+            "smem_bytes": self.smem_bytes,
+            "spill_bytes": self.spill_bytes,
+            "stack_bytes": self.stack_bytes,
+            "max_smem_limit": max_smem_limit,
+            "error": self.error,
+            "cache_hit": self.cache_hit,
+            "rejection": self.rejection,
+        }
+
+    @classmethod
+    def rejected(cls, rejection: dict[str, Any], dynamic_smem_bytes: int = 0) -> CompileResult:
+        """A point refused before compiling."""
+        return cls(status="rejected", seconds=0.0, error=rejection.get("message"),
+                   rejection=rejection, dynamic_smem_bytes=dynamic_smem_bytes)
+
+
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+_PTXAS_FRAME = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_ERROR_LINE = re.compile(r"(error|fatal)[^\n]*", re.IGNORECASE)
+
+
+def parse_ptxas(log: str, entry: str | None = None) -> dict[str, Any]:
+    """Registers, static smem, stack and spills of ``entry`` (or the first function) from the
+    ``-Xptxas -v`` report."""
+    section = log
+    if entry is not None:
+        marker = f"Compiling entry function '{entry}'"
+        at = log.find(marker)
+        if at >= 0:
+            nxt = log.find("Compiling entry function", at + len(marker))
+            section = log[at: nxt if nxt >= 0 else len(log)]
+    figures: dict[str, Any] = {}
+    if m := _PTXAS_REGS.search(section):
+        figures["regs_per_thread"] = int(m.group(1))
+    figures["static_smem_bytes"] = int(m.group(1)) if (m := _PTXAS_SMEM.search(section)) else 0
+    if m := _PTXAS_FRAME.search(section):
+        figures["stack_bytes"] = int(m.group(1))
+        figures["spill_store_bytes"] = int(m.group(2))
+        figures["spill_load_bytes"] = int(m.group(3))
+    return figures
+
+
+def summarize_error(log: str) -> str:
+    """The first error lines of a compiler log, short enough to show and to feed an agent."""
+    lines = [m.group(0).strip() for m in _ERROR_LINE.finditer(log)]
+    text = " | ".join(dict.fromkeys(lines)) if lines else log.strip().splitlines()[-1:]
+    if isinstance(text, list):
+        text = text[0] if text else "compiler failed without output"
+    return text[:ERROR_SUMMARY_CHARS]
+
+
+@lru_cache(maxsize=8)
+def nvcc_version(nvcc: str) -> str:
+    """``nvcc --version``'s last line, part of every cache key ('unavailable' if it fails)."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if lines else "unknown"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class Compiler:
+    """Compiles CUDA sources to cubins with a cache, a time limit and a thread pool."""
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        nvcc: str = "nvcc",
+        arch: str = "sm_90",
+        timeout_s: float = 120.0,
+        extra_flags: Sequence[str] = (),
+        workers: int = 0,
+    ) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.nvcc = nvcc
+        self.arch = arch
+        self.timeout_s = timeout_s
+        self.flags = [*BASE_FLAGS, *extra_flags]
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def gencode(self) -> list[str]:
+        """The target flags; ``sm_90a`` needs the ``-gencode`` form (see HOPPER.md)."""
+        if self.arch.endswith("a"):
+            num = self.arch.removeprefix("sm_")
+            return [f"-gencode=arch=compute_{num},code=sm_{num}"]
+        return [f"-arch={self.arch}"]
+
+    def cache_key(self, source: str) -> str:
+        """Covers everything that changes the cubin: source, nvcc version, arch, flags."""
+        blob = json.dumps(
+            [hashlib.sha256(source.encode()).hexdigest(), nvcc_version(self.nvcc),
+             self.gencode, self.flags]
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def compile(self, source: str, *, entry: str | None = None,
+                dynamic_smem_bytes: int = 0) -> CompileResult:
+        """Compile ``source``; a hit in the cache costs no nvcc run."""
+        key = self.cache_key(source)
+        entry_dir = self.cache_dir / key[:2] / key
+        meta_path = entry_dir / "result.json"
+        if meta_path.exists():
+            data = json.loads(meta_path.read_text())
+            result = CompileResult(**data)
+            result.cache_hit = True
+            result.cubin_path = str(entry_dir / "kernel.cubin") if result.status == "ok" else None
+            return result
+        result = self._run_nvcc(source, entry=entry, dynamic_smem_bytes=dynamic_smem_bytes)
+        if result.status in ("ok", "error"):  # a timeout may pass next time: never cached
+            self._store(entry_dir, result)
+        return result
+
+    def _run_nvcc(self, source: str, *, entry: str | None,
+                  dynamic_smem_bytes: int) -> CompileResult:
+        source_hash = hashlib.sha256(source.encode()).hexdigest()
+        common: dict[str, Any] = {
+            "source_hash": source_hash, "arch": self.arch,
+            "nvcc_version": nvcc_version(self.nvcc), "flags": [*self.gencode, *self.flags],
+            "dynamic_smem_bytes": dynamic_smem_bytes,
+        }
+        with tempfile.TemporaryDirectory(prefix="tf-nvcc-") as tmp:
+            src = Path(tmp) / "kernel.cu"
+            out = Path(tmp) / "kernel.cubin"
+            src.write_text(source)
+            cmd = [self.nvcc, *self.gencode, *self.flags, str(src), "-o", str(out)]
+            start = time.perf_counter()
+            try:
+                proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    start_new_session=True, cwd=tmp,
+                )
+            except OSError as exc:
+                return CompileResult("error", 0.0, error=f"cannot run {self.nvcc}: {exc}",
+                                     **common)
+            try:
+                raw, _ = proc.communicate(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return CompileResult(
+                    "timeout", time.perf_counter() - start,
+                    error=f"nvcc killed after {self.timeout_s:g} s", **common,
+                )
+            finally:
+                if proc.poll() is None:
+                    _kill_group(proc)
+            seconds = time.perf_counter() - start
+            log = raw.decode(errors="replace")
+            if proc.returncode != 0 or not out.exists():
+                return CompileResult("error", seconds, error=summarize_error(log),
+                                     log=log[-20000:], **common)
+            figures = parse_ptxas(log, entry)
+            result = CompileResult("ok", seconds, log=log[-20000:], **figures, **common)
+            result.cubin_path = str(out)
+            # the temp dir vanishes: keep the bytes until _store writes them
+            result._cubin_bytes = out.read_bytes()  # type: ignore[attr-defined]
+            return result
+
+    def _store(self, entry_dir: Path, result: CompileResult) -> None:
+        entry_dir.mkdir(parents=True, exist_ok=True)
+        blob = getattr(result, "_cubin_bytes", None)
+        if blob is not None:
+            tmp = entry_dir / f"kernel.cubin.{os.getpid()}.{threading.get_ident()}"
+            tmp.write_bytes(blob)
+            tmp.replace(entry_dir / "kernel.cubin")
+            result.cubin_path = str(entry_dir / "kernel.cubin")
+            del result._cubin_bytes  # type: ignore[attr-defined]
+        data = asdict(result)
+        data["cache_hit"] = False
+        data["cubin_path"] = None
+        tmp_meta = entry_dir / f"result.json.{os.getpid()}.{threading.get_ident()}"
+        tmp_meta.write_text(json.dumps(data))
+        tmp_meta.replace(entry_dir / "result.json")
+
+    # ---- the pool ------------------------------------------------------------------------
+    def submit(self, source: str, *, entry: str | None = None,
+               dynamic_smem_bytes: int = 0) -> Future[CompileResult]:
+        """Compile in the background (one nvcc per pool thread; nvcc runs outside the GIL)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nvcc")
+        return self._pool.submit(self.compile, source, entry=entry,
+                                 dynamic_smem_bytes=dynamic_smem_bytes)
+
+    def compile_many(self, sources: Iterable[str], *, entry: str | None = None
+                     ) -> list[CompileResult]:
+        """Compile several sources in parallel, results in order."""
+        futures = [self.submit(s, entry=entry) for s in sources]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Stop the pool (waits for running compiles)."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+
+def compiler_from_settings(settings: Any, *, arch: str | None = None) -> Compiler:
+    """A :class:`Compiler` configured from :class:`core.settings.Settings`."""
+    return Compiler(
+        settings.cache_dir,
+        nvcc=settings.nvcc,
+        arch=arch or settings.arch,
+        timeout_s=settings.compile_timeout_s,
+        extra_flags=settings.nvcc_extra_flags,
+        workers=settings.compile_workers,
+    )
+
+
+def compile_candidate(compiler: Compiler, family: Any, params: Any) -> CompileResult:
+    """Validate ``params`` for the compiler's arch, render and compile; a point the space
+    refuses comes back ``rejected`` with its numbers and no nvcc run."""
+    dynamic = int(getattr(params, "smem_bytes", 0))
+    rejection = family.validate(params, compiler.arch)
+    if rejection is not None:
+        data = rejection.to_dict()
+        data.setdefault("max_smem_limit", family.max_smem_limit(compiler.arch))
+        return CompileResult.rejected(data, dynamic)
+    return compiler.compile(family.render(params), entry=family.name,
+                            dynamic_smem_bytes=dynamic)
