@@ -224,13 +224,43 @@ def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
     )
 
 
-def enumerate_space(arch: str = "sm_90") -> Iterator[GemmParams]:
-    """Every valid canonical point, in a deterministic order."""
+#: The sub-space measured for the replay dataset: closed enough under the transforms that a
+#: campaign walking from the baseline meets measured points, small enough to measure in minutes.
+REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
+    **DOMAINS,
+    "block_x": (16, 32, 64),
+    "block_y": (4, 8, 16),
+    "tile_k": (8, 16, 32),
+    "reg_m": (1, 4, 8),
+    "reg_n": (1, 4, 8),
+    "vec": (1, 4),
+    "unroll": (1, 4),
+    "pad": (0, 1),
+}
+
+
+def in_replay_space(params: GemmParams) -> bool:
+    """Whether a point belongs to the replay sub-space (staged tiles only with coalescing)."""
+    return all(getattr(params, k) in v for k, v in REPLAY_DOMAINS.items()) and (
+        params.coalesced or not params.smem
+    )
+
+
+def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
+                    ) -> Iterator[GemmParams]:
+    """Every valid canonical point (of ``domains``, default the whole space), deterministic.
+
+    With ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
+    """
+    replay = domains is REPLAY_DOMAINS
+    domains = domains or DOMAINS
     names = list(DOMAINS)
     seen: set[GemmParams] = set()
-    for values in itertools.product(*(DOMAINS[n] for n in names)):
+    for values in itertools.product(*(domains[n] for n in names)):
         point = GemmParams(**dict(zip(names, values, strict=True))).canonical()
         if point in seen or validate(point, arch) is not None:
+            continue
+        if replay and not in_replay_space(point):
             continue
         seen.add(point)
         yield point

@@ -1,0 +1,194 @@
+"""GPU tests: run on the lent GPU (``pytest -m gpu``); skipped where pycuda finds no device.
+
+Figures go to ``$TUNEFORGE_GPU_OUT`` (default a temp dir) as JSON so they can be kept in docs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernels.base import Action, Candidate, Rejection, Shape
+from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.params import enumerate_space
+from worker.compile import Compiler
+from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.gpu_runner import ChildUnavailable
+
+pytestmark = pytest.mark.gpu
+
+BIG = Shape(4096, 4096, 4096)
+SHAPES = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(1000, 1002, 999), Shape(4096, 4095, 31))
+OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
+
+ILLEGAL = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ C[(size_t)1 << 38] = A[0]; }
+'''
+SPIN = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ volatile float* v = C; while (v[0] == v[0] || true) { v[1] = v[0]; } }
+'''
+
+
+def save(name: str, data: Any) -> None:
+    """Keep a figure for docs/."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+@pytest.fixture(scope="module")
+def evaluator(compiler: Compiler) -> Any:
+    try:
+        ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=20.0))
+    except ChildUnavailable as exc:
+        pytest.skip(f"no GPU evaluation here: {exc}")
+    yield ev
+    ev.child.close()
+
+
+def sampled_points(n_random: int = 40) -> list[tuple[str, Any]]:
+    """The baseline, every transform with several arguments, and random valid points."""
+    base = Candidate(FAMILY.baseline)
+    tiled = FAMILY.apply_chain([Action.parse(a) for a in (
+        "apply_coalesce(true)", "apply_shared_memory_load(true)")])
+    assert isinstance(tiled, Candidate)
+    points: list[tuple[str, Any]] = [("baseline", FAMILY.baseline)]
+    for spec in FAMILY.transforms:
+        for start in (base, tiled):
+            for action in list(spec.actions())[:6]:
+                result = FAMILY.apply(start, action)
+                if isinstance(result, Candidate):
+                    points.append((str(action), result.params))
+    space = list(enumerate_space("sm_90"))
+    rng = random.Random(7)
+    points += [("random", p) for p in rng.sample(space, n_random)]
+    unique: dict[Any, str] = {}
+    for label, p in points:
+        unique.setdefault(p, label)
+    return [(label, p) for p, label in unique.items()]
+
+
+def test_sampled_points_correct_on_all_shapes(evaluator: GpuEvaluator) -> None:
+    """Baseline + >= 40 valid points incl. every transform, at 4096^3 and the edge shapes."""
+    points = sampled_points()
+    assert len(points) >= 40
+    ev = GpuEvaluator.__new__(GpuEvaluator)
+    ev.__dict__.update(evaluator.__dict__)
+    ev.options = EvalOptions(edge_shapes=SHAPES, bench=False, timeout_s=60.0)
+    futures = [evaluator.compile(p) for _, p in points]
+    rows = []
+    for i, ((label, params), fut) in enumerate(zip(points, futures, strict=True)):
+        compiled = fut.result()
+        assert compiled.status == "ok", (label, compiled.error)
+        m = ev.measure(params, compiled, shape=BIG, iteration=i, seed=11, verify=False)
+        rows.append({"label": label, "params": params.to_dict(), "status": m.status,
+                     "cases": [(c["shape"], c["dist"], c["passed"], c["rel_err"],
+                                c["max_scaled_err"]) for c in m.correctness["cases"]]
+                     if m.correctness else None, "error": m.error})
+    passed = sum(r["status"] == "ok" for r in rows)
+    save("correctness_sampled_points", {"points": len(rows), "passed": passed, "rows": rows})
+    failures = [r for r in rows if r["status"] != "ok"]
+    assert not failures, failures[:3]
+
+
+def test_illegal_address_is_crashed_and_next_candidate_passes(
+        evaluator: GpuEvaluator, compiler: Compiler) -> None:
+    bad = compiler.compile(ILLEGAL, entry="gemm_bias_relu")
+    assert bad.status == "ok", bad.error
+    restarts = evaluator.child.restarts
+    m = evaluator.measure(FAMILY.baseline, bad, shape=Shape(64, 64, 64), iteration=0, seed=1)
+    assert m.status == "crashed", m
+    good = evaluator.compile(FAMILY.baseline).result()
+    m2 = evaluator.measure(FAMILY.baseline, good, shape=Shape(256, 256, 256), iteration=1, seed=1)
+    assert m2.status == "ok", m2
+    assert evaluator.child.restarts == restarts + 1
+    save("crash", {"crash": m.__dict__, "next": m2.status})
+
+
+def test_spinning_kernel_is_timeout_and_next_candidate_passes(
+        evaluator: GpuEvaluator, compiler: Compiler) -> None:
+    spin = compiler.compile(SPIN, entry="gemm_bias_relu")
+    assert spin.status == "ok", spin.error
+    old = evaluator.options.timeout_s
+    evaluator.options.timeout_s = 5.0
+    try:
+        t0 = time.perf_counter()
+        m = evaluator.measure(FAMILY.baseline, spin, shape=Shape(64, 64, 64), iteration=0, seed=1)
+        waited = time.perf_counter() - t0
+    finally:
+        evaluator.options.timeout_s = old
+    assert m.status == "timeout", m
+    assert waited < 30
+    good = evaluator.compile(FAMILY.baseline).result()
+    m2 = evaluator.measure(FAMILY.baseline, good, shape=Shape(256, 256, 256), iteration=1, seed=1)
+    assert m2.status == "ok", m2
+    save("timeout", {"timeout": m.__dict__, "waited_s": waited, "next": m2.status})
+
+
+def test_stability_and_full_records(evaluator: GpuEvaluator) -> None:
+    """The same kernel measured twice differs by under 1%; the records printed in full."""
+    tiled = FAMILY.apply_chain([Action.parse(a) for a in (
+        "apply_coalesce(true)", "apply_shared_memory_load(true)", "apply_register_block(8, 8)",
+        "apply_vectorize(4)", "apply_tiling(8)", "apply_unroll(4)", "avoid_bank_conflict(4)")])
+    assert not isinstance(tiled, Rejection)
+    compiled = evaluator.compile(tiled.params).result()
+    first = evaluator.measure(tiled.params, compiled, shape=BIG, iteration=0, seed=3)
+    second = evaluator.measure(tiled.params, compiled, shape=BIG, iteration=1, seed=4)
+    assert first.status == second.status == "ok", (first.error, second.error)
+    a, b = first.perf["avg_us"], second.perf["avg_us"]  # type: ignore[index]
+    diff = abs(a - b) / min(a, b) * 100
+    base_c = evaluator.compile(FAMILY.baseline).result()
+    base = evaluator.measure(FAMILY.baseline, base_c, shape=BIG, iteration=2, seed=5)
+    save("stability", {"tiled_avg_us": [a, b], "diff_pct": diff,
+                       "tiled_record": first.__dict__, "baseline_record": base.__dict__,
+                       "device": evaluator.device})
+    sys.stdout.write(json.dumps({"baseline": base.__dict__, "tiled": first.__dict__}, indent=1,
+                                default=str) + "\n")
+    assert diff < 1.0
+
+
+def test_checker_kernel_matches_numpy(evaluator: GpuEvaluator) -> None:
+    """The on-GPU statistics equal the numpy mirror on synthetic outputs."""
+    import numpy as np
+
+    from worker.gpu_child import POISON, host_stats
+
+    rng = np.random.default_rng(0)
+    ref = np.maximum(rng.standard_normal(10007), 0.0)
+    scale = np.abs(rng.standard_normal(10007)) + 1.0
+    out = (ref * (1 + 1e-6)).astype(np.float32)
+    out[5] = np.nan
+    out.view(np.uint32)[17] = POISON
+    reply = evaluator.child.request({"op": "stats", "out": out, "ref": ref, "scale": scale}, 30)
+    gpu, cpu = reply["stats"], host_stats(out, ref, scale)
+    assert gpu["nonfinite"] == cpu["nonfinite"] == 1
+    assert gpu["unwritten"] == cpu["unwritten"] == 1
+    for key in ("sum_err2", "sum_ref2", "max_abs", "max_scaled"):
+        assert gpu[key] == pytest.approx(cpu[key], rel=1e-9), key
+
+
+def test_checker_calibration_against_cublas() -> None:
+    """Passes cuBLAS fp32 and 3xTF32, rejects plain TF32 on normal and mixed inputs."""
+    script = Path(__file__).resolve().parent.parent / "bench" / "calibrate_checker.py"
+    out = subprocess.run([sys.executable, str(script), "--size", "4096"], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    save("calibration", result)
+    verdict = {(r["arith"], r["dist"]): r["passed"] for r in result["rows"]}
+    for dist in ("normal", "uniform", "mixed"):
+        assert verdict[("fp32", dist)], dist
+        assert verdict[("3xtf32", dist)], dist
+    assert not verdict[("tf32", "normal")]
+    assert not verdict[("tf32", "mixed")]

@@ -1,0 +1,100 @@
+// tuneforge evaluation support kernels: seeded random inputs, NaN poisoning, error statistics.
+// Compiled once per arch by the compile path and loaded by the GPU child next to each candidate.
+#include <stdint.h>
+
+// The poison pattern: a quiet NaN with a payload no arithmetic produces. An output element that
+// still holds it after the launch was never written.
+#define TF_POISON 0x7fc0deadu
+
+__device__ __forceinline__ uint64_t tf_mix(uint64_t z) {  // splitmix64 finalizer
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ double tf_unit(uint64_t bits) {  // (0, 1]
+    return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+// dist: 0 = normal(0,1), 1 = uniform[0,1), 2 = mixed magnitudes (normal * 2^u, u in -8..8),
+//       3 = uniform[-1,1)
+extern "C" __global__ void tf_fill(float* __restrict__ x, long long n, unsigned long long seed,
+                                   int dist, float scale)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const uint64_t h1 = tf_mix(seed ^ tf_mix((uint64_t)i));
+        const uint64_t h2 = tf_mix(h1);
+        double v;
+        if (dist == 1) {
+            v = tf_unit(h1) - 1e-300;
+        } else if (dist == 3) {
+            v = 2.0 * tf_unit(h1) - 1.0;
+        } else {
+            const double r = sqrt(-2.0 * log(tf_unit(h1)));
+            v = r * cos(6.283185307179586 * tf_unit(h2));
+            if (dist == 2) v *= exp2((double)((int)(tf_mix(h2) % 17u) - 8));
+        }
+        x[i] = (float)(v * scale);
+    }
+}
+
+extern "C" __global__ void tf_poison(unsigned int* __restrict__ x, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = TF_POISON;
+}
+
+// stats (doubles): [0] sum (out-ref)^2, [1] sum ref^2, [2] max |out-ref|, [3] max |out-ref|/scale
+// counts (u64):   [0] NaN/Inf outputs, [1] unwritten outputs
+__device__ __forceinline__ void tf_atomic_max(double* addr, double v) {
+    // non-negative doubles order like their bit patterns
+    atomicMax(reinterpret_cast<unsigned long long*>(addr), (unsigned long long)__double_as_longlong(v));
+}
+
+extern "C" __global__ void tf_check(const float* __restrict__ out, const double* __restrict__ ref,
+                                    const double* __restrict__ scale, long long n,
+                                    double* __restrict__ stats,
+                                    unsigned long long* __restrict__ counts)
+{
+    double e2 = 0.0, r2 = 0.0, emax = 0.0, lmax = 0.0;
+    unsigned long long bad = 0, unwritten = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float o = out[i];
+        const double r = ref[i];
+        if (__float_as_uint(o) == TF_POISON) { ++unwritten; continue; }
+        if (!isfinite(o)) { ++bad; continue; }
+        const double e = fabs((double)o - r);
+        e2 += e * e;
+        r2 += r * r;
+        emax = fmax(emax, e);
+        lmax = fmax(lmax, e / fmax(scale[i], 1e-30));
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        e2 += __shfl_down_sync(0xffffffffu, e2, off);
+        r2 += __shfl_down_sync(0xffffffffu, r2, off);
+        emax = fmax(emax, __shfl_down_sync(0xffffffffu, emax, off));
+        lmax = fmax(lmax, __shfl_down_sync(0xffffffffu, lmax, off));
+        bad += __shfl_down_sync(0xffffffffu, bad, off);
+        unwritten += __shfl_down_sync(0xffffffffu, unwritten, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&stats[0], e2);
+        atomicAdd(&stats[1], r2);
+        tf_atomic_max(&stats[2], emax);
+        tf_atomic_max(&stats[3], lmax);
+        if (bad) atomicAdd(&counts[0], bad);
+        if (unwritten) atomicAdd(&counts[1], unwritten);
+    }
+}
+
+// Touch a buffer larger than L2 so that a timed launch starts with a cold cache.
+extern "C" __global__ void tf_flush(float* __restrict__ x, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = x[i] * 0.5f + 1.0f;
+}
