@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -85,14 +86,14 @@ def main() -> int:
                   "plus 4 edge shapes), then 3 runs of adaptive repetitions, L2 flushed, "
                   "CUDA events, median of run medians",
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     gpu_busy = 0.0
     for i, (params, future) in enumerate(zip(points, futures, strict=True)):
         if time.perf_counter() - t_start > args.budget_s:
             break
         compiled = future.result()
-        row = {"params": params.to_dict(), "shape": str(shape),
+        row: dict[str, Any] = {"params": params.to_dict(), "shape": str(shape),
                "compile": compiled.summary(FAMILY.max_smem_limit("sm_90"))}
         if compiled.status != "ok":
             row.update(status=status_of(compiled.status), error=compiled.error)

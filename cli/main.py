@@ -17,7 +17,8 @@ app = typer.Typer(
     "Examples:\n\n"
     "  tuneforge actions --json\n\n"
     "  tuneforge render --params '{\"smem\": true, \"coalesced\": true}'\n\n"
-    "  tuneforge compile --actions 'apply_coalesce(true);apply_tiling(16)' --json",
+    "  tuneforge compile --actions 'apply_coalesce(true);apply_shared_memory_load(true);"
+    "apply_tiling(32)' --json",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -67,6 +68,8 @@ def resolve_params(family: Any, params: str | None, actions: str | None) -> Any:
             family.transforms.check(action)
             result = family.apply(node, action)
             if isinstance(result, Rejection):
+                if result.reason == "no_change":  # the chain asks for what is already there
+                    continue
                 return result
             node = result
     except (ValueError, UnknownAction) as exc:

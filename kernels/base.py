@@ -48,7 +48,7 @@ class Shape:
     def parse(cls, text: str) -> Shape:
         """Parse ``"4096x4096x4096"`` (also ``4096*…`` or ``4096,…``)."""
         parts = re.split(r"[x×*,]", text.strip().lower())
-        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 3 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise ValueError(f"shape must look like MxNxK (e.g. 4096x4096x4096), got {text!r}")
         return cls(*(int(p) for p in parts))
 
@@ -159,7 +159,8 @@ class Candidate:
     @property
     def key(self) -> str:
         """Stable identity of the point: hash of its canonical parameters."""
-        return params_key(self.params.to_dict())
+        params = self.params.canonical() if hasattr(self.params, "canonical") else self.params
+        return params_key(params.to_dict())
 
     def lineage(self) -> list[str]:
         """Actions from the root to this candidate."""

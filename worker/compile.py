@@ -196,10 +196,12 @@ class Compiler:
             data = json.loads(meta_path.read_text())
             result = CompileResult(**data)
             result.cache_hit = True
+            result.dynamic_smem_bytes = dynamic_smem_bytes  # a launch property, not the cubin's
             result.cubin_path = str(entry_dir / "kernel.cubin") if result.status == "ok" else None
             return result
         result = self._run_nvcc(source, entry=entry, dynamic_smem_bytes=dynamic_smem_bytes)
-        if result.status in ("ok", "error"):  # a timeout may pass next time: never cached
+        # a timeout, a signal-killed nvcc or a missing executable may pass next time: not cached
+        if result.status == "ok" or (result.status == "error" and result.log):
             self._store(entry_dir, result)
         return result
 
@@ -238,9 +240,12 @@ class Compiler:
                     _kill_group(proc)
             seconds = time.perf_counter() - start
             log = raw.decode(errors="replace")
+            if proc.returncode < 0:
+                return CompileResult("error", seconds, error=f"nvcc killed by signal "
+                                     f"{-proc.returncode}", **common)
             if proc.returncode != 0 or not out.exists():
                 return CompileResult("error", seconds, error=summarize_error(log),
-                                     log=log[-20000:], **common)
+                                     log=log[-20000:] or "nvcc failed without output", **common)
             figures = parse_ptxas(log, entry)
             result = CompileResult("ok", seconds, log=log[-20000:], **figures, **common)
             result.cubin_path = str(out)

@@ -252,7 +252,7 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
 
     With ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
     """
-    replay = domains is REPLAY_DOMAINS
+    replay = domains == REPLAY_DOMAINS
     domains = domains or DOMAINS
     names = list(DOMAINS)
     seen: set[GemmParams] = set()

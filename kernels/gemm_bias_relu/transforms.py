@@ -117,11 +117,10 @@ def avoid_bank_conflict(candidate: Candidate, pad: int) -> Candidate | Rejection
 
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
-    """Return to the parent candidate."""
+    """Return to the parent candidate (its own lineage intact, so the chain replays)."""
     if candidate.parent is None:
         return Rejection("no_parent", "revert_last() on the root candidate", {})
-    parent = candidate.parent
-    return Candidate(parent.params, action=Action("revert_last"), parent=parent.parent)
+    return candidate.parent
 
 
 # ---- expert transforms beyond the seed ------------------------------------------------------

@@ -1,0 +1,74 @@
+"""Fixtures shared by every test file: an isolated TUNEFORGE_HOME, a session compiler, GPU skips."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from core.settings import get_settings
+from worker.compile import Compiler
+
+
+@pytest.fixture(autouse=True)
+def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test runs with its own TUNEFORGE_HOME and no other TUNEFORGE_* variable from the
+    caller's environment, so nothing reads or writes ~/.tuneforge; subprocesses inherit it."""
+    for name in list(os.environ):
+        if name.startswith("TUNEFORGE_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "tuneforge-home"
+    home.mkdir()
+    monkeypatch.setenv("TUNEFORGE_HOME", str(home))
+    get_settings.cache_clear()
+    yield home
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def compiler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compiler]:
+    """One nvcc pool and one on-disk cache for the whole session (skips without nvcc)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    comp = Compiler(tmp_path_factory.mktemp("nvcc-cache"), workers=os.cpu_count() or 1)
+    yield comp
+    comp.close()
+
+
+@lru_cache(maxsize=1)
+def gpu_unavailable_reason() -> str | None:
+    """Why GPU tests cannot run here, or ``None``. Probed in a child process so that the test
+    process itself never initialises CUDA."""
+    probe = (
+        "import pycuda.driver as d\n"
+        "d.init()\n"
+        "n = d.Device.count()\n"
+        "raise SystemExit(0 if n > 0 else 3)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"GPU probe failed: {exc}"
+    if done.returncode == 0:
+        return None
+    if done.returncode == 3:
+        return "pycuda finds no CUDA device"
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"pycuda unusable: {last}"
+
+
+@pytest.fixture(autouse=True)
+def _skip_gpu_tests_without_gpu(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("gpu") is None:
+        return
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
