@@ -156,6 +156,11 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
+from cli.tune import tune  # noqa: E402
+
+app.command()(tune)
+
+
 def main() -> NoReturn:
     """Entry point for ``python -m cli.main``."""
     app()

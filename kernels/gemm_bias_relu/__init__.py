@@ -108,6 +108,10 @@ class GemmBiasRelu:
             node = result
         return node
 
+    def replay_dataset_path(self) -> Any:
+        """The replay dataset shipped with the family (measured on an H200)."""
+        return resources.files(__package__).joinpath("replay-h200-4096.jsonl.gz")
+
     def space(self, arch: str = "sm_90") -> list[GemmParams]:
         """Every valid canonical point."""
         return list(enumerate_space(arch))

@@ -1,0 +1,496 @@
+"""The campaign state machine over database rows; transport-agnostic.
+
+Embedded mode (:mod:`agent.embedded`) and the Celery tasks call the same functions:
+
+- :func:`create_campaign`, :func:`start_campaign` — rows for the campaign and its baseline;
+- :func:`propose_candidates` — asks the policy for the next points (campaign row locked, so two
+  results arriving together never produce a double step);
+- :func:`record_compile`, :func:`record_measurement` — idempotent result writes, then the
+  decision (accept above the threshold with confidence, otherwise revert to the incumbent),
+  budgets, and the end of the campaign.
+
+Every decision and its reason is stored with the candidate and as an event, so the decision
+chain can be read back and replayed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
+from core.feedback import FeedbackRecord
+from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, utcnow
+from kernels import get_family
+from kernels.base import Action, Shape, UnknownAction
+from worker.compile import CompileResult
+from worker.evaluate import Measurement
+
+COMPILE_STATUS = {"error": "compile_error", "timeout": "compile_timeout", "rejected": "rejected"}
+
+
+class CampaignError(ValueError):
+    """A request the campaign cannot take (names the problem)."""
+
+
+@dataclass
+class CampaignSpec:
+    """What a kernel engineer submits."""
+
+    kernel: str = "gemm_bias_relu"
+    m: int = 4096
+    n: int = 4096
+    k: int = 4096
+    tolerance: float = 1e-4
+    policy: str = "expert"
+    accept_threshold_pct: float = 0.5
+    profile: str = "light"
+    parallel: int = 1
+    seed: int = 0
+    budget_iterations: int = 600
+    budget_wall_s: float | None = None
+    budget_gpu_s: float | None = None
+    leaderboard: list[Any] | None = None
+    start_from: str | None = None
+    allowed_actions: list[str] | None = None
+    arch: str = "sm_90"
+    team_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- helpers --------------------------------------------------------------------------------
+def emit(session: Session, campaign_id: str, kind: str, payload: dict[str, Any]) -> None:
+    """Append an event (SSE stream, audit log)."""
+    session.add(Event(campaign_id=campaign_id, kind=kind, payload=payload))
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value
+
+
+def rank_estimate(leaderboard: list[Any] | None, best_us: float | None,
+                  flops: int) -> int | None:
+    """Rank the best kernel would take in ``leaderboard`` (entries in µs, or dicts with
+    ``avg_us``/``us`` or ``tflops``)."""
+    if not leaderboard or best_us is None:
+        return None
+    ours = flops / (best_us * 1e-6) / 1e12
+    faster = 0
+    for entry in leaderboard:
+        if isinstance(entry, dict):
+            if "tflops" in entry:
+                faster += float(entry["tflops"]) > ours
+                continue
+            entry = entry.get("avg_us", entry.get("us"))
+        if entry is not None and float(entry) < best_us:
+            faster += 1
+    return faster + 1
+
+
+def _history_item(family: Any, c: Candidate) -> HistoryItem:
+    return HistoryItem(
+        id=c.id, iteration=c.iteration, params=family.params_from_dict(c.params),
+        key=c.params_key, status=c.status, action=c.action, parent_id=c.parent_id,
+        avg_us=c.avg_us, accepted=c.accepted, compile=c.compile, profile=c.profile,
+        correctness=c.correctness,
+        improvement_pct=(c.decision or {}).get("improvement_pct"),
+    )
+
+
+def history(session: Session, campaign: Campaign) -> list[HistoryItem]:
+    """Every candidate of the campaign as a policy sees it."""
+    family = get_family(campaign.kernel)
+    rows = session.scalars(
+        select(Candidate).where(Candidate.campaign_id == campaign.id)
+        .order_by(Candidate.iteration)
+    ).all()
+    return [_history_item(family, c) for c in rows]
+
+
+def in_flight(session: Session, campaign_id: str) -> int:
+    """Candidates proposed but not finished."""
+    return int(session.scalar(
+        select(func.count()).select_from(Candidate).where(
+            Candidate.campaign_id == campaign_id, Candidate.status.in_(CANDIDATE_IN_FLIGHT))
+    ) or 0)
+
+
+def _new_candidate(session: Session, campaign: Campaign, family: Any, params: Any, *,
+                   action: str | None, reason: str, proposed_by: str,
+                   parent_id: str | None) -> Candidate:
+    params = params.canonical()
+    rejection = family.validate(params, campaign.arch)
+    source = family.render(params) if rejection is None else None
+    cand = Candidate(
+        campaign_id=campaign.id, iteration=campaign.next_iteration, parent_id=parent_id,
+        action=action, proposed_by=proposed_by, reason=reason, params=params.to_dict(),
+        params_key=key_of(params), source=source,
+        source_hash=family.source_hash(params) if source else None, status="pending",
+    )
+    campaign.next_iteration += 1
+    session.add(cand)
+    session.flush()
+    emit(session, campaign.id, "proposed", {
+        "candidate_id": cand.id, "iteration": cand.iteration, "action": action,
+        "reason": reason, "proposed_by": proposed_by, "params": cand.params,
+    })
+    return cand
+
+
+def _lock(session: Session, campaign_id: str) -> Campaign:
+    campaign = session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
+    if campaign is None:
+        raise CampaignError(f"no campaign {campaign_id}")
+    return campaign
+
+
+# ---- lifecycle ------------------------------------------------------------------------------
+def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
+                    device: dict[str, Any] | None = None,
+                    vendor_us: float | None = None) -> Campaign:
+    """Insert a queued campaign after checking the spec against the family."""
+    try:
+        family = get_family(spec.kernel)
+        Shape(spec.m, spec.n, spec.k)
+        family.max_smem_limit(spec.arch)
+    except ValueError as exc:
+        raise CampaignError(str(exc)) from None
+    if spec.allowed_actions is not None:
+        for name in spec.allowed_actions:
+            if name not in family.transforms:
+                raise CampaignError(f"allowed_actions: unknown action {name!r}")
+    campaign = Campaign(
+        team_id=spec.team_id, kernel=spec.kernel, m=spec.m, n=spec.n, k=spec.k, arch=spec.arch,
+        backend=backend, gpu_name=(device or {}).get("name"), device=device,
+        tolerance=spec.tolerance, policy=spec.policy,
+        accept_threshold_pct=spec.accept_threshold_pct, profile=spec.profile,
+        parallel=spec.parallel, seed=spec.seed, budget_iterations=spec.budget_iterations,
+        budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
+        leaderboard=spec.leaderboard, start_from=spec.start_from,
+        allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
+        status="queued",
+    )
+    session.add(campaign)
+    session.flush()
+    emit(session, campaign.id, "created", {"kernel": spec.kernel, "shape": campaign.shape_text,
+                                           "policy": spec.policy, "backend": backend})
+    return campaign
+
+
+def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, Any], str] | None:
+    """The best earlier result for the same kernel, GPU and team at the nearest shape."""
+    rows = session.execute(
+        select(Candidate, Campaign).join(Campaign, Candidate.campaign_id == Campaign.id).where(
+            Campaign.kernel == campaign.kernel, Campaign.id != campaign.id,
+            Campaign.gpu_name == campaign.gpu_name, Campaign.team_id == campaign.team_id
+            if campaign.team_id is not None else Campaign.team_id.is_(None),
+            Candidate.status == "ok", Candidate.accepted.is_(True),
+        )
+    ).all()
+    if not rows:
+        return None
+
+    def distance(camp: Campaign) -> float:
+        return sum(abs(math.log(a / b)) for a, b in
+                   ((camp.m, campaign.m), (camp.n, campaign.n), (camp.k, campaign.k)))
+
+    cand, camp = min(rows, key=lambda r: (distance(r[1]), r[0].avg_us or math.inf))
+    return cand.params, f"warm start: best of campaign {camp.id[:8]} at {camp.shape_text}"
+
+
+def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
+    """Running: the seed's baseline first (and the team's best earlier point if asked)."""
+    campaign = _lock(session, campaign_id)
+    if campaign.status != "queued":
+        return []
+    family = get_family(campaign.kernel)
+    campaign.status = "running"
+    campaign.started_at = utcnow()
+    emit(session, campaign.id, "started", {})
+    created = [_new_candidate(session, campaign, family, family.baseline, action=None,
+                              reason="the seed's baseline", proposed_by="baseline",
+                              parent_id=None)]
+    if campaign.start_from:
+        found = warm_start_params(session, campaign)
+        if found is None:
+            emit(session, campaign.id, "note", {"kind": "warm_start", "message":
+                                                "no earlier result for this kernel and GPU"})
+        else:
+            params = family.params_from_dict(found[0])
+            if key_of(params) != created[0].params_key:
+                created.append(_new_candidate(session, campaign, family, params,
+                                              action="warm_start()", reason=found[1],
+                                              proposed_by="warm_start",
+                                              parent_id=created[0].id))
+    return created
+
+
+def budget_left(campaign: Campaign) -> tuple[int, str | None]:
+    """Evaluations that may still be proposed, and the budget that is spent (if any)."""
+    if campaign.budget_wall_s is not None and campaign.started_at is not None:
+        started = _aware(campaign.started_at)
+        assert started is not None
+        if (utcnow() - started).total_seconds() >= campaign.budget_wall_s:
+            return 0, f"wall-clock budget of {campaign.budget_wall_s:g} s spent"
+    if campaign.budget_gpu_s is not None and campaign.gpu_seconds >= campaign.budget_gpu_s:
+        return 0, f"GPU budget of {campaign.budget_gpu_s:g} s spent"
+    left = campaign.budget_iterations - campaign.next_iteration
+    if left <= 0:
+        return 0, f"iteration budget of {campaign.budget_iterations} spent"
+    return left, None
+
+
+def finish_campaign(session: Session, campaign: Campaign, status: str, reason: str) -> None:
+    """End the campaign (done, failed or cancelled) with its reason."""
+    if campaign.status in ("done", "failed", "cancelled"):
+        return
+    campaign.status = status
+    campaign.status_reason = reason
+    campaign.finished_at = utcnow()
+    emit(session, campaign.id, "finished", {"status": status, "reason": reason,
+                                            "best_id": campaign.best_id,
+                                            "best_us": campaign.best_us,
+                                            "evaluations": campaign.evaluations})
+
+
+def cancel_campaign(session: Session, campaign_id: str) -> Campaign:
+    """Stop proposing; in-flight candidates are recorded as they finish."""
+    campaign = _lock(session, campaign_id)
+    finish_campaign(session, campaign, "cancelled", "cancelled by a user")
+    return campaign
+
+
+def inject_actions(session: Session, campaign_id: str, actions: list[str]) -> Campaign:
+    """Give a running campaign new actions (the seed's human adding register blocking)."""
+    campaign = _lock(session, campaign_id)
+    family = get_family(campaign.kernel)
+    parsed = []
+    for text in actions:
+        try:
+            action = Action.parse(text)
+            family.transforms.check(action)
+        except (ValueError, UnknownAction) as exc:
+            raise CampaignError(f"actions: {exc}") from None
+        parsed.append(action)
+    if campaign.status in ("done", "failed", "cancelled"):
+        raise CampaignError(f"campaign is {campaign.status}: it takes no new actions")
+    if campaign.allowed_actions is not None:
+        campaign.allowed_actions = sorted({*campaign.allowed_actions,
+                                           *(a.name for a in parsed)})
+    campaign.injected_actions = [*campaign.injected_actions, *(str(a) for a in parsed)]
+    emit(session, campaign.id, "injected", {"actions": [str(a) for a in parsed]})
+    return campaign
+
+
+# ---- the loop's steps -----------------------------------------------------------------------
+def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
+                       space: SearchSpace, slots: int, settings: Any = None) -> list[Candidate]:
+    """Up to ``slots`` new candidates from the policy (the campaign row is locked)."""
+    campaign = _lock(session, campaign_id)
+    if campaign.status != "running" or slots <= 0:
+        return []
+    family = get_family(campaign.kernel)
+    left, spent = budget_left(campaign)
+    pending = in_flight(session, campaign.id)
+    if spent is not None:
+        if pending == 0:
+            finish_campaign(session, campaign, "done", spent)
+        return []
+    items = history(session, campaign)
+    incumbent = next((h for h in items if h.id == campaign.incumbent_id), None)
+    if incumbent is None:
+        return []  # the baseline is still being measured
+    ctx = PolicyContext(
+        family=family, space=space, arch=campaign.arch, incumbent=incumbent, history=items,
+        seed=campaign.seed, iteration=campaign.next_iteration,
+        threshold_pct=campaign.accept_threshold_pct,
+        allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
+        injected=list(campaign.injected_actions or []),
+        stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
+        settings=settings,
+    )
+    proposals = policy.propose(ctx, min(slots, left))
+    for note in ctx.notes:
+        emit(session, campaign.id, "note", note)
+    used = {p.action for p in proposals}
+    if ctx.injected:
+        campaign.injected_actions = [a for a in ctx.injected if a not in used
+                                     and _still_applicable(family, ctx, a)]
+    created = [
+        _new_candidate(session, campaign, family, p.params, action=p.action, reason=p.reason,
+                       proposed_by=p.proposed_by, parent_id=p.parent_id)
+        for p in proposals
+    ]
+    if not created and pending == 0:
+        finish_campaign(session, campaign, "done",
+                        "search space exhausted: no unexplored point left to propose")
+    return created
+
+
+def _still_applicable(family: Any, ctx: PolicyContext, text: str) -> bool:
+    from kernels.base import Candidate as Point
+    from kernels.base import Rejection
+
+    if ctx.incumbent is None:
+        return True
+    result = family.apply(Point(ctx.incumbent.params), text)
+    return not isinstance(result, Rejection) and ctx.fresh(result.params)
+
+
+def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
+    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None or cand.status not in CANDIDATE_IN_FLIGHT:
+        return None
+    cand.status = status
+    if status == "measuring":
+        cand.attempts += 1
+    return cand
+
+
+def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
+    """Store the compile figures (idempotent); a failed compile is the candidate's outcome."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None:
+        raise CampaignError(f"no candidate {candidate_id}")
+    if cand.status not in ("pending", "compiling"):
+        return cand  # a redelivered task: the result is already there
+    campaign = session.get(Campaign, cand.campaign_id)
+    assert campaign is not None
+    family = get_family(campaign.kernel)
+    cand.compile = result.summary(family.max_smem_limit(campaign.arch))
+    cand.compile_log = result.log[-20000:] if result.log else None
+    if result.status == "ok":
+        cand.status = "compiled"
+        return cand
+    status = COMPILE_STATUS.get(result.status, "compile_error")
+    _finalize(session, cand.campaign_id, cand, status,
+              Measurement(status, error=result.error))
+    return cand
+
+
+def record_measurement(session: Session, candidate_id: str, m: Measurement) -> Candidate:
+    """Store the measurement (idempotent), decide, check the budget."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None:
+        raise CampaignError(f"no candidate {candidate_id}")
+    if cand.status not in CANDIDATE_IN_FLIGHT:
+        return cand
+    _finalize(session, cand.campaign_id, cand, m.status, m)
+    return cand
+
+
+def record_failure(session: Session, candidate_id: str, status: str, error: str) -> Candidate:
+    """A candidate whose evaluation could not complete (e.g. it killed its worker twice)."""
+    return record_measurement(session, candidate_id, Measurement(status, error=error))
+
+
+def _decide(campaign: Campaign, cand: Candidate, incumbent: Candidate | None,
+            m: Measurement) -> dict[str, Any]:
+    if m.status != "ok" or not m.perf:
+        why = m.error or m.status
+        if m.status == "wrong" and m.correctness:
+            why = m.correctness.get("reason") or why
+        return {"accepted": False, "improvement_pct": None,
+                "reason": f"{m.status}: {why}"[:500]}
+    cand_us = float(m.perf["avg_us"])
+    if incumbent is None:
+        return {"accepted": True, "improvement_pct": None,
+                "reason": "first correct kernel: the incumbent"}
+    runs = [float(r) for r in m.perf["runs_us"]]
+    inc_runs = [float(r) for r in (m.incumbent_runs_us or [])]
+    if inc_runs:
+        inc_us = statistics.median(inc_runs)
+        confident = max(runs) < min(inc_runs)
+        basis = "interleaved A/B in one process"
+    else:
+        inc_us = float(incumbent.avg_us or math.inf)
+        confident = True
+        basis = "against the incumbent's recorded time"
+    improvement = 100.0 * (inc_us - cand_us) / inc_us
+    threshold = campaign.accept_threshold_pct
+    if improvement > threshold and confident:
+        return {"accepted": True, "improvement_pct": round(improvement, 3),
+                "reason": f"{improvement:+.2f}% vs incumbent ({basis}), above the "
+                          f"{threshold:g}% threshold"}
+    if improvement > threshold:
+        why = (f"{improvement:+.2f}% but the runs overlap the incumbent's ({basis}): "
+               "not confident; revert")
+    else:
+        why = (f"{improvement:+.2f}% vs incumbent ({basis}), below the {threshold:g}% "
+               "threshold; revert")
+    return {"accepted": False, "improvement_pct": round(improvement, 3), "reason": why}
+
+
+def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
+              m: Measurement) -> None:
+    campaign = _lock(session, campaign_id)
+    incumbent = session.get(Candidate, campaign.incumbent_id) if campaign.incumbent_id else None
+    cand.status = status
+    cand.correctness = m.correctness
+    cand.perf = m.perf
+    cand.profile = m.profile
+    cand.error = m.error
+    cand.gpu_seconds = m.gpu_seconds
+    cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
+    cand.finished_at = utcnow()
+    decision = _decide(campaign, cand, incumbent, m)
+    cand.decision = decision
+    cand.accepted = bool(decision["accepted"])
+    campaign.evaluations += 1
+    campaign.gpu_seconds += m.gpu_seconds
+    if cand.accepted:
+        campaign.incumbent_id = cand.id
+        campaign.last_accept_iteration = cand.iteration
+        if campaign.best_us is None or (cand.avg_us or math.inf) < campaign.best_us:
+            campaign.best_id = cand.id
+            campaign.best_us = cand.avg_us
+    if cand.iteration == 0:
+        campaign.baseline_id = cand.id
+        if status != "ok":
+            finish_campaign(session, campaign, "failed",
+                            f"the baseline did not pass: {decision['reason']}")
+    flops = 2 * campaign.m * campaign.n * campaign.k
+    cand.feedback = build_feedback(campaign, cand, flops)
+    emit(session, campaign.id, "result", {
+        "candidate_id": cand.id, "iteration": cand.iteration, "action": cand.action,
+        "status": status, "avg_us": cand.avg_us,
+        "tflops": (m.perf or {}).get("throughput_tflops") if status == "ok" else None,
+        "decision": decision, "best_us": campaign.best_us, "best_id": campaign.best_id,
+        "evaluations": campaign.evaluations,
+    })
+    if campaign.status == "running":
+        left, spent = budget_left(campaign)
+        if spent is not None and in_flight(session, campaign.id) == 0:
+            finish_campaign(session, campaign, "done", spent)
+
+
+def build_feedback(campaign: Campaign, cand: Candidate, flops: int) -> dict[str, Any]:
+    """The feedback record of DESIGN.md §5, validated against :class:`FeedbackRecord`."""
+    compile_block = dict(cand.compile or {
+        "seconds": 0.0, "max_smem_limit": get_family(campaign.kernel).max_smem_limit(
+            campaign.arch)})
+    compile_status = compile_block.pop("status", None) or (
+        "ok" if cand.status not in ("rejected", "compile_error", "compile_timeout") else "error")
+    best_tflops = flops / (campaign.best_us * 1e-6) / 1e12 if campaign.best_us else None
+    record = FeedbackRecord.model_validate({
+        "iteration": cand.iteration, "campaign_id": campaign.id, "candidate_id": cand.id,
+        "parent_id": cand.parent_id, "action_taken": cand.action, "params": cand.params,
+        "status": cand.status, "compile_status": compile_status, "compile": compile_block,
+        "correctness": cand.correctness, "perf": cand.perf, "profile": cand.profile,
+        "decision": cand.decision,
+        "best_so_far": {"candidate_id": campaign.best_id, "avg_us": campaign.best_us,
+                        "throughput_tflops": round(best_tflops, 4) if best_tflops else None,
+                        "rank_est": rank_estimate(campaign.leaderboard, campaign.best_us,
+                                                  flops)},
+        "device": campaign.device, "backend": campaign.backend, "error": cand.error,
+    })
+    return record.model_dump(mode="json")

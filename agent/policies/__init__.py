@@ -1,0 +1,34 @@
+"""Search policies behind one interface (:class:`agent.policies.base.Policy`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.policies.base import Policy
+
+POLICY_NAMES = ("expert", "optuna", "random", "llm")
+
+
+def make_policy(name: str, settings: Any = None) -> Policy:
+    """The policy called ``name``; ``ValueError`` names the known ones."""
+    if name == "expert":
+        from agent.policies.expert import ExpertPolicy
+
+        return ExpertPolicy()
+    if name == "optuna":
+        from agent.policies.optuna_policy import OptunaPolicy
+
+        return OptunaPolicy()
+    if name == "random":
+        from agent.policies.random_policy import RandomPolicy
+
+        return RandomPolicy()
+    if name == "llm":
+        from agent.policies.llm import LlmPolicy
+
+        if settings is None or not settings.llm_url:
+            raise ValueError("policy 'llm' needs TUNEFORGE_LLM_URL (an OpenAI-compatible "
+                             "endpoint) and TUNEFORGE_LLM_MODEL")
+        return LlmPolicy(settings.llm_url, settings.llm_model, settings.llm_api_key,
+                         settings.llm_timeout_s)
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

@@ -1,0 +1,166 @@
+"""The policy interface: ``propose(ctx, n) -> list[Proposal]``, and what a policy may read.
+
+Policies are stateless between calls: everything they know comes from :class:`PolicyContext`,
+built from the database by the engine (so the Celery agent and embedded mode decide alike, and
+any decision can be replayed).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernels.base import Action, Candidate, Rejection, params_key
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A point to evaluate next, how it was reached and why."""
+
+    params: Any
+    action: str
+    reason: str
+    proposed_by: str
+    parent_id: str | None = None
+
+
+@dataclass
+class HistoryItem:
+    """What a policy knows of one evaluated (or in-flight) candidate."""
+
+    id: str
+    iteration: int
+    params: Any
+    key: str
+    status: str
+    action: str | None = None
+    parent_id: str | None = None
+    avg_us: float | None = None
+    accepted: bool = False
+    compile: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    correctness: dict[str, Any] | None = None
+    improvement_pct: float | None = None
+
+
+class SearchSpace(Protocol):
+    """The points a backend can evaluate (all valid points on a GPU; the measured ones in a
+    replay)."""
+
+    domains: dict[str, tuple[Any, ...]]
+
+    def contains(self, params: Any) -> bool:
+        """Whether ``params`` can be evaluated here."""
+        ...
+
+    def points(self) -> list[Any]:
+        """Every point (for random sampling)."""
+        ...
+
+
+@dataclass
+class PolicyContext:
+    """Everything a policy may use to decide."""
+
+    family: Any
+    space: SearchSpace
+    arch: str
+    incumbent: HistoryItem | None
+    history: list[HistoryItem]
+    seed: int
+    iteration: int
+    threshold_pct: float
+    allowed_actions: set[str] | None = None
+    injected: list[str] = field(default_factory=list)
+    stagnation: int = 0
+    settings: Any = None
+    #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
+    notes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def explored(self) -> set[str]:
+        """Keys of every point already evaluated or in flight."""
+        return {h.key for h in self.history}
+
+    def rng(self, salt: int = 0) -> random.Random:
+        """A generator seeded by campaign seed, iteration and ``salt`` (replayable)."""
+        return random.Random((self.seed * 1_000_003 + self.iteration * 7919 + salt) & 0xFFFFFFFF)
+
+    def action_allowed(self, name: str) -> bool:
+        """Whether a transform name may be used in this campaign."""
+        return self.allowed_actions is None or name in self.allowed_actions
+
+    def fresh(self, params: Any) -> bool:
+        """Valid here, in the space, and not explored yet."""
+        if self.family.validate(params, self.arch) is not None:
+            return False
+        return self.space.contains(params) and key_of(params) not in self.explored
+
+    def neighbours(self, start: HistoryItem | None = None) -> Iterator[tuple[Action, Any]]:
+        """One-transform moves from ``start`` (default the incumbent) to fresh points."""
+        origin = start or self.incumbent
+        if origin is None:
+            return
+        node = Candidate(origin.params)
+        seen: set[str] = set()
+        for spec in self.family.transforms:
+            if spec.name == "revert_last" or not self.action_allowed(spec.name):
+                continue
+            for action in spec.actions():
+                if not all(_in_domain(self.space.domains, spec, a, v)
+                           for a, v in zip(spec.args, action.args, strict=True)):
+                    continue
+                result = self.family.apply(node, action)
+                if isinstance(result, Rejection):
+                    continue
+                key = key_of(result.params)
+                if key in seen or not self.fresh(result.params):
+                    continue
+                seen.add(key)
+                yield action, result.params
+
+
+def _in_domain(domains: dict[str, tuple[Any, ...]], spec: Any, arg: Any, value: Any) -> bool:
+    field_of = {"tile_size": "tile_k", "vec_width": "vec", "factor": "unroll", "x": "block_x",
+                "y": "block_y", "pad": "pad"}
+    name = field_of.get(arg.name)
+    if spec.name == "apply_register_block":
+        name = "reg_m" if arg.name == "m" else "reg_n"
+    if name is None or name not in domains:
+        return True
+    return value in domains[name]
+
+
+def key_of(params: Any) -> str:
+    """Canonical key of a point."""
+    return params_key(params.canonical().to_dict())
+
+
+class Policy(Protocol):
+    """Chooses the next points to evaluate."""
+
+    name: str
+
+    def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
+        """Up to ``n`` fresh proposals (fewer, or none, when the space is exhausted)."""
+        ...
+
+
+def take_unique(items: Iterable[Proposal], n: int) -> list[Proposal]:
+    """The first ``n`` proposals with distinct points."""
+    out: list[Proposal] = []
+    seen: set[str] = set()
+    for item in items:
+        key = key_of(item.params)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(item)
+        if len(out) >= n:
+            break
+    return out
+
+
+PolicyFactory = Callable[[], Policy]

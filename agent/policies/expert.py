@@ -1,0 +1,232 @@
+"""The built-in expert policy: the seed's profile-driven rules, then local numeric search.
+
+Rules, in order, each producing a move from the incumbent only when its signal is present:
+
+1. actions injected into the running campaign (the seed's human adding register blocking);
+2. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
+3. the last compile was over the shared-memory limit → the largest tile that fits, computed from
+   ``max_smem_limit`` in the feedback (not a blind halving);
+4. operands read straight from global memory (memory-bound) → vectorize, stage tiles in shared
+   memory, register-block;
+5. shared-memory bank conflicts (Nsight figure, or unpadded tiles when none was measured) →
+   ``avoid_bank_conflict``;
+6. spills, or occupancy limited by registers → a smaller register block;
+7. low reuse per shared-memory load (register block under 4x4) → a larger register block;
+8. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
+   (a running mean of their improvements), untried ones next.
+
+Neighbourhoods that did not pay are marked explored: a block shape that lost from an incumbent
+also rules out the shapes of the same thread count next to it for that incumbent (no ping-pong
+between (32,4) and (64,2)). After ``stagnation_window`` evaluations without an acceptance the
+action set widens to two-step moves; after three windows, to the neighbourhoods of the best few
+points instead of the incumbent alone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any
+
+from agent.policies.base import (
+    HistoryItem,
+    PolicyContext,
+    Proposal,
+    key_of,
+    take_unique,
+)
+from kernels.base import Action, Candidate, Rejection
+
+STAGNATION_WINDOW = 12
+
+
+def _payoffs(ctx: PolicyContext) -> dict[str, tuple[float, int]]:
+    """Mean improvement (%) and count of each transform name over finished candidates."""
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for h in ctx.history:
+        if h.action is None or h.improvement_pct is None:
+            continue
+        name = h.action.split("(")[0]
+        sums[name] += max(min(h.improvement_pct, 50.0), -50.0)
+        counts[name] += 1
+    return {k: (sums[k] / counts[k], counts[k]) for k in counts}
+
+
+def _failed_block_contexts(ctx: PolicyContext) -> set[tuple[str, int, int]]:
+    """(context key without block shape, x, y) of block shapes that did not pay, plus their
+    same-thread-count neighbours."""
+    by_id = {h.id: h for h in ctx.history}
+    tabu: set[tuple[str, int, int]] = set()
+    for h in ctx.history:
+        if not (h.action or "").startswith("change_block_config") or h.accepted:
+            continue
+        if h.status in ("pending", "compiling", "compiled", "measuring"):
+            continue
+        parent = by_id.get(h.parent_id or "")
+        if parent is None:
+            continue
+        ctx_key = _context_key(parent.params)
+        x, y = h.params.block_x, h.params.block_y
+        for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
+            if nx >= 1 and ny >= 1:
+                tabu.add((ctx_key, nx, ny))
+    return tabu
+
+
+def _context_key(params: Any) -> str:
+    return key_of(replace(params, block_x=16, block_y=16))
+
+
+class ExpertPolicy:
+    """Profile-driven rules from the seed, then local search (see the module docstring)."""
+
+    name = "expert"
+
+    def __init__(self, stagnation_window: int = STAGNATION_WINDOW) -> None:
+        self.stagnation_window = stagnation_window
+
+    def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
+        """Up to ``n`` fresh proposals from the incumbent (or wider after stagnation)."""
+        if ctx.incumbent is None:
+            return []
+        out = list(self._ruled(ctx))
+        out += self._local_search(ctx, ctx.incumbent)
+        if ctx.stagnation >= self.stagnation_window:
+            out += self._two_step(ctx)
+        if ctx.stagnation >= 3 * self.stagnation_window or not out:
+            for item in self._top(ctx, 3):
+                out += self._local_search(ctx, item)
+        return take_unique(out, n)
+
+    # -- rules ---------------------------------------------------------------------------------
+    def _move(self, ctx: PolicyContext, text: str, reason: str) -> Proposal | None:
+        inc = ctx.incumbent
+        assert inc is not None
+        try:
+            action = Action.parse(text)
+            ctx.family.transforms.check(action)
+        except ValueError:
+            return None
+        if not ctx.action_allowed(action.name):
+            return None
+        result = ctx.family.apply(Candidate(inc.params), action)
+        if isinstance(result, Rejection) or not ctx.fresh(result.params):
+            return None
+        if action.name == "change_block_config" and (
+                _context_key(inc.params), action.args[0], action.args[1]
+        ) in _failed_block_contexts(ctx):
+            return None
+        return Proposal(result.params, str(action), reason, self.name, inc.id)
+
+    def _ruled(self, ctx: PolicyContext) -> list[Proposal]:
+        inc = ctx.incumbent
+        assert inc is not None
+        p = inc.params
+        profile = inc.profile or {}
+        moves: list[tuple[str, str]] = []
+        for text in ctx.injected:
+            moves.append((text, "injected into the running campaign"))
+        if not p.coalesced:
+            moves.append(("apply_coalesce(true)",
+                          "threadIdx.x runs along M: a warp's B loads and C stores are strided"))
+        last = max(ctx.history, key=lambda h: h.iteration, default=None)
+        rejection = ((last.compile or {}).get("rejection") or {}) if last else {}
+        if rejection.get("reason") == "smem_over_limit" and p.smem:
+            limit = int(rejection["max_smem_limit"])
+            for tile in (64, 32, 16, 8):
+                need = 4 * tile * (p.block_m + p.block_n + 2 * p.pad)
+                if need <= limit and tile != p.tile_k:
+                    moves.append((f"apply_tiling({tile})",
+                                  f"last tile needed {rejection.get('smem_bytes')} B of smem, "
+                                  f"limit {limit} B: tile {tile} needs {need} B"))
+                    break
+        if not p.smem:
+            reason = ("operands come straight from global memory, re-read by every thread: "
+                      "memory-bound")
+            if p.vec < 4:
+                moves.append(("apply_vectorize(4)", reason + "; float4 loads move 4x per access"))
+            moves.append(("apply_shared_memory_load(true)", reason + "; stage tiles in smem"))
+            moves.append(("apply_register_block(4, 4)", reason + "; reuse operands in registers"))
+        else:
+            conflicts = profile.get("shared_mem_bank_conflicts")
+            if p.pad == 0 and (conflicts is None or conflicts > 0):
+                why = (f"{conflicts} shared-memory bank conflicts" if conflicts is not None
+                       else "unpadded shared-memory tiles (transposed A stores conflict)")
+                moves.append(("avoid_bank_conflict(1)", why + ": pad rows by one word"))
+                moves.append(("avoid_bank_conflict(4)", why + ": pad rows by one float4"))
+            spills = (inc.compile or {}).get("spill_bytes") or 0
+            occupancy = profile.get("theoretical_occupancy_pct")
+            limiter = profile.get("limiter")
+            if spills > 0 or (limiter == "registers" and occupancy is not None and occupancy < 20):
+                why = (f"{spills} bytes of spills" if spills else
+                       f"occupancy {occupancy}% limited by registers")
+                moves.append((f"apply_register_block({max(1, p.reg_m // 2)}, {p.reg_n})", why))
+                moves.append((f"apply_register_block({p.reg_m}, {max(1, p.reg_n // 2)})", why))
+            if p.reg_m * p.reg_n < 16:
+                why = (f"a {p.reg_m}x{p.reg_n} register block does few FMAs per shared-memory "
+                       "load: raise reuse")
+                moves += [("apply_register_block(4, 4)", why), ("apply_register_block(8, 4)", why),
+                          ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
+            if p.vec < 4:
+                moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
+        out = []
+        for text, reason in moves:
+            prop = self._move(ctx, text, reason)
+            if prop is not None:
+                out.append(prop)
+        return out
+
+    # -- search --------------------------------------------------------------------------------
+    def _local_search(self, ctx: PolicyContext, start: HistoryItem) -> list[Proposal]:
+        payoffs = _payoffs(ctx)
+        tabu = _failed_block_contexts(ctx)
+        ctx_key = _context_key(start.params)
+        scored = []
+        rng = ctx.rng(salt=len(ctx.history))
+        for action, params in ctx.neighbours(start):
+            if action.name == "change_block_config" and (
+                    ctx_key, action.args[0], action.args[1]) in tabu:
+                continue
+            mean, count = payoffs.get(action.name, (0.0, 0))
+            bonus = 1.0 / (1 + count)  # untried transforms first among equals
+            scored.append((mean + bonus + rng.random() * 0.01, action, params))
+        scored.sort(key=lambda t: -t[0])
+        return [Proposal(params, str(action),
+                         f"local search from #{start.iteration}: {action.name} has paid "
+                         f"{payoffs.get(action.name, (0.0, 0))[0]:+.1f}% on average",
+                         self.name, start.id)
+                for _, action, params in scored]
+
+    def _two_step(self, ctx: PolicyContext) -> list[Proposal]:
+        inc = ctx.incumbent
+        assert inc is not None
+        rng = ctx.rng(salt=97)
+        firsts = list(ctx.family.transforms)
+        out: list[Proposal] = []
+        explored = ctx.explored
+        for _ in range(200):
+            node = Candidate(inc.params)
+            steps = []
+            for _step in range(2):
+                spec = rng.choice(firsts)
+                if spec.name == "revert_last" or not ctx.action_allowed(spec.name):
+                    break
+                action = rng.choice(list(spec.actions()))
+                result = ctx.family.apply(node, action)
+                if isinstance(result, Rejection):
+                    break
+                node = result
+                steps.append(str(action))
+            if len(steps) == 2 and key_of(node.params) not in explored and ctx.fresh(node.params):
+                out.append(Proposal(node.params, " ; ".join(steps),
+                                    f"stagnation ({ctx.stagnation} evaluations without an "
+                                    "acceptance): two-step move", self.name, inc.id))
+            if len(out) >= 8:
+                break
+        return out
+
+    @staticmethod
+    def _top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
+        ok = [h for h in ctx.history if h.status == "ok" and h.avg_us is not None]
+        return sorted(ok, key=lambda h: h.avg_us or 0.0)[:k]

@@ -1,0 +1,59 @@
+"""Search spaces: every valid point on a GPU; the measured points in a replay."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from agent.policies.base import key_of
+from kernels import get_family
+from worker.evaluate import ReplayDataset
+
+
+@lru_cache(maxsize=8)
+def _full_points(kernel: str, arch: str) -> tuple[Any, ...]:
+    return tuple(get_family(kernel).space(arch))
+
+
+class FullSpace:
+    """All valid points of a family (a GPU evaluates any of them)."""
+
+    def __init__(self, family: Any, arch: str) -> None:
+        from kernels.gemm_bias_relu.params import DOMAINS
+
+        self.family = family
+        self.arch = arch
+        self.domains: dict[str, tuple[Any, ...]] = dict(DOMAINS)
+
+    def contains(self, params: Any) -> bool:
+        """Valid on this arch."""
+        return self.family.validate(params, self.arch) is None
+
+    def points(self) -> list[Any]:
+        """Every valid canonical point (enumerated once per process)."""
+        return list(_full_points(self.family.name, self.arch))
+
+
+class ReplaySpace:
+    """The points a replay dataset measured at the campaign's shape."""
+
+    def __init__(self, family: Any, dataset: ReplayDataset, shape: str) -> None:
+        self.family = family
+        self._points = {}
+        for (_key, s), row in dataset.points.items():
+            if s == shape:
+                params = family.params_from_dict(row["params"])
+                self._points[key_of(params)] = params
+        if not self._points:
+            raise ValueError(f"the replay dataset has no measurement at shape {shape}; "
+                             f"it has {', '.join(dataset.shapes())}")
+        domains = dataset.meta.get("domains") or {}
+        self.domains: dict[str, tuple[Any, ...]] = {k: tuple(v) for k, v in domains.items()}
+
+    def contains(self, params: Any) -> bool:
+        """Measured in the dataset."""
+        return key_of(params) in self._points
+
+    def points(self) -> list[Any]:
+        """Every measured point."""
+        return list(self._points.values())

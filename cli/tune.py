@@ -1,0 +1,224 @@
+"""``tuneforge tune``: an embedded campaign (SQLite, in-process, GPU or replay)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cli.common import console, err_console, fail
+from core.settings import get_settings
+
+
+def _load_leaderboard(path: Path | None) -> list[Any] | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        fail(f"--leaderboard {path}: {exc}")
+    if isinstance(data, dict):
+        data = data.get("entries")
+    if not isinstance(data, list) or not data:
+        fail(f"--leaderboard {path}: expected a JSON list of times in µs (or of objects with "
+             "avg_us or tflops), or {\"entries\": [...]}")
+    return data
+
+
+def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *,
+                    tolerance: float) -> tuple[list[Any], str, str | None]:
+    """Evaluators for ``backend`` (``auto`` = GPU if pycuda finds one, else replay), the backend
+    used, and why the GPU was not used (if it was not)."""
+    from worker.evaluate import EvalOptions, GpuEvaluator, ReplayDataset, ReplayEvaluator
+
+    options = EvalOptions(tolerance=tolerance)
+    why_not_gpu = None
+    if backend in ("auto", "gpu"):
+        from worker.compile import compiler_from_settings
+        from worker.gpu_runner import ChildUnavailable
+
+        try:
+            evaluators = [GpuEvaluator(family, compiler_from_settings(settings), gpu=g,
+                                       options=options,
+                                       vendor_cache=settings.home / "vendor.json")
+                          for g in gpus]
+            return evaluators, "gpu", None
+        except (ChildUnavailable, RuntimeError, OSError) as exc:
+            why_not_gpu = str(exc).splitlines()[0][:200]
+            if backend == "gpu":
+                fail(f"--backend gpu: {why_not_gpu}")
+    dataset = ReplayDataset(family.replay_dataset_path())
+    return [ReplayEvaluator(family, dataset, options=options)], "replay", why_not_gpu
+
+
+def tune(
+    shape: Annotated[str, typer.Option(help="problem shape MxNxK")] = "4096x4096x4096",
+    budget: Annotated[int, typer.Option(help="evaluations (iterations)", min=1)] = 600,
+    wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
+    gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
+    policy: Annotated[str, typer.Option(help="expert | optuna | random | llm")] = "expert",
+    seed: Annotated[int, typer.Option(help="seed of inputs and policies")] = 0,
+    tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
+    threshold: Annotated[float, typer.Option(help="accept above this % improvement")] = 0.5,
+    backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
+    gpus: Annotated[str, typer.Option(help="GPU indices, e.g. 0,1")] = "0",
+    db: Annotated[Path | None, typer.Option(help="SQLite file (default ~/.tuneforge)")] = None,
+    leaderboard: Annotated[Path | None, typer.Option(help="JSON leaderboard for rank_est")] = None,
+    actions: Annotated[str | None, typer.Option(
+        help="restrict the action space to these transform names (comma-separated)")] = None,
+    start_from: Annotated[str | None, typer.Option(
+        help="'best': warm start from the best earlier result of this kernel and GPU")] = None,
+    out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
+        "tuneforge-out"),
+    kernel: Annotated[str, typer.Option(help="kernel family")] = "gemm_bias_relu",
+    as_json: Annotated[bool, typer.Option("--json", help="last stdout line: one JSON")] = False,
+) -> None:
+    """Run an embedded tuning campaign and print its summary.
+
+    Examples:
+
+      tuneforge tune                          # 4096³, expert policy, GPU or replay
+
+      tuneforge tune --budget 200 --policy random --seed 3 --json
+
+      tuneforge tune --actions apply_coalesce,apply_tiling,apply_shared_memory_load
+    """
+    import math
+
+    from agent.embedded import EmbeddedRunner
+    from agent.engine import CampaignError, CampaignSpec, create_campaign
+    from agent.policies import make_policy
+    from agent.report import best_kernel_files, convergence_plot, summary
+    from agent.spaces import FullSpace, ReplaySpace
+    from core.db import session_factory, upgrade_database
+    from kernels import get_family
+    from kernels.base import Shape
+    from worker.evaluate import fp32_peak_tflops
+
+    settings = get_settings()
+    try:
+        family = get_family(kernel)
+        problem = Shape.parse(shape)
+        policy_obj = make_policy(policy, settings)
+    except ValueError as exc:
+        fail(str(exc))
+    if backend not in ("auto", "gpu", "replay"):
+        fail(f"--backend must be auto, gpu or replay, not {backend!r}")
+    if not (math.isfinite(tolerance) and 0 < tolerance < 1):
+        fail(f"--tolerance must be a number in (0, 1), got {tolerance}")
+    allowed = [a.strip() for a in actions.split(",") if a.strip()] if actions else None
+    board = _load_leaderboard(leaderboard)
+    url = f"sqlite:///{db.resolve()}" if db else settings.effective_database_url
+    upgrade_database(url)
+    sessions = session_factory(url)
+
+    evaluators, used, why_not_gpu = make_evaluators(
+        backend, family, settings, [g.strip() for g in gpus.split(",") if g.strip()],
+        tolerance=tolerance)
+    device = evaluators[0].device
+    if used == "replay":
+        ev = evaluators[0]
+        err_console.print(Panel(
+            f"No GPU here ({why_not_gpu or 'replay asked for'}).\n"
+            f"Replaying real measurements of [bold]{device.get('name')}[/] taken on "
+            f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commit "
+            f"{ev.dataset.meta.get('commit')}): {len(ev.dataset.points)} points at "
+            f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
+        try:
+            space: Any = ReplaySpace(family, ev.dataset, str(problem))
+        except ValueError as exc:
+            fail(f"--shape: {exc}")
+    else:
+        space = FullSpace(family, settings.arch)
+    vendor_us = evaluators[0].vendor_us(problem)
+    spec = CampaignSpec(
+        kernel=kernel, m=problem.m, n=problem.n, k=problem.k, tolerance=tolerance,
+        policy=policy, accept_threshold_pct=threshold, seed=seed, budget_iterations=budget,
+        budget_wall_s=wall_seconds, budget_gpu_s=gpu_seconds, leaderboard=board,
+        start_from=start_from, allowed_actions=allowed, parallel=len(evaluators),
+        arch=settings.arch,
+    )
+    with sessions.begin() as s:
+        try:
+            campaign = create_campaign(s, spec, backend=used, device=device,
+                                       vendor_us=vendor_us)
+        except CampaignError as exc:
+            fail(str(exc))
+        campaign_id = campaign.id
+
+    peak = fp32_peak_tflops(device)
+    flops = problem.flops
+    progress = Progress(TextColumn("[bold]tuning[/]"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
+                        console=err_console, transient=False, disable=as_json)
+    task = progress.add_task("tune", total=budget, best="")
+
+    def on_progress(camp: Any, cand: Any) -> None:
+        best = camp.best_us
+        text = ""
+        if best:
+            tf = flops / (best * 1e-6) / 1e12
+            pct = f" · {100 * vendor_us / best:.0f}% of cuBLAS" if vendor_us else ""
+            text = f"best {best:.1f} µs · {tf:.2f} TFLOP/s{pct}"
+        progress.update(task, completed=camp.evaluations, best=text)
+
+    runner = EmbeddedRunner(sessions, evaluators, policy=policy_obj, space=space,
+                            settings=settings, on_progress=on_progress)
+    try:
+        with progress:
+            runner.run(campaign_id)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: the campaign stays in the database[/]")
+        raise typer.Exit(130) from None
+    finally:
+        for ev in evaluators:
+            ev.close()
+
+    with sessions() as s:
+        from core.models import Campaign
+
+        campaign = s.get(Campaign, campaign_id)
+        assert campaign is not None
+        result = summary(s, campaign)
+        out_dir = out / campaign_id[:8]
+        files = best_kernel_files(s, campaign, out_dir)
+        plot = convergence_plot(s, campaign, out_dir / "convergence.png", peak)
+    result["files"] = [str(p) for p in [*files, plot]]
+    if runner.errors:
+        result["error"] = repr(runner.errors[0])
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        _print_summary(result)
+    if result["status"] == "failed":
+        raise typer.Exit(1)
+
+
+def _print_summary(r: dict[str, Any]) -> None:
+    table = Table(title=f"campaign {r['campaign_id'][:8]} · {r['status']} ({r['reason']})",
+                  show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    best, base = r["best"] or {}, r["baseline"] or {}
+    rows = [
+        ("kernel / shape", f"{r['kernel']} {r['shape']}"),
+        ("backend / GPU", f"{r['backend']} / {r['gpu']}"),
+        ("policy / evaluations", f"{r['policy']} / {r['evaluations']}"),
+        ("best", f"{best.get('avg_us')} µs · {best.get('throughput_tflops')} TFLOP/s"
+                 f" (iteration {best.get('iteration')})"),
+        ("best params", json.dumps(best.get("params"), sort_keys=True)),
+        ("baseline", f"{base.get('avg_us')} µs · {base.get('throughput_tflops')} TFLOP/s"),
+        ("speedup vs baseline", f"{r['speedup_vs_baseline']}x"),
+        ("% of cuBLAS fp32", f"{r['pct_of_vendor']}%"),
+        ("rank estimate", str(r["rank_est"]) if r["rank_est"] else "– (no --leaderboard)"),
+        ("files", "\n".join(r["files"])),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)

@@ -1,0 +1,188 @@
+"""ORM models (SQLAlchemy 2), the same on PostgreSQL (service) and SQLite (embedded).
+
+The schema itself is created only by Alembic migrations (``migrations/``); embedded mode runs the
+same migrations on its SQLite file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now."""
+    return dt.datetime.now(dt.UTC)
+
+
+def new_id() -> str:
+    """A random id (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every model."""
+
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+CAMPAIGN_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+#: Candidate statuses: in flight, then one final outcome.
+CANDIDATE_IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
+CANDIDATE_FINAL = ("ok", "rejected", "compile_error", "compile_timeout", "wrong", "crashed",
+                   "timeout", "launch_error", "not_measured")
+
+
+class Team(Base):
+    """A team shares campaigns and history; API keys belong to it."""
+
+    __tablename__ = "teams"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    keys: Mapped[list[ApiKey]] = relationship(back_populates="team")
+
+
+class ApiKey(Base):
+    """An API key, stored as a SHA-256 hash; ``prefix`` identifies it in listings."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    team: Mapped[Team] = relationship(back_populates="keys")
+
+
+class Campaign(Base):
+    """A tuning campaign: its spec, its state and its budget counters."""
+
+    __tablename__ = "campaigns"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id"), index=True)
+    kernel: Mapped[str] = mapped_column(String(64))
+    m: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(Integer)
+    k: Mapped[int] = mapped_column(Integer)
+    arch: Mapped[str] = mapped_column(String(16), default="sm_90")
+    backend: Mapped[str] = mapped_column(String(16), default="gpu")
+    gpu_name: Mapped[str | None] = mapped_column(String(128))
+    tolerance: Mapped[float] = mapped_column(Float, default=1e-4)
+    policy: Mapped[str] = mapped_column(String(32), default="expert")
+    accept_threshold_pct: Mapped[float] = mapped_column(Float, default=0.5)
+    profile: Mapped[str] = mapped_column(String(8), default="light")
+    parallel: Mapped[int] = mapped_column(Integer, default=1)
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    budget_iterations: Mapped[int] = mapped_column(Integer, default=600)
+    budget_wall_s: Mapped[float | None] = mapped_column(Float)
+    budget_gpu_s: Mapped[float | None] = mapped_column(Float)
+    leaderboard: Mapped[list[Any] | None] = mapped_column(JSON)
+    start_from: Mapped[str | None] = mapped_column(String(64))
+    allowed_actions: Mapped[list[Any] | None] = mapped_column(JSON)
+    injected_actions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    evaluations: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    baseline_id: Mapped[str | None] = mapped_column(String(32))
+    incumbent_id: Mapped[str | None] = mapped_column(String(32))
+    best_id: Mapped[str | None] = mapped_column(String(32))
+    best_us: Mapped[float | None] = mapped_column(Float)
+    last_accept_iteration: Mapped[int] = mapped_column(Integer, default=0)
+    next_iteration: Mapped[int] = mapped_column(Integer, default=0)
+    vendor_us: Mapped[float | None] = mapped_column(Float)
+    device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    candidates: Mapped[list[Candidate]] = relationship(
+        back_populates="campaign", order_by="Candidate.iteration"
+    )
+
+    @property
+    def shape_text(self) -> str:
+        """``MxNxK``."""
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+class Candidate(Base):
+    """One point evaluated in a campaign, with its whole feedback record."""
+
+    __tablename__ = "candidates"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "iteration", name="uq_candidate_iteration"),
+        UniqueConstraint("campaign_id", "params_key", name="uq_candidate_point"),
+        Index("ix_candidates_campaign_status", "campaign_id", "status"),
+    )
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    campaign_id: Mapped[str] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    iteration: Mapped[int] = mapped_column(Integer)
+    parent_id: Mapped[str | None] = mapped_column(String(32))
+    action: Mapped[str | None] = mapped_column(String(200))
+    proposed_by: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params_key: Mapped[str] = mapped_column(String(32))
+    source_hash: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    compile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    compile_log: Mapped[str | None] = mapped_column(Text)
+    correctness: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    perf: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    feedback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    avg_us: Mapped[float | None] = mapped_column(Float)
+    accepted: Mapped[bool] = mapped_column(Boolean, default=False)
+    gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    campaign: Mapped[Campaign] = relationship(back_populates="candidates")
+
+
+class Event(Base):
+    """Everything that happened in a campaign, in order (the SSE stream and the audit log)."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[str] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorkerHeartbeat(Base):
+    """Live workers and their GPUs, refreshed by each worker process."""
+
+    __tablename__ = "worker_heartbeats"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(200))
+    gpu: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    backend: Mapped[str | None] = mapped_column(String(16))
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    evaluations: Mapped[int] = mapped_column(Integer, default=0)
