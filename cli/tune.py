@@ -183,12 +183,12 @@ def tune(
     with sessions() as s:
         from core.models import Campaign
 
-        campaign = s.get(Campaign, campaign_id)
-        assert campaign is not None
-        result = summary(s, campaign)
+        finished = s.get(Campaign, campaign_id)
+        assert finished is not None
+        result = summary(s, finished)
         out_dir = out / campaign_id[:8]
-        files = best_kernel_files(s, campaign, out_dir)
-        plot = convergence_plot(s, campaign, out_dir / "convergence.png", peak)
+        files = best_kernel_files(s, finished, out_dir)
+        plot = convergence_plot(s, finished, out_dir / "convergence.png", peak)
     result["files"] = [str(p) for p in [*files, plot]]
     if runner.errors:
         result["error"] = repr(runner.errors[0])
