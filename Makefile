@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	if command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q -e '.[gpu]'; fi
 	touch $(STAMP)
 
 ## the main job: an embedded tuning campaign (GPU if pycuda finds one, else the replay dataset)
