@@ -47,8 +47,12 @@ class ReplaySpace:
         if not self._points:
             raise ValueError(f"the replay dataset has no measurement at shape {shape}; "
                              f"it has {', '.join(dataset.shapes())}")
+        from dataclasses import fields
+
         domains = dataset.meta.get("domains") or {}
         self.domains: dict[str, tuple[Any, ...]] = {k: tuple(v) for k, v in domains.items()}
+        for f in fields(family.params_type):  # fields added after the measurement: default only
+            self.domains.setdefault(f.name, (getattr(family.baseline, f.name),))
 
     def contains(self, params: Any) -> bool:
         """Measured in the dataset."""

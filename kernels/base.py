@@ -90,6 +90,8 @@ class ArgSpec:
     name: str
     choices: tuple[ArgValue, ...]
     doc: str
+    #: the parameter field this argument sets (lets a search space restrict the domain)
+    field: str | None = None
 
     @property
     def kind(self) -> str:

@@ -40,6 +40,9 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "avoid_bank_conflict": [("pad", (0, 1, 2, 4))],
     "revert_last": [],
     "apply_coalesce": [("on", (False, True))],
+    "apply_fragment_interleave": [("on", (False, True))],
+    "apply_double_buffer": [("stages", (1, 2))],
+    "apply_block_swizzle": [("group", (1, 2, 4, 8))],
 }
 
 

@@ -355,8 +355,9 @@ def measure_vendor(shape: Shape, device: dict[str, Any], cache: Path | None) -> 
 class ReplayDataset:
     """Measurements of a space on one GPU, one JSON object per line (gzip allowed)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, family: Any = None) -> None:
         self.path = Path(path)
+        self._normalize = family
         opener = gzip.open if self.path.suffix == ".gz" else open
         self.meta: dict[str, Any] = {}
         self.points: dict[tuple[str, str], dict[str, Any]] = {}
@@ -368,11 +369,24 @@ class ReplayDataset:
                 if row.get("kind") == "meta":
                     self.meta = row
                     continue
-                self.points[(params_key(row["params"]), row["shape"])] = row
+                self.points[(self._key(row["params"]), row["shape"])] = row
+
+    def _key(self, params: dict[str, Any]) -> str:
+        # rows measured before a field was added lack it: the family fills its default
+        if self._normalize is not None:
+            params = self._normalize.params_from_dict(params).to_dict()
+        return params_key(params)
+
+    def use_family(self, family: Any) -> None:
+        """Key the rows by the family's canonical parameters (all fields present)."""
+        if self._normalize is family:
+            return
+        self._normalize = family
+        self.points = {(self._key(r["params"]), s): r for (_, s), r in self.points.items()}
 
     def get(self, params: dict[str, Any], shape: Shape) -> dict[str, Any] | None:
         """The measurement of a point, or None when it was not measured."""
-        return self.points.get((params_key(params), str(shape)))
+        return self.points.get((self._key(params), str(shape)))
 
     def shapes(self) -> list[str]:
         """Shapes present in the dataset."""
@@ -394,6 +408,7 @@ class ReplayEvaluator:
                  options: EvalOptions | None = None) -> None:
         self.family = family
         self.dataset = dataset
+        dataset.use_family(family)
         self.arch = arch
         self.options = options or EvalOptions()
         self.device = dict(dataset.meta.get("device") or {})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
 from kernels.base import Action, Candidate, Rejection, params_key
@@ -78,11 +78,15 @@ class PolicyContext:
     settings: Any = None
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    _explored: set[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def explored(self) -> set[str]:
-        """Keys of every point already evaluated or in flight."""
-        return {h.key for h in self.history}
+        """Keys of every point already evaluated or in flight (computed once: a context is
+        built per decision and its history does not change while a policy reads it)."""
+        if self._explored is None:
+            self._explored = {h.key for h in self.history}
+        return self._explored
 
     def rng(self, salt: int = 0) -> random.Random:
         """A generator seeded by campaign seed, iteration and ``salt`` (replayable)."""
@@ -123,19 +127,19 @@ class PolicyContext:
 
 
 def _in_domain(domains: dict[str, tuple[Any, ...]], spec: Any, arg: Any, value: Any) -> bool:
-    field_of = {"tile_size": "tile_k", "vec_width": "vec", "factor": "unroll", "x": "block_x",
-                "y": "block_y", "pad": "pad"}
-    name = field_of.get(arg.name)
-    if spec.name == "apply_register_block":
-        name = "reg_m" if arg.name == "m" else "reg_n"
-    if name is None or name not in domains:
+    if arg.field is None or arg.field not in domains:
         return True
-    return value in domains[name]
+    return value in domains[arg.field]
 
 
 def key_of(params: Any) -> str:
-    """Canonical key of a point."""
-    return params_key(params.canonical().to_dict())
+    """Canonical key of a point (the same as ``params_key(params.canonical().to_dict())``)."""
+    canonical = params.canonical()
+    if is_dataclass(canonical):
+        # a shallow dict: ``asdict`` deep-copies every field, and policies key thousands of
+        # points per decision
+        return params_key({f.name: getattr(canonical, f.name) for f in fields(canonical)})
+    return params_key(canonical.to_dict())
 
 
 class Policy(Protocol):

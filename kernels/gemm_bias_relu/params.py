@@ -49,10 +49,14 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "vec": (1, 2, 4),
     "unroll": (1, 2, 4, 8),
     "pad": (0, 1, 2, 4),
+    # expert fields (transforms beyond the seed)
+    "interleave": (False, True),
+    "stages": (1, 2),
+    "swizzle": (1, 2, 4, 8),
 }
 
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
-SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0}
+SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1}
 
 
 def max_smem_limit(arch: str) -> int:
@@ -90,6 +94,14 @@ class GemmParams:
     unroll: int = 1
     #: floats of padding per shared-memory row (bank-conflict avoidance).
     pad: int = 0
+    #: split each thread's register block into float4 fragments interleaved across the block's
+    #: threads: a warp's shared-memory reads and C stores become contiguous (needs 4-multiples).
+    interleave: bool = False
+    #: 2 = double buffer: the next tile is loaded into registers while the current one is
+    #: computed from the other shared-memory buffer (one barrier per tile instead of two).
+    stages: int = 1
+    #: block rasterization: this many row-tiles of blocks are walked together for L2 reuse.
+    swizzle: int = 1
 
     # -- derived figures ---------------------------------------------------------------------
     @property
@@ -122,12 +134,16 @@ class GemmParams:
         """Dynamic shared memory per block in bytes (0 without staging)."""
         if not self.smem:
             return 0
-        return 4 * self.tile_k * ((self.block_m + self.pad) + (self.block_n + self.pad))
+        per_stage = (self.block_m + self.pad) + (self.block_n + self.pad)
+        return 4 * self.stages * self.tile_k * per_stage
 
     @property
     def est_regs_per_thread(self) -> int:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
-        return self.reg_m * self.reg_n + self.reg_m + self.reg_n + REGISTER_OVERHEAD
+        staged = 0
+        if self.smem and self.stages > 1:  # the prefetched tile lives in registers
+            staged = -(-self.tile_k * (self.block_m + self.block_n) // self.threads)
+        return self.reg_m * self.reg_n + self.reg_m + self.reg_n + staged + REGISTER_OVERHEAD
 
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
@@ -189,6 +205,13 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"est_regs_per_thread": params.est_regs_per_thread, "threads_per_block": threads,
              "registers_per_sm": REGISTERS_PER_SM},
         )
+    if params.interleave and (params.reg_m % 4 or params.reg_n % 4):
+        return Rejection(
+            "fragment_shape",
+            f"interleaved float4 fragments need a register block of 4-multiples, "
+            f"not {params.reg_m}x{params.reg_n}",
+            {"reg_m": params.reg_m, "reg_n": params.reg_n, "fragment": 4},
+        )
     if params.smem:
         if params.block_n % params.vec:
             return Rejection(
@@ -236,6 +259,9 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "vec": (1, 4),
     "unroll": (1, 4),
     "pad": (0, 1),
+    "interleave": (False,),
+    "stages": (1,),
+    "swizzle": (1,),
 }
 
 

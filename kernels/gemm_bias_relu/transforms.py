@@ -47,7 +47,7 @@ def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
 
 @TRANSFORMS.register(
     "apply_tiling",
-    ArgSpec("tile_size", DOMAINS["tile_k"], "K-depth of the staged A/B tiles, 8..64"),
+    ArgSpec("tile_size", DOMAINS["tile_k"], "K-depth of the staged A/B tiles, 8..64", "tile_k"),
 )
 def apply_tiling(candidate: Candidate, tile_size: int) -> Candidate | Rejection:
     """Set the shared-memory tile size (K-depth of the staged tiles)."""
@@ -57,7 +57,8 @@ def apply_tiling(candidate: Candidate, tile_size: int) -> Candidate | Rejection:
 
 @TRANSFORMS.register(
     "apply_vectorize",
-    ArgSpec("vec_width", DOMAINS["vec"], "floats per global load/store: 1, 2 or 4 (float4)"),
+    ArgSpec("vec_width", DOMAINS["vec"], "floats per global load/store: 1, 2 or 4 (float4)",
+            "vec"),
 )
 def apply_vectorize(candidate: Candidate, vec_width: int) -> Candidate | Rejection:
     """Set the width of global loads and stores; edges and misaligned rows fall back to scalar."""
@@ -66,8 +67,9 @@ def apply_vectorize(candidate: Candidate, vec_width: int) -> Candidate | Rejecti
 
 @TRANSFORMS.register(
     "apply_register_block",
-    ArgSpec("m", DOMAINS["reg_m"], "outputs per thread along M: 1, 2, 4, 8"),
-    ArgSpec("n", DOMAINS["reg_n"], "outputs per thread along N: 1, 2, 4, 8 (up to 8x8)"),
+    ArgSpec("m", DOMAINS["reg_m"], "outputs per thread along M: 1, 2, 4, 8", "reg_m"),
+    ArgSpec("n", DOMAINS["reg_n"], "outputs per thread along N: 1, 2, 4, 8 (up to 8x8)",
+            "reg_n"),
 )
 def apply_register_block(candidate: Candidate, m: int, n: int) -> Candidate | Rejection:
     """Each thread computes an m x n block of outputs in registers."""
@@ -76,7 +78,8 @@ def apply_register_block(candidate: Candidate, m: int, n: int) -> Candidate | Re
 
 @TRANSFORMS.register(
     "apply_unroll",
-    ArgSpec("factor", DOMAINS["unroll"], "unroll factor of the inner k loop: 1, 2, 4, 8"),
+    ArgSpec("factor", DOMAINS["unroll"], "unroll factor of the inner k loop: 1, 2, 4, 8",
+            "unroll"),
 )
 def apply_unroll(candidate: Candidate, factor: int) -> Candidate | Rejection:
     """Set the unroll factor of the inner loop."""
@@ -85,8 +88,8 @@ def apply_unroll(candidate: Candidate, factor: int) -> Candidate | Rejection:
 
 @TRANSFORMS.register(
     "change_block_config",
-    ArgSpec("x", DOMAINS["block_x"], "threads along x: 8..256"),
-    ArgSpec("y", DOMAINS["block_y"], "threads along y: 1..32 (32 <= x*y <= 1024)"),
+    ArgSpec("x", DOMAINS["block_x"], "threads along x: 8..256", "block_x"),
+    ArgSpec("y", DOMAINS["block_y"], "threads along y: 1..32 (32 <= x*y <= 1024)", "block_y"),
 )
 def change_block_config(candidate: Candidate, x: int, y: int) -> Candidate | Rejection:
     """Set the thread-block shape, e.g. (16,8), (32,4), (64,2), (128,1), (256,1)."""
@@ -95,7 +98,8 @@ def change_block_config(candidate: Candidate, x: int, y: int) -> Candidate | Rej
 
 @TRANSFORMS.register(
     "apply_shared_memory_load",
-    ArgSpec("on", DOMAINS["smem"], "stage A/B tiles in shared memory (true) or not (false)"),
+    ArgSpec("on", DOMAINS["smem"], "stage A/B tiles in shared memory (true) or not (false)",
+            "smem"),
 )
 def apply_shared_memory_load(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Stage A and B tiles in shared memory, or read operands straight from global memory."""
@@ -107,7 +111,7 @@ def apply_shared_memory_load(candidate: Candidate, on: bool) -> Candidate | Reje
 
 @TRANSFORMS.register(
     "avoid_bank_conflict",
-    ArgSpec("pad", DOMAINS["pad"], "floats of padding per shared-memory row: 0, 1, 2, 4"),
+    ArgSpec("pad", DOMAINS["pad"], "floats of padding per shared-memory row: 0, 1, 2, 4", "pad"),
 )
 def avoid_bank_conflict(candidate: Candidate, pad: int) -> Candidate | Rejection:
     """Pad shared-memory rows so that a warp's accesses spread over the 32 banks."""
@@ -128,9 +132,46 @@ def revert_last(candidate: Candidate) -> Candidate | Rejection:
 
 @TRANSFORMS.register(
     "apply_coalesce",
-    ArgSpec("on", DOMAINS["coalesced"], "threadIdx.x along N (true) or along M (false)"),
+    ArgSpec("on", DOMAINS["coalesced"], "threadIdx.x along N (true) or along M (false)",
+            "coalesced"),
     origin="expert",
 )
 def apply_coalesce(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Run threadIdx.x along the columns of C, so a warp's B loads and C stores are contiguous."""
     return _step(candidate, Action("apply_coalesce", (on,)), coalesced=on)
+
+
+@TRANSFORMS.register(
+    "apply_fragment_interleave",
+    ArgSpec("on", DOMAINS["interleave"], "float4 fragments interleaved across threads",
+            "interleave"),
+    origin="expert",
+)
+def apply_fragment_interleave(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Interleave each thread's float4 output fragments across the block: conflict-free smem reads
+    and coalesced float4 stores (register blocks of 4-multiples, staged tiles)."""
+    action = Action("apply_fragment_interleave", (on,))
+    return _needs_smem(candidate, action) or _step(candidate, action, interleave=on)
+
+
+@TRANSFORMS.register(
+    "apply_double_buffer",
+    ArgSpec("stages", DOMAINS["stages"], "1 = single buffer, 2 = register-staged double buffer",
+            "stages"),
+    origin="expert",
+)
+def apply_double_buffer(candidate: Candidate, stages: int) -> Candidate | Rejection:
+    """Load the next tile into registers while computing the current one from shared memory."""
+    action = Action("apply_double_buffer", (stages,))
+    return _needs_smem(candidate, action) or _step(candidate, action, stages=stages)
+
+
+@TRANSFORMS.register(
+    "apply_block_swizzle",
+    ArgSpec("group", DOMAINS["swizzle"], "row-tiles of blocks walked together: 1, 2, 4, 8",
+            "swizzle"),
+    origin="expert",
+)
+def apply_block_swizzle(candidate: Candidate, group: int) -> Candidate | Rejection:
+    """Rasterize blocks in groups of row-tiles so that the tiles they share stay in L2."""
+    return _step(candidate, Action("apply_block_swizzle", (group,)), swizzle=group)
