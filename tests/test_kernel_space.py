@@ -162,7 +162,7 @@ def test_registry_holds_the_seed_transforms_and_coalesce_with_documented_domains
             assert arg.kind == ("bool" if isinstance(choices[0], bool) else "int")
             assert arg.doc
         assert spec.doc
-        assert spec.origin == ("expert" if name == "apply_coalesce" else "seed")
+        assert spec.origin == ("seed" if name in SEED_NAMES else "expert")
         assert name in registry
     assert "apply_magic" not in registry
 
