@@ -63,9 +63,13 @@ def sampled_points(n_random: int = 40) -> list[tuple[str, Any]]:
     tiled = FAMILY.apply_chain([Action.parse(a) for a in (
         "apply_coalesce(true)", "apply_shared_memory_load(true)")])
     assert isinstance(tiled, Candidate)
+    blocked = FAMILY.apply_chain([Action.parse(a) for a in (
+        "apply_coalesce(true)", "apply_shared_memory_load(true)", "apply_register_block(8, 4)",
+        "apply_vectorize(4)", "apply_fragment_interleave(true)")])
+    assert isinstance(blocked, Candidate)
     points: list[tuple[str, Any]] = [("baseline", FAMILY.baseline)]
     for spec in FAMILY.transforms:
-        for start in (base, tiled):
+        for start in (base, tiled, blocked):
             for action in list(spec.actions())[:6]:
                 result = FAMILY.apply(start, action)
                 if isinstance(result, Candidate):
