@@ -29,6 +29,7 @@ from core.feedback import FeedbackRecord
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, utcnow
 from kernels import get_family
 from kernels.base import Action, Shape, UnknownAction
+from worker import jobs
 from worker.compile import CompileResult
 from worker.evaluate import Measurement
 
@@ -346,14 +347,11 @@ def _still_applicable(family: Any, ctx: PolicyContext, text: str) -> bool:
 
 
 def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
-    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts."""
-    cand = session.get(Candidate, candidate_id)
-    if cand is None or cand.status not in CANDIDATE_IN_FLIGHT:
-        return None
-    cand.status = status
-    if status == "measuring":
-        cand.attempts += 1
-    return cand
+    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts.
+
+    The transition lives in :mod:`worker.jobs` so that the service's GPU workers, which may
+    not import the agent, count their deliveries with the same function."""
+    return jobs.mark_status(session, candidate_id, status)
 
 
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:

@@ -40,6 +40,23 @@ class Settings(BaseSettings):
     api_url: str = "http://127.0.0.1:8000"
     api_key: str = ""
 
+    # ---- the distributed service (api/, Celery workers) ----
+    backend: str = Field(
+        default="gpu",
+        description="evaluation backend of the service's GPU workers: gpu, or replay (recorded "
+                    "measurements, no GPU); the API stamps it on every new campaign",
+    )
+    replay_speed: float = Field(
+        default=0.0, description="replay workers sleep gpu_seconds / speed (0 = no sleep)"
+    )
+    worker_role: str = Field(default="", description="compile | gpu | agent (set by the CLI)")
+    heartbeat_s: float = Field(default=5.0, description="worker heartbeat period")
+    gpu_memory_gib: float = Field(
+        default=80.0, description="GPU memory a campaign's A, B, C, bias and fp64 reference "
+                                  "may take (bounds the accepted shapes)",
+    )
+    max_parallel: int = Field(default=64, description="upper bound of a campaign's `parallel`")
+
     @property
     def cache_dir(self) -> Path:
         """Where compiled cubins and their ptxas reports are cached."""

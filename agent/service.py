@@ -1,0 +1,181 @@
+"""How the distributed service drives the engine (the Celery twin of :mod:`agent.embedded`).
+
+The same engine functions, another transport: each function here runs inside one transaction of
+an agent task and returns a :class:`Plan`, the next steps to enqueue once that transaction has
+committed (:func:`send`).
+
+Fairness. A campaign keeps at most ``min(parallel, live GPUs of its arch)`` candidates in flight:
+:func:`decide` only tops up to that number, one new candidate per finished one. The GPU queue is
+FIFO and every GPU worker takes one message at a time (prefetch 1), so a campaign's next
+candidate joins the back of the queue behind the other campaigns' candidates: campaigns take
+turns on the GPUs in proportion to their ``parallel`` (equal ``parallel``, equal share), and no
+campaign can flood the queue however large its budget.
+
+Idempotence. Every step is re-derived from the database (pending candidates need a compile,
+compiled ones an evaluation) and sent through :func:`core.queues.enqueue_once`, so a task that
+is redelivered after its commit sends what its first run may not have sent, and nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from agent import engine
+from agent.policies import make_policy
+from agent.policies.base import Policy, SearchSpace
+from agent.spaces import FullSpace, ReplaySpace
+from core.models import CANDIDATE_FINAL, Campaign, Candidate, WorkerHeartbeat, utcnow
+from core.queues import TaskName, enqueue_once, gpu_queue
+from core.settings import Settings, get_settings
+from kernels import get_family
+from kernels.base import Shape
+from worker.jobs import compile_result_from_dict, measurement_from_dict, replay_dataset
+
+
+@dataclass
+class Plan:
+    """Steps to enqueue after the commit."""
+
+    compile: list[str] = field(default_factory=list)
+    evaluate: list[tuple[str, str]] = field(default_factory=list)  # (candidate id, queue)
+
+
+@lru_cache(maxsize=16)
+def policy_for(name: str) -> Policy:
+    """The policy called ``name`` (policies are stateless: one per process)."""
+    return make_policy(name, get_settings())
+
+
+@lru_cache(maxsize=32)
+def space_for(kernel: str, arch: str, backend: str, shape: str) -> SearchSpace:
+    """Every valid point on a GPU; the measured points of the replay (``ValueError`` names the
+    shapes a replay has when it has none at ``shape``)."""
+    family = get_family(kernel)
+    if backend == "replay":
+        return ReplaySpace(family, replay_dataset(kernel), shape)
+    return FullSpace(family, arch)
+
+
+_live_gpus: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+
+
+def live_gpus(session: Session, arch: str, settings: Settings) -> list[dict[str, Any]]:
+    """GPU info of the GPU workers of ``arch`` seen within three heartbeats (read at most once
+    per heartbeat period: it changes no faster)."""
+    now = time.monotonic()
+    cached = _live_gpus.get(arch)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    since = utcnow() - dt.timedelta(seconds=3 * settings.heartbeat_s)
+    rows = session.scalars(select(WorkerHeartbeat).where(
+        WorkerHeartbeat.role == "gpu", WorkerHeartbeat.last_seen >= since)).all()
+    gpus = [dict(r.gpu or {}) for r in rows if (r.gpu or {}).get("queue") == gpu_queue(arch)]
+    if gpus:  # an empty fleet is asked again next time (workers may be starting)
+        _live_gpus[arch] = (now + settings.heartbeat_s, gpus)
+    return gpus
+
+
+def prepare(session: Session, campaign: Campaign, settings: Settings) -> str | None:
+    """Fill the campaign's device (and cuBLAS time) before it starts; the reason it cannot
+    run, if it cannot (e.g. a replay fleet has no measurement at its shape)."""
+    shape = Shape(campaign.m, campaign.n, campaign.k)
+    try:
+        space_for(campaign.kernel, campaign.arch, campaign.backend, str(shape))
+    except ValueError as exc:
+        return f"{campaign.backend} backend: {exc}"
+    if campaign.backend == "replay":
+        dataset = replay_dataset(campaign.kernel)
+        device = dict(dataset.meta.get("device") or {})
+        device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
+        vendor = (dataset.meta.get("vendor_us") or {}).get(str(shape))
+        campaign.vendor_us = float(vendor) if vendor is not None else None
+    else:
+        gpus = live_gpus(session, campaign.arch, settings)
+        device = gpus[0] if gpus else {}
+    if device:
+        campaign.device = device
+        campaign.gpu_name = device.get("name")
+    return None
+
+
+def decide(session: Session, campaign_id: str, settings: Settings | None = None) -> Plan:
+    """Start a queued campaign, top its in-flight candidates up to its share, and plan their
+    next steps (the campaign row is locked for the whole transaction)."""
+    settings = settings or get_settings()
+    campaign = session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
+    if campaign is None:
+        return Plan()
+    if campaign.status == "queued":
+        reason = prepare(session, campaign, settings)
+        if reason is not None:
+            engine.finish_campaign(session, campaign, "failed", reason)
+            return Plan()
+        engine.start_campaign(session, campaign_id)
+    if campaign.status == "running":
+        share = min(campaign.parallel, max(1, len(live_gpus(session, campaign.arch, settings))))
+        slots = share - engine.in_flight(session, campaign_id)
+        space = space_for(campaign.kernel, campaign.arch, campaign.backend, campaign.shape_text)
+        engine.propose_candidates(session, campaign_id, policy=policy_for(campaign.policy),
+                                  space=space, slots=max(slots, 0), settings=settings)
+    return plan(session, campaign)
+
+
+def plan(session: Session, campaign: Campaign) -> Plan:
+    """The next step of every candidate waiting for one (in-flight candidates finish even when
+    the campaign was cancelled: the engine records them as they come)."""
+    session.flush()
+    rows = session.execute(select(Candidate.id, Candidate.status).where(
+        Candidate.campaign_id == campaign.id, Candidate.status.in_(("pending", "compiled")),
+    ).order_by(Candidate.iteration)).all()
+    queue = gpu_queue(campaign.arch)
+    return Plan(compile=[cid for cid, status in rows if status == "pending"],
+                evaluate=[(cid, queue) for cid, status in rows if status == "compiled"])
+
+
+def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
+    """Record a compile; a compiled candidate goes to the GPUs, a failed one frees its slot."""
+    cand = engine.record_compile(session, candidate_id, compile_result_from_dict(result))
+    campaign = session.get(Campaign, cand.campaign_id)
+    assert campaign is not None
+    if cand.status == "compiled":
+        return Plan(evaluate=[(cand.id, gpu_queue(campaign.arch))])
+    if cand.status in CANDIDATE_FINAL:
+        return decide(session, campaign.id)
+    return Plan()
+
+
+def on_measured(session: Session, candidate_id: str, payload: dict[str, Any]) -> Plan:
+    """Record a measurement (or a failure such as the redelivery cap), then decide."""
+    if payload.get("failure"):
+        cand = engine.record_failure(session, candidate_id, str(payload["status"]),
+                                     str(payload.get("error")))
+    else:
+        m = measurement_from_dict(payload)
+        cand = engine.record_measurement(session, candidate_id, m)
+        campaign = session.get(Campaign, cand.campaign_id)
+        if campaign is not None and campaign.vendor_us is None and m.perf:
+            vendor = m.perf.get("vendor_us")
+            campaign.vendor_us = float(vendor) if vendor is not None else None
+    return decide(session, cand.campaign_id)
+
+
+def fail(session: Session, campaign_id: str, reason: str) -> None:
+    """End a campaign that the service itself could not drive (the reason says why)."""
+    campaign = session.get(Campaign, campaign_id, with_for_update=True)
+    if campaign is not None:
+        engine.finish_campaign(session, campaign, "failed", reason[:500])
+
+
+def send(plan: Plan) -> None:
+    """Enqueue the plan's steps, each at most once (call after the commit)."""
+    for cid in plan.compile:
+        enqueue_once(TaskName.COMPILE, cid, cid)
+    for cid, queue in plan.evaluate:
+        enqueue_once(TaskName.EVALUATE, cid, cid, queue=queue)

@@ -1,0 +1,271 @@
+"""What the compile and GPU workers of the service do, as plain functions (no Celery here).
+
+Workers compute and report; they never decide. They read the candidate and its campaign from the
+database, mark a candidate's progress (:func:`mark_status`, which also counts the deliveries of an
+evaluation), and hand their result back to the agent (``worker/tasks.py``) as a plain dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, WorkerHeartbeat, utcnow
+from core.settings import Settings
+from kernels import get_family
+from kernels.base import Shape, params_key
+from worker.compile import Compiler, CompileResult, compile_candidate, compiler_from_settings
+from worker.evaluate import EvalOptions, Evaluator, Measurement, ReplayDataset, ReplayEvaluator
+
+
+def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
+    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None or cand.status not in CANDIDATE_IN_FLIGHT:
+        return None
+    cand.status = status
+    if status == "measuring":
+        cand.attempts += 1
+    return cand
+
+
+@lru_cache(maxsize=4)
+def replay_dataset(kernel: str) -> ReplayDataset:
+    """The family's replay dataset, loaded once per process."""
+    return ReplayDataset(get_family(kernel).replay_dataset_path())
+
+
+def compile_result_to_dict(result: CompileResult) -> dict[str, Any]:
+    """A JSON-ready compile result (the message the agent records)."""
+    return dataclasses.asdict(result)
+
+
+def compile_result_from_dict(data: dict[str, Any]) -> CompileResult:
+    """The inverse of :func:`compile_result_to_dict`."""
+    names = {f.name for f in dataclasses.fields(CompileResult)}
+    return CompileResult(**{k: v for k, v in data.items() if k in names})
+
+
+def measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    """A JSON-ready measurement."""
+    return dataclasses.asdict(m)
+
+
+def measurement_from_dict(data: dict[str, Any]) -> Measurement:
+    """The inverse of :func:`measurement_to_dict`."""
+    names = {f.name for f in dataclasses.fields(Measurement)}
+    return Measurement(**{k: v for k, v in data.items() if k in names})
+
+
+# ---- the process-wide runtime of a worker ---------------------------------------------------
+class WorkerRuntime:
+    """What one worker process builds once: the compiler or the evaluator of its backend."""
+
+    def __init__(self, settings: Settings, role: str) -> None:
+        self.settings = settings
+        self.role = role
+        self.backend = settings.backend
+        if self.backend not in ("gpu", "replay"):
+            raise ValueError(f"TUNEFORGE_BACKEND must be gpu or replay, not {self.backend!r}")
+        self.gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        self._compiler: Compiler | None = None
+        self._evaluators: dict[str, Evaluator] = {}
+        self._replay_compiles: dict[tuple[str, str], CompileResult] = {}
+        self._evaluations = 0  # done since the last heartbeat (written with the next one)
+        self._count_lock = threading.Lock()
+
+    @property
+    def compiler(self) -> Compiler:
+        """nvcc with the shared on-disk cache (the GPU worker's compile is then a cache hit)."""
+        if self._compiler is None:
+            self._compiler = compiler_from_settings(self.settings)
+        return self._compiler
+
+    def evaluator(self, kernel: str) -> Evaluator:
+        """The evaluator of ``kernel`` on this process's GPU (or its replay)."""
+        if kernel not in self._evaluators:
+            family = get_family(kernel)
+            if self.backend == "replay":
+                self._evaluators[kernel] = ReplayEvaluator(
+                    family, replay_dataset(kernel), arch=self.settings.arch)
+            else:
+                from worker.evaluate import GpuEvaluator
+
+                self._evaluators[kernel] = GpuEvaluator(
+                    family, self.compiler, gpu=self.gpu,
+                    options=EvalOptions(timeout_s=self.settings.eval_timeout_s),
+                    vendor_cache=self.settings.home / "vendor.json")
+        return self._evaluators[kernel]
+
+    def count_evaluation(self) -> None:
+        """One more evaluation done (reported with the next heartbeat)."""
+        with self._count_lock:
+            self._evaluations += 1
+
+    def take_evaluations(self) -> int:
+        """Evaluations done since the last call."""
+        with self._count_lock:
+            done, self._evaluations = self._evaluations, 0
+            return done
+
+    def compile(self, kernel: str, params: Any) -> CompileResult:
+        """The compile result of a point: nvcc (disk cache) on the GPU backend; the recorded
+        figures in a replay, kept in memory (a replay's answer never changes)."""
+        ev = self.evaluator(kernel)
+        if self.backend != "replay":
+            return ev.compile(params).result()
+        key = (kernel, params_key(params.to_dict()))
+        if key not in self._replay_compiles:
+            self._replay_compiles[key] = ev.compile(params).result()
+        return self._replay_compiles[key]
+
+    def device(self) -> dict[str, Any] | None:
+        """The GPU this process evaluates on (the replay's recorded GPU on the replay backend)."""
+        if self.role != "gpu":
+            return None
+        ev = next(iter(self._evaluators.values()), None)
+        info = dict(ev.device) if ev is not None else {}
+        info["visible_devices"] = self.gpu
+        info["queue"] = f"gpu.{self.settings.arch}"
+        return info
+
+    def close(self) -> None:
+        """Stop GPU children and compile pools."""
+        for ev in self._evaluators.values():
+            ev.close()
+        if self._compiler is not None:
+            self._compiler.close()
+
+
+# ---- compile --------------------------------------------------------------------------------
+@dataclass
+class CompileJob:
+    """What a compile worker needs to know of a candidate."""
+
+    candidate_id: str
+    kernel: str
+    params: dict[str, Any]
+    backend: str
+
+
+def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
+    """Mark the candidate compiling; None when it is no longer waiting for a compile."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None or cand.status not in ("pending", "compiling"):
+        return None
+    campaign = session.get(Campaign, cand.campaign_id)
+    assert campaign is not None
+    mark_status(session, candidate_id, "compiling")
+    return CompileJob(cand.id, campaign.kernel, dict(cand.params), campaign.backend)
+
+
+def run_compile(runtime: WorkerRuntime, job: CompileJob) -> CompileResult:
+    """Compile (the recorded figures in a replay); never raises for a bad kernel."""
+    family = get_family(job.kernel)
+    params = family.params_from_dict(job.params)
+    if job.backend == "replay":
+        return runtime.compile(job.kernel, params)
+    return compile_candidate(runtime.compiler, family, params)
+
+
+# ---- evaluate -------------------------------------------------------------------------------
+@dataclass
+class EvaluateJob:
+    """What a GPU worker needs to know of a candidate and its campaign's incumbent."""
+
+    candidate_id: str
+    kernel: str
+    backend: str
+    params: dict[str, Any]
+    incumbent_params: dict[str, Any] | None
+    shape: Shape
+    iteration: int
+    seed: int
+    tolerance: float
+    profile: str
+    attempts: int
+
+
+def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
+    """Mark the candidate measuring (one more delivery attempt); None when it is finished."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None or cand.status not in ("compiled", "measuring"):
+        return None
+    mark_status(session, candidate_id, "measuring")
+    campaign = session.get(Campaign, cand.campaign_id)
+    assert campaign is not None
+    incumbent = None
+    if campaign.incumbent_id and campaign.incumbent_id != cand.id:
+        inc = session.get(Candidate, campaign.incumbent_id)
+        incumbent = dict(inc.params) if inc is not None else None
+    return EvaluateJob(
+        candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
+        params=dict(cand.params), incumbent_params=incumbent,
+        shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
+        seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
+        attempts=cand.attempts,
+    )
+
+
+def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
+    """Compile (a cache hit after the compile worker) and measure, with the incumbent
+    interleaved; a failure of the candidate is a recorded status, never an exception."""
+    if job.backend != runtime.backend:
+        return Measurement("not_measured", error=(
+            f"a {runtime.backend} worker took a {job.backend} campaign's candidate: run "
+            f"workers with --backend {job.backend} on the queue gpu.{runtime.settings.arch}"))
+    family = get_family(job.kernel)
+    ev = runtime.evaluator(job.kernel)
+    if hasattr(ev, "options"):
+        ev.options = dataclasses.replace(ev.options, tolerance=job.tolerance,
+                                         profile=job.profile)
+    params = family.params_from_dict(job.params)
+    compiled = runtime.compile(job.kernel, params)
+    if compiled.status != "ok":
+        return Measurement("crashed", error=f"the GPU worker could not compile the candidate "
+                                            f"again: {compiled.status}: {compiled.error}")
+    incumbent = None
+    if job.incumbent_params is not None:
+        inc_params = family.params_from_dict(job.incumbent_params)
+        inc_compiled = runtime.compile(job.kernel, inc_params)
+        if inc_compiled.status == "ok":
+            incumbent = (inc_params, inc_compiled)
+    m = ev.measure(params, compiled, shape=job.shape, iteration=job.iteration, seed=job.seed,
+                   incumbent=incumbent)
+    speed = runtime.settings.replay_speed
+    if runtime.backend == "replay" and speed > 0 and m.gpu_seconds > 0:
+        time.sleep(m.gpu_seconds / speed)  # behave like a GPU under load tests
+    return m
+
+
+# ---- heartbeats -----------------------------------------------------------------------------
+def worker_name(role: str) -> str:
+    """``role@host:pid`` (one row per worker process)."""
+    return f"{role}@{socket.gethostname()}:{os.getpid()}"
+
+
+def heartbeat(session: Session, *, name: str, role: str, backend: str,
+              gpu: dict[str, Any] | None, evaluations: int = 0,
+              forget_after_s: float = 600.0) -> None:
+    """Refresh this process's row, adding ``evaluations`` done since the last beat (and forget
+    processes silent for ``forget_after_s``)."""
+    row = session.get(WorkerHeartbeat, name)
+    if row is None:
+        row = WorkerHeartbeat(name=name, role=role, host=socket.gethostname(), evaluations=0)
+        session.add(row)
+    row.evaluations = (row.evaluations or 0) + evaluations
+    row.backend = backend
+    row.gpu = gpu
+    row.last_seen = utcnow()
+    cutoff = utcnow() - dt.timedelta(seconds=forget_after_s)
+    session.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.last_seen < cutoff))

@@ -1,0 +1,138 @@
+"""Celery tasks of the compile and GPU workers: thin adapters over :mod:`worker.jobs`.
+
+Ids in; each opens its own session, commits the candidate's progress, computes, then reports to
+the agent queue by task name. The evaluator (GPU child or replay) is built once per worker
+process, in ``worker_process_init``, never per task.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init, worker_process_shutdown
+
+from core.db import get_engine, session_scope
+from core.queues import INFRA_ERRORS, MAX_EVALUATION_ATTEMPTS, TaskName, app, enqueue
+from core.settings import get_settings
+from worker import jobs
+from worker.compile import CompileResult
+from worker.evaluate import Measurement
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KERNEL = "gemm_bias_relu"
+
+_runtime: jobs.WorkerRuntime | None = None
+_runtime_error: str | None = None
+_runtime_lock = threading.Lock()
+_name: str | None = None
+_stop = threading.Event()
+
+
+def _url() -> str:
+    return get_settings().effective_database_url
+
+
+def runtime() -> jobs.WorkerRuntime:
+    """This process's runtime (built at process start; lazily under a pool without it)."""
+    global _runtime, _name
+    with _runtime_lock:
+        if _runtime is None:
+            settings = get_settings()
+            role = settings.worker_role or "worker"
+            _runtime = jobs.WorkerRuntime(settings, role)
+            _name = jobs.worker_name(role)
+        return _runtime
+
+
+@worker_process_init.connect
+def _init_process(**_: Any) -> None:
+    """Fresh database connections after the fork, the evaluator, the heartbeat thread."""
+    global _runtime_error
+    get_engine(_url()).dispose(close=False)
+    rt = runtime()
+    if rt.role == "gpu":
+        try:
+            rt.evaluator(DEFAULT_KERNEL)
+        except Exception as exc:  # every evaluation then records why (visible, not silent)
+            _runtime_error = f"the GPU worker has no evaluator: {exc}"[:500]
+            log.exception("cannot build the evaluator")
+    _stop.clear()
+    threading.Thread(target=_heartbeat_loop, daemon=True, name="heartbeat").start()
+
+
+@worker_process_shutdown.connect
+def _shutdown_process(**_: Any) -> None:
+    _stop.set()
+    if _runtime is not None:
+        _runtime.close()
+
+
+def _heartbeat_loop() -> None:
+    settings = get_settings()
+    rt = runtime()
+    assert _name is not None
+    while True:
+        try:
+            done = rt.take_evaluations()
+            try:
+                with session_scope(_url()) as s:
+                    jobs.heartbeat(s, name=_name, role=rt.role, backend=rt.backend,
+                                   gpu=rt.device(), evaluations=done)
+            except Exception:
+                for _ in range(done):  # counted at the next beat
+                    rt.count_evaluation()
+                raise
+        except Exception:  # the database is away: try again at the next beat
+            log.warning("heartbeat failed", exc_info=True)
+        if _stop.wait(settings.heartbeat_s):
+            return
+
+
+@app.task(name=TaskName.COMPILE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
+          max_retries=8)
+def compile_candidate(candidate_id: str) -> None:
+    """Compile one candidate and report the figures to the agent."""
+    with session_scope(_url()) as s:
+        job = jobs.start_compile(s, candidate_id)
+    if job is None:
+        return  # already compiled (a redelivered message)
+    try:
+        result = jobs.run_compile(runtime(), job)
+    except SoftTimeLimitExceeded:
+        result = CompileResult("timeout", 0.0, error="the compile task hit its soft time limit")
+    except Exception as exc:  # a bug here must not strand the candidate: record it
+        log.exception("compile of %s failed", candidate_id)
+        result = CompileResult("error", 0.0, error=f"compile worker error: {exc!r}"[:400])
+    enqueue(TaskName.COMPILED, candidate_id, jobs.compile_result_to_dict(result))
+
+
+@app.task(name=TaskName.EVALUATE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
+          max_retries=8)
+def evaluate_candidate(candidate_id: str) -> None:
+    """Measure one compiled candidate (incumbent interleaved) and report to the agent."""
+    with session_scope(_url()) as s:
+        job = jobs.start_evaluation(s, candidate_id)
+    if job is None:
+        return  # already recorded (a redelivered message)
+    payload: dict[str, Any]
+    if job.attempts > MAX_EVALUATION_ATTEMPTS:
+        payload = {"failure": True, "status": "crashed", "error": (
+            f"its evaluation ended the GPU worker process {job.attempts - 1} times (killed, "
+            "or past the task's hard time limit); not requeued again")}
+    elif _runtime_error is not None:
+        payload = {"failure": True, "status": "crashed", "error": _runtime_error}
+    else:
+        try:
+            m = jobs.run_evaluation(runtime(), job)
+        except SoftTimeLimitExceeded:
+            m = Measurement("timeout", error="the evaluation hit the task's soft time limit")
+        except Exception as exc:  # a failure of the candidate is a recorded status
+            log.exception("evaluation of %s failed", candidate_id)
+            m = Measurement("crashed", error=f"GPU worker error: {exc!r}"[:500])
+        payload = jobs.measurement_to_dict(m)
+    enqueue(TaskName.MEASURED, candidate_id, payload)
+    runtime().count_evaluation()  # written with the next heartbeat
