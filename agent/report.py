@@ -52,29 +52,44 @@ def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
     }
 
 
-def best_kernel_files(session: Session, campaign: Campaign, out_dir: Path) -> list[Path]:
-    """Write the best kernel (``.cu`` with its launch configuration and provenance)."""
+def best_kernel(session: Session, campaign: Campaign) -> dict[str, Any] | None:
+    """The best kernel: its source, launch configuration and provenance (None before one)."""
     cand = session.get(Candidate, campaign.best_id) if campaign.best_id else None
     if cand is None:
-        return []
+        return None
     family = get_family(campaign.kernel)
     params = family.params_from_dict(cand.params)
     launch = family.launch(params, Shape(campaign.m, campaign.n, campaign.k))
+    launch_dict = launch.to_dict() if not isinstance(launch, Rejection) else None
     provenance = {
         "campaign_id": campaign.id, "candidate_id": cand.id, "iteration": cand.iteration,
         "params": cand.params, "avg_us": cand.avg_us, "backend": campaign.backend,
         "gpu": campaign.gpu_name, "arch": campaign.arch, "shape": campaign.shape_text,
         "source_sha256": cand.source_hash,
-        "launch": launch.to_dict() if not isinstance(launch, Rejection) else None,
+        "launch": launch_dict,
         "correctness": {k: (cand.correctness or {}).get(k)
                         for k in ("passed", "rel_err", "max_scaled_err", "tolerance")},
     }
+    return {"source": cand.source or family.render(params), "launch": launch_dict,
+            "provenance": provenance}
+
+
+def best_kernel_source(best: dict[str, Any]) -> str:
+    """The ``.cu`` text of :func:`best_kernel`'s answer: provenance as a first-line comment."""
+    header = "// " + json.dumps(best["provenance"], sort_keys=True).replace("\n", " ") + "\n"
+    return header + best["source"]
+
+
+def best_kernel_files(session: Session, campaign: Campaign, out_dir: Path) -> list[Path]:
+    """Write the best kernel (``.cu`` with its launch configuration and provenance)."""
+    best = best_kernel(session, campaign)
+    if best is None:
+        return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    header = "// " + json.dumps(provenance, sort_keys=True).replace("\n", " ") + "\n"
     cu = out_dir / f"{campaign.kernel}_best.cu"
-    cu.write_text(header + (cand.source or family.render(params)))
+    cu.write_text(best_kernel_source(best))
     meta = out_dir / f"{campaign.kernel}_best.json"
-    meta.write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+    meta.write_text(json.dumps(best["provenance"], indent=1, sort_keys=True) + "\n")
     return [cu, meta]
 
 

@@ -1,0 +1,1 @@
+"""Routers of the ``/api/v1`` surface."""

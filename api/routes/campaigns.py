@@ -1,0 +1,192 @@
+"""Campaigns: submit, read, candidates, best kernel, actions, cancel, events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, Query, Request, status
+from fastapi.responses import StreamingResponse
+from sqlalchemy import func, select
+
+from agent import engine
+from agent.report import best_kernel, summary
+from api.deps import CampaignDep, SessionDep, SettingsDep, TeamDep
+from api.events import event_stream
+from api.schemas import (
+    ActionsIn,
+    BestRead,
+    BudgetModel,
+    CampaignCreate,
+    CampaignCreated,
+    CampaignRead,
+    CandidateDetail,
+    CandidatePage,
+    CandidateRead,
+    CandidateStatus,
+    ShapeModel,
+)
+from core.models import Campaign, Candidate
+from core.queues import TaskName, enqueue
+
+router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+
+
+def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
+    """A campaign as the API shows it (best and baseline from :func:`agent.report.summary`)."""
+    s = summary(session, campaign)
+    return CampaignRead(
+        id=campaign.id, status=campaign.status,  # type: ignore[arg-type]
+        status_reason=campaign.status_reason, kernel=campaign.kernel,
+        shape=ShapeModel(m=campaign.m, n=campaign.n, k=campaign.k), arch=campaign.arch,
+        backend=campaign.backend, gpu=campaign.gpu_name, tolerance=campaign.tolerance,
+        policy=campaign.policy, accept_threshold_pct=campaign.accept_threshold_pct,
+        profile=campaign.profile, parallel=campaign.parallel, seed=campaign.seed,
+        budget=BudgetModel(iterations=campaign.budget_iterations,
+                           wall_seconds=campaign.budget_wall_s,
+                           gpu_seconds=campaign.budget_gpu_s),
+        start_from=campaign.start_from, allowed_actions=campaign.allowed_actions,
+        evaluations=campaign.evaluations, gpu_seconds=campaign.gpu_seconds,
+        created_at=campaign.created_at, started_at=campaign.started_at,
+        finished_at=campaign.finished_at, best=s["best"], baseline=s["baseline"],
+        speedup_vs_baseline=s["speedup_vs_baseline"], vendor_us=campaign.vendor_us,
+        pct_of_vendor=s["pct_of_vendor"], rank_est=s["rank_est"],
+    )
+
+
+def _candidate_fields(c: Candidate) -> dict[str, Any]:
+    return {"id": c.id, "iteration": c.iteration, "status": c.status, "action": c.action,
+            "proposed_by": c.proposed_by, "parent_id": c.parent_id, "avg_us": c.avg_us,
+            "accepted": c.accepted, "attempts": c.attempts, "error": c.error,
+            "created_at": c.created_at, "finished_at": c.finished_at}
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=CampaignCreated)
+def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
+           settings: SettingsDep) -> CampaignCreated:
+    """Queue a campaign; the agent starts it (the API never compiles or touches a GPU)."""
+    leaderboard = None
+    if body.leaderboard is not None:
+        leaderboard = [e if isinstance(e, float) else e.model_dump(exclude_none=True)
+                       for e in body.leaderboard]
+    spec = engine.CampaignSpec(
+        kernel=body.kernel, m=body.shape.m, n=body.shape.n, k=body.shape.k,
+        tolerance=body.tolerance, policy=body.policy,
+        accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
+        parallel=body.parallel, seed=body.seed, budget_iterations=body.budget.iterations,
+        budget_wall_s=body.budget.wall_seconds, budget_gpu_s=body.budget.gpu_seconds,
+        leaderboard=leaderboard, start_from=body.start_from,
+        allowed_actions=body.allowed_actions, arch=settings.arch, team_id=team.team_id,
+    )
+    try:
+        campaign = engine.create_campaign(session, spec, backend=settings.backend)
+    except engine.CampaignError as exc:
+        session.rollback()
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    session.commit()
+    enqueue(TaskName.DECIDE, campaign.id)
+    return CampaignCreated(id=campaign.id, status="queued")
+
+
+@router.get("", response_model=list[CampaignRead])
+def list_campaigns(session: SessionDep, team: TeamDep,
+                   limit: Annotated[int, Query(ge=1, le=200)] = 50,
+                   offset: Annotated[int, Query(ge=0)] = 0) -> list[CampaignRead]:
+    """The team's campaigns, newest first."""
+    rows = session.scalars(
+        select(Campaign).where(Campaign.team_id == team.team_id)
+        .order_by(Campaign.created_at.desc(), Campaign.id).limit(limit).offset(offset)
+    ).all()
+    return [campaign_read(session, c) for c in rows]
+
+
+@router.get("/{campaign_id}", response_model=CampaignRead)
+def read(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
+    """Status, evaluations and the best result so far."""
+    return campaign_read(session, campaign)
+
+
+@router.get("/{campaign_id}/candidates", response_model=CandidatePage)
+def candidates(campaign: CampaignDep, session: SessionDep,
+               limit: Annotated[int, Query(ge=1, le=500)] = 100,
+               offset: Annotated[int, Query(ge=0)] = 0,
+               status_filter: Annotated[CandidateStatus | None,
+                                        Query(alias="status")] = None) -> CandidatePage:
+    """Candidates by iteration, a page at a time, optionally of one status."""
+    where = [Candidate.campaign_id == campaign.id]
+    if status_filter is not None:
+        where.append(Candidate.status == status_filter)
+    total = session.scalar(select(func.count()).select_from(Candidate).where(*where)) or 0
+    rows = session.scalars(select(Candidate).where(*where).order_by(Candidate.iteration)
+                           .limit(limit).offset(offset)).all()
+    return CandidatePage(items=[CandidateRead(**_candidate_fields(c)) for c in rows],
+                         total=total, limit=limit, offset=offset)
+
+
+@router.get("/{campaign_id}/candidates/{candidate_id}", response_model=CandidateDetail)
+def candidate(campaign: CampaignDep, session: SessionDep, candidate_id: str) -> CandidateDetail:
+    """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
+    c = session.get(Candidate, candidate_id)
+    if c is None or c.campaign_id != campaign.id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {candidate_id} in "
+                                                       f"campaign {campaign.id}")
+    return CandidateDetail(**_candidate_fields(c), params=c.params, reason=c.reason,
+                           source_hash=c.source_hash, source=c.source, feedback=c.feedback,
+                           compile_log=c.compile_log)
+
+
+@router.get("/{campaign_id}/best", response_model=BestRead)
+def best(campaign: CampaignDep, session: SessionDep) -> BestRead:
+    """The best kernel so far: source, launch configuration, provenance."""
+    found = best_kernel(session, campaign)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"campaign {campaign.id} has no correct kernel yet "
+                            f"(status {campaign.status})")
+    return BestRead(campaign_id=campaign.id, candidate_id=found["provenance"]["candidate_id"],
+                    source=found["source"], launch=found["launch"],
+                    provenance=found["provenance"])
+
+
+@router.post("/{campaign_id}/actions", response_model=CampaignRead)
+def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> CampaignRead:
+    """Give the running campaign new actions (the agent tries them next)."""
+    try:
+        updated = engine.inject_actions(session, campaign.id, body.actions)
+    except engine.CampaignError as exc:
+        session.rollback()
+        code = (status.HTTP_409_CONFLICT if str(exc).startswith("campaign is")
+                else status.HTTP_422_UNPROCESSABLE_CONTENT)
+        detail: Any = str(exc) if code == status.HTTP_409_CONFLICT else [
+            {"loc": ["body", "actions"], "msg": str(exc), "type": "value_error"}]
+        raise HTTPException(code, detail) from None
+    session.commit()
+    enqueue(TaskName.DECIDE, campaign.id)
+    return campaign_read(session, updated)
+
+
+@router.post("/{campaign_id}/cancel", response_model=CampaignRead)
+def cancel(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
+    """Stop proposing; candidates in flight are recorded as they finish."""
+    updated = engine.cancel_campaign(session, campaign.id)
+    session.commit()
+    return campaign_read(session, updated)
+
+
+@router.get("/{campaign_id}/events")
+async def events(campaign: CampaignDep, session: SessionDep, request: Request,
+                 last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None
+                 ) -> StreamingResponse:
+    """Server-sent events of the campaign (from its event log), until it finishes.
+
+    Resumes after ``Last-Event-ID`` (header) or ``?after=`` when given."""
+    after = request.query_params.get("after") or last_event_id or "0"
+    try:
+        start = int(after)
+    except ValueError:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            [{"loc": ["header", "Last-Event-ID"], "msg": "must be an integer",
+                              "type": "int_parsing"}]) from None
+    session.rollback()  # no transaction stays open while the stream lasts
+    return StreamingResponse(event_stream(campaign.id, start, request),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,113 @@
+"""Team history, live workers, health and Prometheus metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+from sqlalchemy import func, select, text
+
+from api.deps import SessionDep, SettingsDep, TeamDep
+from api.schemas import HistoryEntry, ShapeModel, WorkerRead
+from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
+from core.queues import queue_lengths, redis_client
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/history", response_model=list[HistoryEntry])
+def history(session: SessionDep, team: TeamDep,
+            kernel: str | None = None,
+            m: Annotated[int | None, Query(ge=1)] = None,
+            n: Annotated[int | None, Query(ge=1)] = None,
+            k: Annotated[int | None, Query(ge=1)] = None,
+            gpu: str | None = None) -> list[HistoryEntry]:
+    """The team's best result per kernel, shape and GPU, across all its campaigns."""
+    query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
+             .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None)))
+    for column, value in ((Campaign.kernel, kernel), (Campaign.m, m), (Campaign.n, n),
+                          (Campaign.k, k), (Campaign.gpu_name, gpu)):
+        if value is not None:
+            query = query.where(column == value)
+    best: dict[tuple[object, ...], HistoryEntry] = {}
+    for campaign, cand in session.execute(query).all():
+        key = (campaign.kernel, campaign.m, campaign.n, campaign.k, campaign.gpu_name,
+               campaign.backend)
+        assert cand.avg_us is not None
+        seen = best.get(key)
+        count = (seen.campaigns if seen else 0) + 1
+        if seen is None or cand.avg_us < seen.avg_us:
+            flops = 2 * campaign.m * campaign.n * campaign.k
+            best[key] = HistoryEntry(
+                kernel=campaign.kernel, shape=ShapeModel(m=campaign.m, n=campaign.n,
+                                                         k=campaign.k),
+                gpu=campaign.gpu_name, backend=campaign.backend, avg_us=cand.avg_us,
+                throughput_tflops=round(flops / (cand.avg_us * 1e-6) / 1e12, 4),
+                params=cand.params, campaign_id=campaign.id, candidate_id=cand.id,
+                campaigns=count, finished_at=campaign.finished_at)
+        else:
+            seen.campaigns = count
+    return sorted(best.values(), key=lambda e: (e.kernel, e.shape.m, e.shape.n, e.shape.k,
+                                                e.gpu or ""))
+
+
+@router.get("/workers", response_model=list[WorkerRead])
+def workers(session: SessionDep, _team: TeamDep, settings: SettingsDep) -> list[WorkerRead]:
+    """Worker processes seen within three heartbeats."""
+    since = utcnow() - dt.timedelta(seconds=3 * settings.heartbeat_s)
+    rows = session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.last_seen >= since)
+                           .order_by(WorkerHeartbeat.role, WorkerHeartbeat.name)).all()
+    return [WorkerRead(name=r.name, role=r.role, host=r.host, backend=r.backend, gpu=r.gpu,
+                       last_seen=r.last_seen, evaluations=r.evaluations) for r in rows]
+
+
+@router.get("/healthz")
+def healthz(session: SessionDep, response: Response) -> dict[str, str]:
+    """Database and broker reachable (503 otherwise)."""
+    result = {"status": "ok", "database": "ok", "redis": "ok"}
+    try:
+        session.execute(text("SELECT 1"))
+    except Exception as exc:
+        result["database"] = f"error: {type(exc).__name__}"
+    try:
+        redis_client().ping()
+    except Exception as exc:
+        result["redis"] = f"error: {type(exc).__name__}"
+    if result["database"] != "ok" or result["redis"] != "ok":
+        result["status"] = "error"
+        response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    return result
+
+
+@router.get("/metrics")
+def metrics(session: SessionDep, settings: SettingsDep) -> Response:
+    """Prometheus text: campaigns by status, candidates evaluated, queue lengths, workers."""
+    lines = ["# HELP tuneforge_campaigns Campaigns by status.",
+             "# TYPE tuneforge_campaigns gauge"]
+    by_status = dict(session.execute(select(Campaign.status, func.count())
+                                     .group_by(Campaign.status)).all())
+    for name in ("queued", "running", "done", "failed", "cancelled"):
+        lines.append(f'tuneforge_campaigns{{status="{name}"}} {by_status.get(name, 0)}')
+    evaluated = session.scalar(select(func.coalesce(func.sum(Campaign.evaluations), 0))) or 0
+    lines += ["# HELP tuneforge_candidates_evaluated_total Candidates with a final result.",
+              "# TYPE tuneforge_candidates_evaluated_total counter",
+              f"tuneforge_candidates_evaluated_total {evaluated}"]
+    since = utcnow() - dt.timedelta(seconds=3 * settings.heartbeat_s)
+    live = dict(session.execute(select(WorkerHeartbeat.role, func.count())
+                                .where(WorkerHeartbeat.last_seen >= since)
+                                .group_by(WorkerHeartbeat.role)).all())
+    lines += ["# HELP tuneforge_workers Live worker processes by role.",
+              "# TYPE tuneforge_workers gauge"]
+    lines += [f'tuneforge_workers{{role="{role}"}} {live.get(role, 0)}'
+              for role in ("agent", "compile", "gpu")]
+    try:
+        lengths = queue_lengths((settings.arch,))
+    except Exception:
+        lengths = {}
+    if lengths:
+        lines += ["# HELP tuneforge_queue_length Messages waiting in each Celery queue.",
+                  "# TYPE tuneforge_queue_length gauge"]
+        lines += [f'tuneforge_queue_length{{queue="{q}"}} {n}' for q, n in lengths.items()]
+    return Response("\n".join(lines) + "\n",
+                    media_type="text/plain; version=0.0.4; charset=utf-8")

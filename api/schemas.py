@@ -1,0 +1,265 @@
+"""Request and response bodies of the REST API (pydantic; never ORM objects)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from agent.policies import POLICY_NAMES
+from core.models import CAMPAIGN_STATUSES, CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
+from core.settings import get_settings
+from kernels import FAMILY_NAMES, get_family
+
+CandidateStatus = Literal[
+    "pending", "compiling", "compiled", "measuring", "ok", "rejected", "compile_error",
+    "compile_timeout", "wrong", "crashed", "timeout", "launch_error", "not_measured",
+]
+assert set(get_args(CandidateStatus)) == {*CANDIDATE_IN_FLIGHT, *CANDIDATE_FINAL}
+CampaignStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+assert set(get_args(CampaignStatus)) == set(CAMPAIGN_STATUSES)
+
+MAX_DIM = 65536
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ShapeModel(_In):
+    """Problem shape: C[M,N] = A[M,K] @ B[K,N]."""
+
+    m: int = Field(ge=1, le=MAX_DIM)
+    n: int = Field(ge=1, le=MAX_DIM)
+    k: int = Field(ge=1, le=MAX_DIM)
+
+
+def buffer_bytes(m: int, n: int, k: int) -> int:
+    """GPU memory of one evaluation: fp32 A, B, C and bias, and the fp64 reference of C."""
+    return 4 * (m * k + k * n + m * n + n) + 8 * m * n
+
+
+class BudgetModel(_In):
+    """The campaign stops at the first budget hit."""
+
+    iterations: int = Field(default=600, ge=1, le=100_000)
+    wall_seconds: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
+    gpu_seconds: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
+
+
+class LeaderboardEntry(_In):
+    """One entry of a leaderboard: a time or a throughput."""
+
+    avg_us: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tflops: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    name: str | None = Field(default=None, max_length=200)
+
+
+class CampaignCreate(_In):
+    """``POST /campaigns``."""
+
+    kernel: str = "gemm_bias_relu"
+    shape: ShapeModel
+    tolerance: float = Field(default=1e-4, gt=0, le=0.1, allow_inf_nan=False)
+    budget: BudgetModel = Field(default_factory=BudgetModel)
+    policy: Literal["expert", "optuna", "random", "llm"] = "expert"
+    accept_threshold_pct: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)
+    profile: Literal["full", "light"] = "light"
+    parallel: int = Field(default=1, ge=1)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    leaderboard: list[float | LeaderboardEntry] | None = Field(default=None, max_length=10_000)
+    start_from: Literal["best"] | None = None
+    allowed_actions: list[str] | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("kernel")
+    @classmethod
+    def _known_kernel(cls, value: str) -> str:
+        if value not in FAMILY_NAMES:
+            raise ValueError(f"unknown kernel family {value!r}; known: {', '.join(FAMILY_NAMES)}")
+        return value
+
+    @field_validator("shape")
+    @classmethod
+    def _fits_gpu_memory(cls, shape: ShapeModel) -> ShapeModel:
+        limit_gib = get_settings().gpu_memory_gib
+        need = buffer_bytes(shape.m, shape.n, shape.k)
+        if need > limit_gib * 2**30:
+            raise ValueError(
+                f"{shape.m}x{shape.n}x{shape.k} needs {need / 2**30:.1f} GiB for A, B, C, bias "
+                f"and the fp64 reference, more than the {limit_gib:g} GiB a campaign may use "
+                "(TUNEFORGE_GPU_MEMORY_GIB)")
+        return shape
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_usable(cls, value: str) -> str:
+        assert value in POLICY_NAMES
+        if value == "llm" and not get_settings().llm_url:
+            raise ValueError("policy 'llm' needs the service to have TUNEFORGE_LLM_URL set")
+        return value
+
+    @field_validator("parallel")
+    @classmethod
+    def _parallel_bounded(cls, value: int) -> int:
+        top = get_settings().max_parallel
+        if value > top:
+            raise ValueError(f"parallel must be at most {top} (TUNEFORGE_MAX_PARALLEL)")
+        return value
+
+    @field_validator("leaderboard")
+    @classmethod
+    def _leaderboard_finite(cls, value: list[Any] | None) -> list[Any] | None:
+        for entry in value or []:
+            if isinstance(entry, float) and (not math.isfinite(entry) or entry <= 0):
+                raise ValueError("leaderboard times must be finite numbers > 0 (µs)")
+            if isinstance(entry, LeaderboardEntry) and entry.avg_us is None \
+                    and entry.tflops is None:
+                raise ValueError("a leaderboard entry needs avg_us or tflops")
+        return value
+
+    @field_validator("allowed_actions")
+    @classmethod
+    def _known_actions(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        kernel = info.data.get("kernel")
+        if value is None or kernel is None:
+            return value
+        names = get_family(kernel).transforms.names()
+        unknown = [v for v in value if v not in names]
+        if unknown:
+            raise ValueError(f"unknown action(s) {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(names)}")
+        return sorted(set(value))
+
+
+class CampaignCreated(BaseModel):
+    """``201`` answer of ``POST /campaigns``."""
+
+    id: str
+    status: CampaignStatus
+
+
+class PointSummary(BaseModel):
+    """A measured candidate in a summary."""
+
+    candidate_id: str
+    iteration: int
+    params: dict[str, Any]
+    avg_us: float
+    throughput_tflops: float
+    action: str | None = None
+
+
+class CampaignRead(BaseModel):
+    """A campaign, its progress and its best result so far."""
+
+    id: str
+    status: CampaignStatus
+    status_reason: str | None
+    kernel: str
+    shape: ShapeModel
+    arch: str
+    backend: str
+    gpu: str | None
+    tolerance: float
+    policy: str
+    accept_threshold_pct: float
+    profile: str
+    parallel: int
+    seed: int
+    budget: BudgetModel
+    start_from: str | None
+    allowed_actions: list[str] | None
+    evaluations: int
+    gpu_seconds: float
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    best: PointSummary | None
+    baseline: PointSummary | None
+    speedup_vs_baseline: float | None
+    vendor_us: float | None
+    pct_of_vendor: float | None
+    rank_est: int | None
+
+
+class CandidateRead(BaseModel):
+    """One candidate in a listing."""
+
+    id: str
+    iteration: int
+    status: CandidateStatus
+    action: str | None
+    proposed_by: str | None
+    parent_id: str | None
+    avg_us: float | None
+    accepted: bool
+    attempts: int
+    error: str | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class CandidateDetail(CandidateRead):
+    """One candidate with its whole feedback record and its source."""
+
+    params: dict[str, Any]
+    reason: str | None
+    source_hash: str | None
+    source: str | None
+    feedback: dict[str, Any] | None
+    compile_log: str | None
+
+
+class CandidatePage(BaseModel):
+    """A page of candidates, by iteration."""
+
+    items: list[CandidateRead]
+    total: int
+    limit: int
+    offset: int
+
+
+class BestRead(BaseModel):
+    """The best kernel: CUDA source, launch configuration, provenance."""
+
+    campaign_id: str
+    candidate_id: str
+    source: str
+    launch: dict[str, Any] | None
+    provenance: dict[str, Any]
+
+
+class ActionsIn(_In):
+    """``POST /campaigns/{id}/actions``: transforms given to a running campaign."""
+
+    actions: list[str] = Field(min_length=1, max_length=32)
+
+
+class HistoryEntry(BaseModel):
+    """The team's best result for one kernel, shape and GPU."""
+
+    kernel: str
+    shape: ShapeModel
+    gpu: str | None
+    backend: str
+    avg_us: float
+    throughput_tflops: float
+    params: dict[str, Any]
+    campaign_id: str
+    candidate_id: str
+    campaigns: int
+    finished_at: dt.datetime | None
+
+
+class WorkerRead(BaseModel):
+    """A live worker process (from its heartbeats)."""
+
+    name: str
+    role: str
+    host: str
+    backend: str | None
+    gpu: dict[str, Any] | None
+    last_seen: dt.datetime
+    evaluations: int
