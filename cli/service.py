@@ -1,0 +1,349 @@
+"""Service commands: ``serve``, ``worker``, ``admin``, and the clients ``submit``, ``watch``,
+``export`` (httpx against the REST API)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from cli.common import console, err_console, fail
+from core.settings import get_settings
+
+admin = typer.Typer(help="Teams and API keys (talks to the database directly).",
+                    no_args_is_help=True)
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="API URL (TUNEFORGE_API_URL)")]
+KeyOpt = Annotated[str | None, typer.Option("--key", help="API key (TUNEFORGE_API_KEY)")]
+
+
+# ---- server side ----------------------------------------------------------------------------
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
+) -> None:
+    """Run the REST API (migrates the database to head first)."""
+    import uvicorn
+
+    from core.db import upgrade_database
+
+    url = get_settings().effective_database_url
+    if url.startswith("sqlite"):
+        err_console.print("[yellow]warning:[/] TUNEFORGE_DATABASE_URL is not set: the service "
+                          f"uses {url}; point it at PostgreSQL for more than one worker")
+    upgrade_database(url)
+    uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="warning",
+                access_log=False)
+
+
+ROLES = ("compile", "gpu", "agent")
+
+
+def _celery_command(queue: str, concurrency: int, name: str, loglevel: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "core.queues", "worker", "-Q", queue,
+            "-c", str(concurrency), "-n", name, "--prefetch-multiplier", "1",
+            "--pool", "prefork", "-l", loglevel, "--without-gossip", "--without-mingle"]
+
+
+def worker(
+    role: Annotated[str, typer.Option(help="compile | gpu | agent")],
+    backend: Annotated[str | None, typer.Option(
+        help="gpu | replay (TUNEFORGE_BACKEND); replay answers from recorded measurements")
+    ] = None,
+    gpus: Annotated[str, typer.Option(
+        help="GPU indices, one worker process each, e.g. 0,1")] = "0",
+    concurrency: Annotated[int | None, typer.Option(
+        help="processes (compile: CPU cores; agent: 2; gpu: always 1 per GPU)", min=1)] = None,
+    replay_speed: Annotated[float | None, typer.Option(
+        help="replay: sleep the recorded GPU time divided by this (0 = no sleep)", min=0)
+    ] = None,
+    loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
+) -> None:
+    """Run Celery workers of one role (one process per GPU for --role gpu)."""
+    settings = get_settings()
+    if role not in ROLES:
+        fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}")
+    backend = backend or settings.backend
+    if backend not in ("gpu", "replay"):
+        fail(f"--backend must be gpu or replay, not {backend!r}")
+    env = dict(os.environ)
+    env["TUNEFORGE_WORKER_ROLE"] = role
+    env["TUNEFORGE_BACKEND"] = backend
+    if replay_speed is not None:
+        env["TUNEFORGE_REPLAY_SPEED"] = str(replay_speed)
+    launches: list[tuple[list[str], dict[str, str]]] = []
+    if role == "gpu":
+        indices = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not indices or not all(g.isdigit() for g in indices):
+            fail(f"--gpus must list GPU indices like 0,1, got {gpus!r}")
+        for index in indices:
+            pinned = {**env, "CUDA_VISIBLE_DEVICES": index}
+            launches.append((_celery_command(f"gpu.{settings.arch}", 1, f"gpu{index}@%h",
+                                             loglevel), pinned))
+    else:
+        default = (os.cpu_count() or 1) if role == "compile" else 2
+        launches.append((_celery_command(role, concurrency or default, f"{role}@%h", loglevel),
+                         env))
+    _supervise(launches)
+
+
+def _supervise(launches: list[tuple[list[str], dict[str, str]]]) -> NoReturn:
+    """Start every worker, forward SIGINT/SIGTERM, stop all when one stops."""
+    root = str(Path(__file__).resolve().parent.parent)
+    procs = [subprocess.Popen(cmd, env=env, cwd=root) for cmd, env in launches]
+
+    def forward(signum: int, _frame: Any) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = 0
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            break
+        if any(c not in (None, 0) for c in codes) and code == 0:
+            code = next(c for c in codes if c not in (None, 0)) or 1
+            forward(signal.SIGTERM, None)
+        time.sleep(0.2)
+    raise typer.Exit(code or max((abs(p.returncode or 0) for p in procs), default=0))
+
+
+@admin.command("create-team")
+def create_team(name: Annotated[str, typer.Argument(help="team name")]) -> None:
+    """Create a team and print its first API key (shown once)."""
+    from api import security
+    from core.db import session_scope, upgrade_database
+
+    url = get_settings().effective_database_url
+    upgrade_database(url)
+    try:
+        with session_scope(url) as s:
+            team, key = security.create_team(s, name=name)
+            team_id = team.id
+    except security.TeamKeyError as exc:
+        fail(str(exc))
+    err_console.print(f"team [bold]{name}[/] ({team_id}); its API key, shown only now:")
+    sys.stdout.write(key + "\n")
+
+
+@admin.command("rotate-key")
+def rotate_key(team: Annotated[str, typer.Argument(help="team name")]) -> None:
+    """Issue a new key for a team and revoke its old ones."""
+    from api import security
+    from core.db import session_scope
+
+    try:
+        with session_scope(get_settings().effective_database_url) as s:
+            key = security.rotate_key(s, team_name=team)
+    except security.TeamKeyError as exc:
+        fail(str(exc))
+    err_console.print(f"new key for [bold]{team}[/] (the old ones are revoked):")
+    sys.stdout.write(key + "\n")
+
+
+@admin.command("revoke-key")
+def revoke_key(prefix: Annotated[str, typer.Argument(help="key prefix, e.g. tf_1a2b3c4d")]
+               ) -> None:
+    """Revoke one key by its prefix."""
+    from api import security
+    from core.db import session_scope
+
+    try:
+        with session_scope(get_settings().effective_database_url) as s:
+            key = security.revoke_key(s, prefix=prefix)
+            shown = key.prefix
+    except security.TeamKeyError as exc:
+        fail(str(exc))
+    err_console.print(f"revoked {shown}")
+
+
+# ---- clients --------------------------------------------------------------------------------
+def _client(url: str | None, key: str | None) -> Any:
+    import httpx
+
+    settings = get_settings()
+    key = key or settings.api_key
+    if not key:
+        fail("no API key: set TUNEFORGE_API_KEY or pass --key")
+    base = (url or settings.api_url).rstrip("/") + "/api/v1"
+    return httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=30.0)
+
+
+def _check(response: Any) -> Any:
+    """The JSON body, or an error that says what to do."""
+    code = response.status_code
+    if code < 400:
+        return response.json()
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text[:300]
+    if code == 401:
+        fail(f"{detail} (set TUNEFORGE_API_KEY or pass --key)", code=3)
+    if code == 404:
+        fail(f"{detail} (is it your team's campaign? `tuneforge` lists none of the others)",
+             code=4)
+    if code == 422 and isinstance(detail, list):
+        lines = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
+                 for d in detail]
+        fail("the server refused the request:\n  " + "\n  ".join(lines))
+    fail(f"HTTP {code}: {detail}", code=1)
+
+
+def _call(client: Any, method: str, path: str, **kwargs: Any) -> Any:
+    import httpx
+
+    try:
+        return _check(client.request(method, path, **kwargs))
+    except httpx.TransportError as exc:
+        fail(f"cannot reach the API at {client.base_url} ({exc.__class__.__name__}): is "
+             "`tuneforge serve` running? set TUNEFORGE_API_URL or pass --url", code=1)
+
+
+def submit(
+    spec: Annotated[Path, typer.Argument(help="campaign JSON, e.g. "
+                                              '{"shape": {"m": 4096, "n": 4096, "k": 4096}}')],
+    url: UrlOpt = None, key: KeyOpt = None,
+) -> None:
+    """Submit a campaign; prints its id."""
+    try:
+        body = json.loads(spec.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        fail(f"{spec}: {exc}")
+    with _client(url, key) as client:
+        created = _call(client, "POST", "/campaigns", json=body)
+    sys.stdout.write(created["id"] + "\n")
+
+
+def iter_sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Parse a server-sent event stream into ``{"id", "event", "data"}`` dicts."""
+    event: dict[str, Any] = {}
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                event["data"] = json.loads("\n".join(data))
+                yield event
+            event, data = {}, []
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "data":
+                data.append(value)
+            elif field in ("id", "event"):
+                event[field] = value
+
+
+def watch(
+    campaign_id: Annotated[str, typer.Argument(help="campaign id")],
+    url: UrlOpt = None, key: KeyOpt = None,
+) -> None:
+    """Follow a campaign's progress (server-sent events) until it finishes."""
+    import httpx
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with _client(url, key) as client:
+        campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
+        total = campaign["budget"]["iterations"]
+        flops = 2 * campaign["shape"]["m"] * campaign["shape"]["n"] * campaign["shape"]["k"]
+        finished: dict[str, Any] | None = None
+        progress = Progress(TextColumn(f"[bold]{campaign_id[:8]}[/]"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("{task.fields[best]}"),
+                            TimeElapsedColumn(), console=err_console)
+        task = progress.add_task("watch", total=total, completed=campaign["evaluations"],
+                                 best="")
+        try:
+            with progress, client.stream("GET", f"/campaigns/{campaign_id}/events",
+                                         timeout=httpx.Timeout(30.0, read=None)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response)
+                for event in iter_sse(response.iter_lines()):
+                    data = event["data"]
+                    if event.get("event") == "result":
+                        best = data.get("best_us")
+                        text = (f"best {best:.1f} µs · {flops / (best * 1e-6) / 1e12:.2f} "
+                                "TFLOP/s") if best else ""
+                        progress.update(task, completed=data.get("evaluations", 0), best=text)
+                    elif event.get("event") == "finished":
+                        finished = data
+                        progress.update(task, completed=data.get("evaluations", 0))
+                        break
+        except httpx.TransportError as exc:
+            fail(f"the event stream broke ({exc.__class__.__name__}): run `tuneforge watch "
+                 f"{campaign_id}` again to resume", code=1)
+        final = _call(client, "GET", f"/campaigns/{campaign_id}")
+    best = final.get("best") or {}
+    console.print(f"campaign {campaign_id[:8]} · [bold]{final['status']}[/] "
+                  f"({final['status_reason']}) · {final['evaluations']} evaluations · best "
+                  f"{best.get('avg_us')} µs ({best.get('throughput_tflops')} TFLOP/s)")
+    if finished is None and final["status"] not in ("done", "failed", "cancelled"):
+        fail("the stream ended before the campaign did: run watch again", code=1)
+    if final["status"] == "failed":
+        raise typer.Exit(1)
+
+
+def export(
+    campaign_id: Annotated[str, typer.Argument(help="campaign id")],
+    fmt: Annotated[str, typer.Option("--format", help="cu (best kernel) | json (history)")
+                   ] = "cu",
+    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)")] = None,
+    url: UrlOpt = None, key: KeyOpt = None,
+) -> None:
+    """The best kernel as .cu (launch configuration and provenance in its first line), or the
+    campaign's whole history as JSON."""
+    from agent.report import best_kernel_source
+
+    if fmt not in ("cu", "json"):
+        fail(f"--format must be cu or json, not {fmt!r}")
+    with _client(url, key) as client:
+        if fmt == "cu":
+            best = _call(client, "GET", f"/campaigns/{campaign_id}/best")
+            text = best_kernel_source(best)
+        else:
+            campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
+            items: list[dict[str, Any]] = []
+            while True:
+                page = _call(client, "GET", f"/campaigns/{campaign_id}/candidates",
+                             params={"limit": 500, "offset": len(items)})
+                items += page["items"]
+                if len(items) >= page["total"] or not page["items"]:
+                    break
+            candidates = [_call(client, "GET", f"/campaigns/{campaign_id}/candidates/{c['id']}")
+                          for c in items]
+            text = json.dumps({"campaign": campaign, "candidates": candidates}, indent=1) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text)
+        err_console.print(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the service commands to the ``tuneforge`` app."""
+    app.command()(serve)
+    app.command()(worker)
+    app.add_typer(admin, name="admin")
+    app.command()(submit)
+    app.command()(watch)
+    app.command()(export)
