@@ -33,12 +33,13 @@ def _load_leaderboard(path: Path | None) -> list[Any] | None:
 
 
 def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *,
-                    tolerance: float) -> tuple[list[Any], str, str | None]:
+                    tolerance: float, profile: str = "light"
+                    ) -> tuple[list[Any], str, str | None]:
     """Evaluators for ``backend`` (``auto`` = GPU if pycuda finds one, else replay), the backend
     used, and why the GPU was not used (if it was not)."""
     from worker.evaluate import EvalOptions, GpuEvaluator, ReplayDataset, ReplayEvaluator
 
-    options = EvalOptions(tolerance=tolerance)
+    options = EvalOptions(tolerance=tolerance, profile=profile)
     why_not_gpu = None
     if backend in ("auto", "gpu"):
         from worker.compile import compiler_from_settings
@@ -67,6 +68,8 @@ def tune(
     seed: Annotated[int, typer.Option(help="seed of inputs and policies")] = 0,
     tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
     threshold: Annotated[float, typer.Option(help="accept above this % improvement")] = 0.5,
+    profile: Annotated[str, typer.Option(
+        help="light (ptxas + occupancy) or full (+ Nsight Compute, ~2.5 s a candidate)")] = "light",
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
     gpus: Annotated[str, typer.Option(help="GPU indices, e.g. 0,1")] = "0",
     db: Annotated[Path | None, typer.Option(help="SQLite file (default ~/.tuneforge)")] = None,
@@ -109,6 +112,8 @@ def tune(
         policy_obj = make_policy(policy, settings)
     except ValueError as exc:
         fail(str(exc))
+    if profile not in ("light", "full"):
+        fail(f"--profile must be light or full, not {profile!r}")
     if backend not in ("auto", "gpu", "replay"):
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if not (math.isfinite(tolerance) and 0 < tolerance < 1):
@@ -121,7 +126,7 @@ def tune(
 
     evaluators, used, why_not_gpu = make_evaluators(
         backend, family, settings, [g.strip() for g in gpus.split(",") if g.strip()],
-        tolerance=tolerance)
+        tolerance=tolerance, profile=profile)
     device = evaluators[0].device
     if used == "replay":
         ev = evaluators[0]
@@ -142,7 +147,7 @@ def tune(
         kernel=kernel, m=problem.m, n=problem.n, k=problem.k, tolerance=tolerance,
         policy=policy, accept_threshold_pct=threshold, seed=seed, budget_iterations=budget,
         budget_wall_s=wall_seconds, budget_gpu_s=gpu_seconds, leaderboard=board,
-        start_from=start_from, allowed_actions=allowed, parallel=len(evaluators),
+        start_from=start_from, allowed_actions=allowed, parallel=len(evaluators), profile=profile,
         arch=settings.arch,
     )
     with sessions.begin() as s:

@@ -196,3 +196,28 @@ def test_checker_calibration_against_cublas() -> None:
         assert verdict[("3xtf32", dist)], dist
     assert not verdict[("tf32", "normal")]
     assert not verdict[("tf32", "mixed")]
+
+
+def test_full_profile_names_ncu_figures(evaluator: GpuEvaluator) -> None:
+    """profile=full adds Nsight Compute's figures, each with its source, or says why not."""
+    tiled = FAMILY.apply_chain([Action.parse(a) for a in (
+        "apply_coalesce(true)", "apply_shared_memory_load(true)", "apply_register_block(8, 8)",
+        "apply_tiling(8)")])
+    assert not isinstance(tiled, Rejection)
+    compiled = evaluator.compile(tiled.params).result()
+    old = evaluator.options.profile
+    evaluator.options.profile = "full"
+    try:
+        m = evaluator.measure(tiled.params, compiled, shape=Shape(2048, 2048, 2048),
+                              iteration=0, seed=9)
+    finally:
+        evaluator.options.profile = old
+    assert m.status == "ok", m.error
+    profile = m.profile or {}
+    save("ncu_profile", profile)
+    for name in ("sm_occupancy_pct", "memory_throughput_pct", "sm_busy_pct",
+                 "shared_mem_bank_conflicts"):
+        assert profile[name] is not None or name in profile["missing"], name
+        if profile[name] is not None:
+            assert profile["sources"][name] == "ncu"
+    assert profile["shared_mem_bank_conflicts"] is not None, profile["missing"]

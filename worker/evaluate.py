@@ -116,10 +116,10 @@ def theoretical_occupancy(threads: int, regs: int, smem_bytes: int,
     max_warps = device.get("max_threads_per_sm", 2048) // 32
     regs_per_warp = -(-max(regs, 1) * 32 // 256) * 256
     warps_by_regs = device.get("max_regs_per_sm", 65536) // regs_per_warp
-    limits = {
-        "registers": warps_by_regs // warps,
+    limits = {  # on a tie the first named is reported: threads before resources
         "threads": device.get("max_threads_per_sm", 2048) // threads,
         "blocks": device.get("max_blocks_per_sm", 32),
+        "registers": warps_by_regs // warps,
     }
     if smem_bytes > 0:
         limits["shared_memory"] = device.get("max_smem_per_sm", 233472) // (smem_bytes + 1024)
@@ -309,9 +309,26 @@ class GpuEvaluator:
                                gpu_seconds=gpu_seconds)
         perf = perf_block(bench["runs_us"][0], shape.flops, vendor_us=self.vendor_us(shape),
                           peak_tflops=self.peak_tflops, reps=bench["reps_per_run"])
+        if self.options.profile == "full":
+            self.full_profile(profile, compiled, shape, bench_launch)
         inc_runs = bench["runs_us"][1] if len(bench["runs_us"]) > 1 else None
         return Measurement("ok", correctness=correctness, perf=perf, profile=profile,
                            incumbent_runs_us=inc_runs, gpu_seconds=gpu_seconds)
+
+    def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Shape,
+                     launch: LaunchConfig) -> None:
+        """Add Nsight Compute's figures (sources ``ncu``) to a light profile, in place."""
+        from worker.ncu import profile_kernel
+
+        figures, missing = profile_kernel(compiled.cubin(), self.family.name,
+                                          (shape.m, shape.n, shape.k), launch.to_dict(),
+                                          gpu=self.child.gpu)
+        for name, value in figures.items():
+            profile[name] = value
+            profile["sources"][name] = "ncu"
+            profile["missing"].pop(name, None)
+        for name, why in missing.items():
+            profile["missing"][name] = why
 
     def vendor_us(self, shape: Shape) -> float | None:
         """cuBLAS fp32 (TF32 off) ``addmm`` + ``relu_`` median, measured once per shape."""

@@ -1,0 +1,98 @@
+"""Nsight Compute figures for one candidate (``profile: full``), each named by its source.
+
+Runs ``ncu`` on :mod:`worker.ncu_launch` (about 2.5 s a kernel on an H200, DESIGN.md §8), so
+campaigns profile selectively: every candidate with ``profile=full``, otherwise none.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: feedback field -> Nsight Compute metric
+METRICS: dict[str, str] = {
+    "sm_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm_busy_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "bank_conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "bank_conflicts_st": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+}
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def ncu_path() -> str | None:
+    """The ncu executable, if there is one."""
+    return shutil.which("ncu") or (
+        "/usr/local/cuda/bin/ncu" if os.path.exists("/usr/local/cuda/bin/ncu") else None)
+
+
+def parse_raw_csv(text: str) -> dict[str, float]:
+    """Metric values from ``ncu --csv --page raw`` output (the last profiled kernel)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:
+        raise ValueError("no profiled kernel in ncu's output")
+    header, values = rows[0], rows[-1]  # rows[1] holds the units
+    out: dict[str, float] = {}
+    for metric in METRICS.values():
+        if metric in header:
+            raw = values[header.index(metric)].replace(",", "").strip()
+            try:
+                out[metric] = float(raw)
+            except ValueError:
+                continue
+    return out
+
+
+def profile_kernel(cubin: bytes, kernel: str, shape: tuple[int, int, int],
+                   launch: dict[str, Any], *, gpu: str = "0",
+                   timeout_s: float = 120.0) -> tuple[dict[str, Any], dict[str, str]]:
+    """Figures for the feedback's ``profile`` block and, for each missing one, why."""
+    exe = ncu_path()
+    if exe is None:
+        return {}, {f: "Nsight Compute (ncu) is not installed here" for f in METRICS}
+    with tempfile.TemporaryDirectory(prefix="tf-ncu-") as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        m, n, k = shape
+        cmd = [exe, "--clock-control", "none", "--target-processes", "all", "-k", kernel,
+               "--launch-skip", "1", "--launch-count", "1", "--csv", "--page", "raw",
+               "--metrics", ",".join(METRICS.values()),
+               sys.executable, "-m", "worker.ncu_launch", str(path), kernel, str(m), str(n),
+               str(k), str(launch["grid"][0]), str(launch["grid"][1]), str(launch["block"][0]),
+               str(launch["block"][1]), str(launch["dynamic_smem_bytes"])]
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu,
+                   PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH",
+                                                                                 "")]))
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                  env=env, cwd=str(PROJECT_ROOT))
+        except subprocess.TimeoutExpired:
+            return {}, {f: f"ncu did not finish within {timeout_s:g} s" for f in METRICS}
+    try:
+        values = parse_raw_csv(done.stdout)
+    except ValueError:
+        why = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines()
+               or ["no output"])[-1][:200]
+        return {}, {f: f"ncu failed: {why}" for f in METRICS}
+    figures: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    for field in ("sm_occupancy_pct", "memory_throughput_pct", "sm_busy_pct"):
+        metric = METRICS[field]
+        if metric in values:
+            figures[field] = round(values[metric], 2)
+        else:
+            missing[field] = f"ncu did not report {metric}"
+    ld, st = METRICS["bank_conflicts_ld"], METRICS["bank_conflicts_st"]
+    if ld in values or st in values:
+        figures["shared_mem_bank_conflicts"] = int(values.get(ld, 0) + values.get(st, 0))
+    else:
+        missing["shared_mem_bank_conflicts"] = "ncu did not report the bank-conflict counters"
+    return figures, missing
