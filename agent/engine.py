@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
 from core.feedback import FeedbackRecord
@@ -111,6 +111,10 @@ def history(session: Session, campaign: Campaign) -> list[HistoryItem]:
     family = get_family(campaign.kernel)
     rows = session.scalars(
         select(Candidate).where(Candidate.campaign_id == campaign.id)
+        # a policy never reads these large columns; loading them at every decision made a
+        # campaign quadratic in its length
+        .options(defer(Candidate.source), defer(Candidate.compile_log),
+                 defer(Candidate.feedback), defer(Candidate.perf))
         .order_by(Candidate.iteration)
     ).all()
     return [_history_item(family, c) for c in rows]
