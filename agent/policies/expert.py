@@ -17,15 +17,19 @@ Rules, in order, each producing a move from the incumbent only when its signal i
 
 Neighbourhoods that did not pay are marked explored: a block shape that lost from an incumbent
 also rules out the shapes of the same thread count next to it for that incumbent (no ping-pong
-between (32,4) and (64,2)). After ``stagnation_window`` evaluations without an acceptance the
-action set widens to two-step moves; after three windows, to the neighbourhoods of the best few
-points instead of the incumbent alone.
+between (32,4) and (64,2)); the rule holds for every proposal, whichever step produced it.
+After ``stagnation_window`` evaluations without an acceptance the action set widens to two-step
+moves; after three windows, to the neighbourhoods of the best few points instead of the incumbent
+alone. When all of those are spent it widens to the neighbourhoods of every correct point, fastest
+first, so the policy runs dry only when no evaluated point has an unexplored neighbour left.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from agent.policies.base import (
@@ -97,7 +101,10 @@ class ExpertPolicy:
         if ctx.stagnation >= 3 * self.stagnation_window or not out:
             for item in self._top(ctx, 3):
                 out += self._local_search(ctx, item)
-        return take_unique(out, n)
+        tabu = _failed_block_contexts(ctx)
+        allowed = (p for p in chain(out, self._everywhere(ctx))
+                   if (_context_key(p.params), p.params.block_x, p.params.block_y) not in tabu)
+        return take_unique(allowed, n)
 
     # -- rules ---------------------------------------------------------------------------------
     def _move(self, ctx: PolicyContext, text: str, reason: str) -> Proposal | None:
@@ -225,6 +232,12 @@ class ExpertPolicy:
             if len(out) >= 8:
                 break
         return out
+
+    def _everywhere(self, ctx: PolicyContext) -> Iterator[Proposal]:
+        """The neighbourhoods of every correct point, fastest first (lazily: only reached when
+        the narrower neighbourhoods are spent)."""
+        for item in self._top(ctx, len(ctx.history)):
+            yield from self._local_search(ctx, item)
 
     @staticmethod
     def _top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
