@@ -130,16 +130,16 @@ def tune(
     device = evaluators[0].device
     if used == "replay":
         ev = evaluators[0]
+        try:  # before the panel: a bad shape is a one-line error
+            space: Any = ReplaySpace(family, ev.dataset, str(problem))
+        except ValueError as exc:
+            fail(f"--shape: {exc}")
         err_console.print(Panel(
             f"No GPU here ({why_not_gpu or 'replay asked for'}).\n"
             f"Replaying real measurements of [bold]{device.get('name')}[/] taken on "
             f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commit "
             f"{ev.dataset.meta.get('commit')}): {len(ev.dataset.points)} points at "
             f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
-        try:
-            space: Any = ReplaySpace(family, ev.dataset, str(problem))
-        except ValueError as exc:
-            fail(f"--shape: {exc}")
     else:
         space = FullSpace(family, settings.arch)
     vendor_us = evaluators[0].vendor_us(problem)
