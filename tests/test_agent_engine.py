@@ -1,0 +1,435 @@
+"""The campaign loop end to end in embedded mode, on SQLite and the H200 replay dataset."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from replay_support import (
+    campaign_of,
+    candidates,
+    create,
+    decision_chain,
+    events,
+    interleaved_improvement,
+    new_database,
+    replay,
+    run,
+    run_campaign,
+    with_block,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent import engine
+from agent.embedded import EmbeddedRunner
+from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
+from agent.report import summary
+from core.feedback import SCHEMA_PATH, FeedbackRecord, json_schema
+from core.models import Campaign, Candidate
+from kernels.base import Shape
+from worker.evaluate import Measurement, ReplayEvaluator, perf_block
+
+SHAPE = Shape(4096, 4096, 4096)
+
+
+@pytest.fixture(scope="module")
+def expert_run(tmp_path_factory: pytest.TempPathFactory
+               ) -> tuple[sessionmaker[Session], str, Campaign]:
+    """One 75-evaluation expert campaign, read by several tests (it is not modified)."""
+    return run_campaign(tmp_path_factory.mktemp("expert"), policy="expert",
+                        budget_iterations=75, seed=0)
+
+
+def _decision(c: Candidate) -> dict[str, Any]:
+    assert c.decision is not None, c.iteration
+    return c.decision
+
+
+def _feedback(c: Candidate) -> dict[str, Any]:
+    assert c.feedback is not None, c.iteration
+    return c.feedback
+
+
+def _results_in_order(sessions: sessionmaker[Session], cid: str) -> list[dict[str, Any]]:
+    return [e.payload for e in events(sessions, cid) if e.kind == "result"]
+
+
+# ---- decisions ------------------------------------------------------------------------------
+def test_accepts_only_confident_improvements_above_the_threshold(
+        expert_run: tuple[sessionmaker[Session], str, Campaign]) -> None:
+    sessions, cid, campaign = expert_run
+    rp = replay()
+    by_id = {c.id: c for c in candidates(sessions, cid)}
+    incumbent: Candidate | None = None
+    accepted = reverted = 0
+    for result in _results_in_order(sessions, cid):
+        cand = by_id[result["candidate_id"]]
+        assert cand.status == "ok"
+        if incumbent is None:
+            assert cand.iteration == 0
+            assert cand.accepted
+        else:
+            cand_runs = rp.row(rp.family.params_from_dict(cand.params))["perf"]["runs_us"]
+            inc_runs = rp.row(rp.family.params_from_dict(incumbent.params))["perf"]["runs_us"]
+            improvement, confident = interleaved_improvement(cand_runs, inc_runs)
+            should = improvement > campaign.accept_threshold_pct and confident
+            assert cand.accepted == should, (cand.iteration, improvement, cand.decision)
+            assert cand.decision is not None
+            assert cand.decision["improvement_pct"] == pytest.approx(improvement, abs=1e-3)
+            accepted += should
+            reverted += not should
+        if cand.accepted:
+            incumbent = cand
+    assert accepted >= 5
+    assert reverted >= 30
+    assert incumbent is not None
+    assert campaign.incumbent_id == incumbent.id  # a revert never moved the incumbent
+    best = min((c for c in by_id.values() if c.accepted), key=lambda c: c.avg_us or math.inf)
+    assert campaign.best_id == best.id
+    assert campaign.best_us == best.avg_us
+
+
+def _start_with_baseline(sessions: sessionmaker[Session], cid: str) -> ReplayEvaluator:
+    rp = replay()
+    ev = ReplayEvaluator(rp.family, rp.dataset)
+    with sessions.begin() as s:
+        (base,) = engine.start_campaign(s, cid)
+        base_id = base.id
+    compiled = ev.compile(rp.family.baseline).result()
+    with sessions.begin() as s:
+        engine.record_compile(s, base_id, compiled)
+        engine.record_measurement(s, base_id, ev.measure(rp.family.baseline, compiled,
+                                                          shape=SHAPE, iteration=0, seed=0))
+    return ev
+
+
+def _record(sessions: sessionmaker[Session], ev: ReplayEvaluator, cand_id: str,
+            runs: list[float], inc_runs: list[float], status: str = "ok") -> Candidate:
+    rp = replay()
+    with sessions() as s:
+        cand = s.get(Candidate, cand_id)
+        assert cand is not None
+        params = rp.family.params_from_dict(cand.params)
+    compiled = ev.compile(params).result()
+    m = (Measurement("ok", perf=perf_block(runs, SHAPE.flops, vendor_us=None, peak_tflops=None),
+                     incumbent_runs_us=inc_runs, gpu_seconds=0.1)
+         if status == "ok" else
+         Measurement(status, error="17x33x65 normal: 3 elements beyond tolerance"))
+    with sessions.begin() as s:
+        engine.record_compile(s, cand_id, compiled)
+        return engine.record_measurement(s, cand_id, m)
+
+
+def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> None:
+    """Measured candidates decided against interleaved incumbent runs: only a clear, confident
+    gain above the threshold moves the incumbent."""
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="expert", budget_iterations=50)
+    ev = _start_with_baseline(sessions, cid)
+    with sessions.begin() as s:
+        proposed = [c.id for c in engine.propose_candidates(
+            s, cid, policy=ExpertPolicy(), space=replay().space, slots=4)]
+    assert len(proposed) == 4
+    baseline_id = campaign_of(sessions, cid).incumbent_id
+
+    gain = _record(sessions, ev, proposed[0], [99.0, 99.1, 99.2], [100.0, 100.1, 100.2])
+    assert gain.accepted
+    assert "above the 0.5% threshold" in _decision(gain)["reason"]
+    assert campaign_of(sessions, cid).incumbent_id == gain.id != baseline_id
+
+    overlap = _record(sessions, ev, proposed[1], [97.0, 98.0, 99.5], [99.0, 99.1, 99.2])
+    assert _decision(overlap)["improvement_pct"] > 0.5
+    assert not overlap.accepted
+    assert "not confident" in _decision(overlap)["reason"]
+    small = _record(sessions, ev, proposed[2], [98.9, 98.95, 98.98], [99.0, 99.1, 99.2])
+    assert not small.accepted
+    assert "below the 0.5% threshold" in _decision(small)["reason"]
+    wrong = _record(sessions, ev, proposed[3], [], [], status="wrong")
+    assert not wrong.accepted
+    assert _decision(wrong)["reason"].startswith("wrong: 17x33x65")
+
+    campaign = campaign_of(sessions, cid)
+    assert campaign.incumbent_id == gain.id
+    assert campaign.best_id == gain.id
+    assert campaign.evaluations == 5
+
+
+@pytest.mark.parametrize("threshold", [0.5, 25.0])
+def test_threshold_is_the_campaigns(tmp_path: Path, threshold: float) -> None:
+    sessions, cid, _campaign = run_campaign(tmp_path, policy="expert", budget_iterations=25,
+                                            accept_threshold_pct=threshold)
+    gains = [_decision(c)["improvement_pct"] for c in candidates(sessions, cid)
+             if c.iteration > 0 and c.accepted]
+    assert gains
+    assert all(g > threshold for g in gains)
+    # gains between 0.5% and 25% were reverted only where the threshold is 25%
+    assert any(0.5 < ((c.decision or {}).get("improvement_pct") or 0.0) <= 25.0
+               and not c.accepted for c in candidates(sessions, cid)) == (threshold == 25.0)
+
+
+# ---- the chain can be read back ---------------------------------------------------------------
+def test_decision_chain_and_events_read_back_in_order(
+        expert_run: tuple[sessionmaker[Session], str, Campaign]) -> None:
+    sessions, cid, campaign = expert_run
+    rows = candidates(sessions, cid)
+    evs = events(sessions, cid)
+    kinds = [e.kind for e in evs]
+    assert kinds[:2] == ["created", "started"]
+    assert kinds[-1] == "finished"
+    assert evs[-1].payload["reason"] == "iteration budget of 75 spent"
+    assert [e.id for e in evs] == sorted(e.id for e in evs)
+    position = {(e.kind, e.payload.get("candidate_id")): i for i, e in enumerate(evs)}
+    for c in rows:
+        assert c.decision is not None
+        assert c.decision["reason"], c.iteration
+        assert isinstance(c.decision["accepted"], bool)
+        assert c.accepted == c.decision["accepted"]
+        assert position[("proposed", c.id)] < position[("result", c.id)]
+        result = evs[position[("result", c.id)]].payload
+        assert result["decision"] == c.decision
+        assert result["iteration"] == c.iteration
+    # every proposal is made from the incumbent known when it was proposed: a revert leaves
+    # the search where it was
+    incumbent = None
+    by_id = {c.id: c for c in rows}
+    for e in evs:
+        if e.kind == "result" and e.payload["decision"]["accepted"]:
+            incumbent = e.payload["candidate_id"]
+        elif e.kind == "proposed" and e.payload["iteration"] > 0:
+            if " ; " not in (e.payload["action"] or ""):
+                assert by_id[e.payload["candidate_id"]].parent_id == incumbent
+    # the best kernel's lineage goes back to the baseline through accepted candidates
+    node = by_id[campaign.best_id or ""]
+    lineage = []
+    while node.parent_id is not None:
+        assert node.accepted
+        lineage.append(node.action)
+        node = by_id[node.parent_id]
+    assert node.iteration == 0
+    assert len(lineage) >= 3
+
+
+# ---- tabu -------------------------------------------------------------------------------------
+def test_a_point_is_stored_once_per_campaign(tmp_path: Path) -> None:
+    sessions, cid, campaign = run_campaign(tmp_path, policy="random", budget_iterations=30,
+                                           seed=5)
+    rows = candidates(sessions, cid)
+    assert campaign.status == "done"
+    assert len(rows) == 30
+    assert len({c.params_key for c in rows}) == 30
+    twin = rows[3]
+    with sessions() as s:
+        s.add(Candidate(campaign_id=cid, iteration=999, params=twin.params,
+                        params_key=twin.params_key, status="pending"))
+        with pytest.raises(IntegrityError):
+            s.flush()
+
+
+def test_lost_block_shape_rules_out_its_neighbours_from_that_incumbent(tmp_path: Path) -> None:
+    # one candidate at a time, so each proposal sees every earlier result
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="expert", budget_iterations=70)
+    run(sessions, cid, lookahead=0)
+    rp = replay()
+    rows = candidates(sessions, cid)
+    by_id = {c.id: c for c in rows}
+    evaluated_at = {c.params_key: c.iteration for c in rows}
+    ruled_out = 0
+    for lost in rows:
+        if not (lost.action or "").startswith("change_block_config") or lost.accepted:
+            continue
+        parent = rp.family.params_from_dict(by_id[lost.parent_id or ""].params)
+        x, y = lost.params["block_x"], lost.params["block_y"]
+        for nx, ny in ((2 * x, y // 2), (x // 2, 2 * y)):
+            neighbour = with_block(parent, nx, ny)
+            if not rp.space.contains(neighbour):
+                continue
+            from agent.policies.base import key_of
+
+            when = evaluated_at.get(key_of(neighbour))
+            # proposed after the loss was known: the rule was broken
+            assert when is None or when < lost.iteration, (lost.action, nx, ny, when)
+            ruled_out += when is None
+    assert ruled_out >= 1
+
+
+def test_stagnation_widens_to_two_step_moves(
+        expert_run: tuple[sessionmaker[Session], str, Campaign]) -> None:
+    sessions, cid, _campaign = expert_run
+    last_accept, pending, two_steps = 0, set[str](), list[tuple[int, int]]()
+    for e in events(sessions, cid):
+        if e.kind == "proposed":
+            stagnation = e.payload["iteration"] - 1 - last_accept - len(pending)
+            if " ; " in (e.payload["action"] or ""):
+                two_steps.append((e.payload["iteration"], stagnation))
+                assert stagnation >= STAGNATION_WINDOW, e.payload
+            pending.add(e.payload["candidate_id"])
+        elif e.kind == "result":
+            pending.discard(e.payload["candidate_id"])
+            if e.payload["decision"]["accepted"]:
+                last_accept = e.payload["iteration"]
+    assert len(two_steps) >= 5, two_steps
+
+
+# ---- budgets ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["expert", "random"])
+def test_iteration_budget_is_exact(tmp_path: Path, policy: str) -> None:
+    sessions, cid, campaign = run_campaign(tmp_path, policy=policy, budget_iterations=17)
+    assert campaign.status == "done"
+    assert campaign.status_reason == "iteration budget of 17 spent"
+    assert campaign.evaluations == 17 == len(candidates(sessions, cid))
+
+
+def test_wall_clock_budget_stops_the_campaign(tmp_path: Path) -> None:
+    start = time.monotonic()
+    sessions, cid, campaign = run_campaign(tmp_path, policy="random", budget_iterations=100_000,
+                                           budget_wall_s=1.5)
+    took = time.monotonic() - start
+    assert campaign.status == "done"
+    assert campaign.status_reason == "wall-clock budget of 1.5 s spent"
+    assert campaign.started_at
+    assert campaign.finished_at
+    ran = (campaign.finished_at - campaign.started_at).total_seconds()
+    assert 1.5 <= ran < 1.5 + 5.0
+    assert took < 15.0
+    assert 2 <= campaign.evaluations < 1000
+
+
+def test_gpu_seconds_budget_counts_the_replayed_measurements(tmp_path: Path) -> None:
+    sessions, cid, campaign = run_campaign(tmp_path, policy="random", budget_iterations=10_000,
+                                           budget_gpu_s=6.0, seed=3)
+    rp = replay()
+    rows = sorted(candidates(sessions, cid), key=lambda c: c.finished_at or 0)
+    recorded = [float(rp.row(rp.family.params_from_dict(c.params))["gpu_seconds"])
+                for c in rows]
+    assert [c.gpu_seconds for c in rows] == recorded
+    assert campaign.gpu_seconds == pytest.approx(sum(recorded))
+    assert campaign.status_reason == "GPU budget of 6 s spent"
+    assert campaign.gpu_seconds >= 6.0
+    # it stopped at the first hit: only the candidates already in flight finished after it
+    running, first_hit = 0.0, None
+    for i, g in enumerate(recorded):
+        running += g
+        if running >= 6.0 and first_hit is None:
+            first_hit = i
+    assert first_hit is not None
+    assert len(rows) - 1 - first_hit <= 2
+
+
+# ---- injected actions, warm start, rank ------------------------------------------------------
+def test_injected_action_is_proposed_next_and_becomes_allowed(tmp_path: Path) -> None:
+    allowed = ["apply_coalesce", "apply_vectorize", "apply_shared_memory_load", "apply_tiling",
+               "change_block_config", "avoid_bank_conflict", "apply_unroll"]
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="expert", budget_iterations=30, allowed_actions=allowed)
+    injected_at: list[int] = []
+
+    def inject(runner: EmbeddedRunner, camp: Campaign, _cand: Candidate | None) -> None:
+        if camp.evaluations == 12 and not injected_at:
+            with runner.lock, sessions.begin() as s:
+                engine.inject_actions(s, cid, ["apply_register_block(4, 4)"])
+            injected_at.append(camp.evaluations)
+
+    run(sessions, cid, hook=inject)
+    assert injected_at == [12]
+    evs = events(sessions, cid)
+    at = next(i for i, e in enumerate(evs) if e.kind == "injected")
+    assert evs[at].payload == {"actions": ["apply_register_block(4, 4)"]}
+    before = [e.payload["action"] or "" for e in evs[:at] if e.kind == "proposed"]
+    assert before
+    assert not any("register_block" in a for a in before)
+    following = next(e.payload for e in evs[at:] if e.kind == "proposed")
+    assert following["action"] == "apply_register_block(4, 4)"
+    assert following["reason"] == "injected into the running campaign"
+    campaign = campaign_of(sessions, cid)
+    assert "apply_register_block" in (campaign.allowed_actions or [])
+    assert campaign.injected_actions == []
+    with sessions.begin() as s, pytest.raises(engine.CampaignError, match="apply_magic"):
+        engine.inject_actions(s, cid, ["apply_magic(2)"])
+    with sessions.begin() as s, pytest.raises(engine.CampaignError, match="campaign is done"):
+        engine.inject_actions(s, cid, ["apply_unroll(4)"])
+
+
+def test_warm_start_evaluates_the_earlier_best_first(tmp_path: Path) -> None:
+    _url, sessions = new_database(tmp_path)
+    first = create(sessions, policy="expert", budget_iterations=30)
+    best = run(sessions, first)
+    best_params = next(c.params for c in candidates(sessions, first) if c.id == best.best_id)
+    assert best.best_id != best.baseline_id
+
+    second = create(sessions, policy="random", budget_iterations=5, start_from="best")
+    run(sessions, second)
+    rows = candidates(sessions, second)
+    assert rows[0].proposed_by == "baseline"
+    assert rows[1].iteration == 1
+    assert rows[1].params == best_params
+    assert rows[1].action == "warm_start()"
+    assert first[:8] in (rows[1].reason or "")
+    assert rows[1].avg_us == best.best_us
+
+
+def test_warm_start_without_history_says_so(tmp_path: Path) -> None:
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="expert", budget_iterations=3, start_from="best")
+    run(sessions, cid)
+    notes = [e.payload for e in events(sessions, cid) if e.kind == "note"]
+    assert {"kind": "warm_start", "message": "no earlier result for this kernel and GPU"} in notes
+    assert [c.proposed_by for c in candidates(sessions, cid)][:2] == ["baseline", "expert"]
+
+
+def test_rank_estimate_from_a_leaderboard(tmp_path: Path) -> None:
+    # 4 entries faster than anything in the dataset, 3 slower than 30 evaluations will reach
+    board: list[Any] = [1000.0, 1500.0, {"avg_us": 2000.0}, {"tflops": 120.0},
+                        {"us": 50_000.0}, 90_000.0, {"tflops": 0.5}]
+    sessions, cid, campaign = run_campaign(tmp_path, policy="expert", budget_iterations=30,
+                                           leaderboard=board)
+    with sessions() as s:
+        report = summary(s, campaign)
+    assert campaign.best_us is not None
+    assert campaign.best_us < 20_000
+    assert report["rank_est"] == 5
+    last = max(candidates(sessions, cid), key=lambda c: c.iteration)
+    assert _feedback(last)["best_so_far"]["rank_est"] == 5
+    baseline = min(candidates(sessions, cid), key=lambda c: c.iteration)
+    # the baseline's 141 ms: slower than six entries, faster than the 0.5 TFLOP/s one
+    assert _feedback(baseline)["best_so_far"]["rank_est"] == 7
+    assert engine.rank_estimate(None, 100.0, SHAPE.flops) is None
+
+
+# ---- the feedback record ----------------------------------------------------------------------
+def test_feedback_records_validate_against_the_schema(
+        expert_run: tuple[sessionmaker[Session], str, Campaign]) -> None:
+    sessions, cid, _campaign = expert_run
+    rows = candidates(sessions, cid)
+    for c in rows:
+        record = FeedbackRecord.model_validate(c.feedback)
+        assert record.candidate_id == c.id
+        assert record.iteration == c.iteration
+        assert record.decision is not None
+        assert record.decision.reason == _decision(c)["reason"]
+        assert record.perf is not None
+        assert record.perf.avg_us == c.avg_us
+        assert record.compile.max_smem_limit == 232448
+        assert record.backend == "replay"
+        assert record.action_taken == c.action
+    assert json.loads(SCHEMA_PATH.read_text()) == json_schema(), (
+        "core/feedback.schema.json is stale: run `python -m core.feedback`")
+
+
+# ---- determinism ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("policy", "budget"), [("expert", 40), ("random", 25), ("optuna", 15)])
+def test_same_seed_same_decision_chain(tmp_path: Path, policy: str, budget: int) -> None:
+    chains = []
+    for attempt in ("a", "b"):
+        (tmp_path / attempt).mkdir()
+        sessions, cid, _ = run_campaign(tmp_path / attempt, policy=policy,
+                                        budget_iterations=budget, seed=11)
+        chains.append(decision_chain(sessions, cid))
+    assert chains[0] == chains[1]
+    assert len(chains[0]) == budget
+    assert any(row[4] for row in chains[0][1:])

@@ -1,0 +1,109 @@
+"""``tuneforge tune`` on the replay backend: the JSON summary, the files, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from typer.testing import CliRunner
+
+from cli.main import app
+
+_SCRIPT = Path(sys.executable).with_name("tuneforge")
+COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
+POINT_KEYS = {"params", "avg_us", "throughput_tflops"}
+
+
+def tuneforge(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The console script in a child process, as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
+    env["TUNEFORGE_HOME"] = str(home)
+    env["COLUMNS"] = "80"
+    return subprocess.run([*COMMAND, *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_tune_json_on_replay(tmp_path: Path, tuneforge_home: Path) -> None:
+    board = tmp_path / "board.json"
+    board.write_text(json.dumps({"entries": [1000.0, {"tflops": 60.0}, 9000.0, 200_000.0]}))
+    db, out = tmp_path / "t.db", tmp_path / "out"
+    done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--budget", "15",
+                     "--seed", "2", "--db", str(db), "--out", str(out), "--leaderboard",
+                     str(board), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert isinstance(result, dict)
+    assert result["status"] == "done"
+    assert result["evaluations"] == 15
+    assert result["backend"] == "replay"
+    assert result["gpu"] == "NVIDIA H200"
+    best, baseline = result["best"], result["baseline"]
+    assert POINT_KEYS <= set(best)
+    assert POINT_KEYS <= set(baseline)
+    assert baseline["params"]["coalesced"] is False
+    assert baseline["params"]["smem"] is False
+    assert best["avg_us"] < baseline["avg_us"] / 5
+    assert best["throughput_tflops"] == pytest.approx(2 * 4096**3 / best["avg_us"] / 1e6,
+                                                      rel=1e-3)
+    assert result["speedup_vs_baseline"] == pytest.approx(baseline["avg_us"] / best["avg_us"],
+                                                          rel=1e-3)
+    assert result["rank_est"] == 3  # behind 1000 µs and 60 TFLOP/s
+    cu = next(Path(f) for f in result["files"] if f.endswith(".cu"))
+    png = next(Path(f) for f in result["files"] if f.endswith(".png"))
+    header, source = cu.read_text().split("\n", 1)
+    assert json.loads(header.removeprefix("// "))["params"] == best["params"]
+    assert "__global__" in source
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+    # the campaign is in the database the user named
+    with create_engine(f"sqlite:///{db}").connect() as conn:
+        row = conn.execute(text("SELECT evaluations, best_us, status FROM campaigns WHERE id = "
+                                ":id"), {"id": result["campaign_id"]}).one()
+    assert tuple(row) == (15, pytest.approx(best["avg_us"], rel=1e-6), "done")
+
+
+def test_bad_input_from_the_console_script(tuneforge_home: Path, tmp_path: Path) -> None:
+    done = tuneforge(tuneforge_home, "tune", "--policy", "foo", "--db", str(tmp_path / "x.db"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: unknown policy 'foo'; known: expert, optuna, random, llm"
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--shape", "0x1x1"], "error: shape.m must be an integer >= 1, got 0"),
+    (["--shape", "2048x2048x2048", "--backend", "replay"],
+     "error: --shape: the replay dataset has no measurement at shape 2048x2048x2048; "
+     "it has 4096x4096x4096"),
+    (["--backend", "gpu"], "error: --backend gpu: "),
+    (["--leaderboard", "{missing}"], "error: --leaderboard {missing}: [Errno 2] No such file"),
+    (["--leaderboard", "{not_json}"], "error: --leaderboard {not_json}: Expecting value"),
+    (["--leaderboard", "{empty}"], "error: --leaderboard {empty}: expected a JSON list"),
+], ids=["zero-shape", "shape-not-in-replay", "gpu-without-gpu", "board-missing",
+        "board-not-json", "board-empty"])
+def test_bad_input_exits_2_with_one_line_naming_it(tmp_path: Path, args: list[str],
+                                                   message: str) -> None:
+    if args == ["--backend", "gpu"]:
+        try:
+            import pycuda.driver  # noqa: F401
+            pytest.skip("pycuda is importable here: a GPU may be present")
+        except ImportError:
+            pass
+    paths = {"missing": str(tmp_path / "nope.json"), "not_json": str(tmp_path / "board.txt"),
+             "empty": str(tmp_path / "empty.json")}
+    Path(paths["not_json"]).write_text("fastest: 1 ms\n")
+    Path(paths["empty"]).write_text("[]")
+    args = [a.format(**paths) for a in args]
+    message = message.format(**paths)
+    result = CliRunner().invoke(app, ["tune", "--budget", "3", "--db", str(tmp_path / "t.db"),
+                                      "--out", str(tmp_path / "out"), *args],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(message), lines[0]
+    assert not (tmp_path / "out").exists()
