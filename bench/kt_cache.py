@@ -1,0 +1,104 @@
+"""Export a tuneforge replay dataset as a Kernel Tuner cache file, and run Kernel Tuner on it.
+
+Kernel Tuner's simulation mode (``kernel_tuner.tune_cache``, ``simulation_mode=True``) reads the
+measurements from a cache file and never touches a GPU, so its strategies can be compared with
+tuneforge's policies on the very same measurements. The cache format (``kernel_tuner/util.py``,
+``process_cache``) is one JSON object::
+
+    {"device_name": ..., "kernel_name": ..., "problem_size": [M, N, K],
+     "tune_params_keys": [names in order], "tune_params": {name: [values]}, "objective": "time",
+     "cache": {"v1,v2,...": {name: value, ..., "time": ms, "times": [ms, ...],
+                             "compile_time": ms, "verification_time": ms,
+                             "benchmark_time": ms, ...}}}
+
+keyed by the comma-joined parameter values in ``tune_params_keys`` order. Booleans are written
+as 0/1 (Kernel Tuner treats parameters as numbers). Only the measured points are in the cache;
+``tune_cache`` infers from them the restriction that keeps a strategy inside the dataset.
+
+Usage: ``python -m bench.kt_cache OUT.json`` writes the cache of the shipped H200 dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: Kernel Tuner strategies that run offline on a cache (the others need extra packages or a
+#: time budget in simulated time only).
+KT_STRATEGIES = ("random_sample", "genetic_algorithm", "bayes_opt", "simulated_annealing",
+                 "greedy_ils", "mls", "pso", "firefly_algorithm", "diff_evo", "basinhopping",
+                 "dual_annealing")
+
+
+def export_kt_cache(dataset: Any, shape: str, path: Path, *, kernel_name: str = "gemm_bias_relu"
+                    ) -> dict[str, Any]:
+    """Write the measurements of ``dataset`` at ``shape`` as a Kernel Tuner cache file.
+
+    Failed points keep the name of Kernel Tuner's error class as their ``time``, the way Kernel
+    Tuner records a configuration that did not run (:func:`core.formats.kt_cache`, shared with
+    ``tuneforge export --format kt``). Returns the cache dict.
+    """
+    from core.formats import kt_cache, kt_cache_text
+
+    rows = [{**r, "timestamp": dataset.meta.get("date")}
+            for (_key, s), r in dataset.points.items() if s == shape]
+    if not rows:
+        raise ValueError(f"the dataset has no measurement at {shape}")
+    data = kt_cache(rows, domains=dataset.meta.get("domains") or {},
+                    device_name=dataset.meta.get("gpu", "unknown GPU"), kernel_name=kernel_name,
+                    problem_size=[int(x) for x in shape.split("x")])
+    path.write_text(kt_cache_text(data))
+    return data
+
+
+def run_kt(cache_path: Path, strategy: str, seed: int, max_fevals: int) -> dict[str, Any]:
+    """One Kernel Tuner run in simulation mode: the unique configurations in the order the
+    strategy evaluated them (times in ms), and the wall seconds at each."""
+    import warnings
+
+    import numpy as np
+    from kernel_tuner import tune_cache
+
+    random.seed(seed)
+    np.random.seed(seed)  # Kernel Tuner's strategies draw from the global generators
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results, _env = tune_cache(str(cache_path), strategy=strategy, quiet=True,
+                                   verbose=False,
+                                   strategy_options={"max_fevals": max_fevals})
+    wall = time.perf_counter() - start
+    keys = json.loads(Path(cache_path).read_text())["tune_params_keys"]
+    order: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for r in results:
+        config = tuple(r[k] for k in keys)
+        if config in seen:
+            continue
+        seen.add(config)
+        t = r.get("time")
+        order.append({"config": config,
+                      "time_ms": t if isinstance(t, float | int) and "__error__" not in r
+                      else None,
+                      "benchmark_ms": float(r.get("benchmark_time") or 0.0)})
+    return {"strategy": strategy, "seed": seed, "evaluations": order, "wall_s": wall}
+
+
+def main() -> None:
+    """Write the cache of the shipped replay dataset to the path given."""
+    from kernels import get_family
+    from worker.evaluate import ReplayDataset
+
+    family = get_family("gemm_bias_relu")
+    dataset = ReplayDataset(family.replay_dataset_path())
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "kt-cache-h200-4096.json")
+    data = export_kt_cache(dataset, dataset.shapes()[0], out)
+    print(f"{out}: {len(data['cache'])} configurations of {data['tune_params_keys']}")
+
+
+if __name__ == "__main__":
+    main()
