@@ -94,20 +94,22 @@ class ExpertPolicy:
         """Up to ``n`` fresh proposals from the incumbent (or wider after stagnation)."""
         if ctx.incumbent is None:
             return []
-        out = list(self._ruled(ctx))
-        out += self._local_search(ctx, ctx.incumbent)
+        # read the history once per decision (each is linear in it)
+        tabu, payoffs = _failed_block_contexts(ctx), _payoffs(ctx)
+        out = list(self._ruled(ctx, tabu))
+        out += self._local_search(ctx, ctx.incumbent, payoffs, tabu)
         if ctx.stagnation >= self.stagnation_window:
             out += self._two_step(ctx)
         if ctx.stagnation >= 3 * self.stagnation_window or not out:
             for item in self._top(ctx, 3):
-                out += self._local_search(ctx, item)
-        tabu = _failed_block_contexts(ctx)
-        allowed = (p for p in chain(out, self._everywhere(ctx))
+                out += self._local_search(ctx, item, payoffs, tabu)
+        allowed = (p for p in chain(out, self._everywhere(ctx, payoffs, tabu))
                    if (_context_key(p.params), p.params.block_x, p.params.block_y) not in tabu)
         return take_unique(allowed, n)
 
     # -- rules ---------------------------------------------------------------------------------
-    def _move(self, ctx: PolicyContext, text: str, reason: str) -> Proposal | None:
+    def _move(self, ctx: PolicyContext, text: str, reason: str,
+              tabu: set[tuple[str, int, int]]) -> Proposal | None:
         inc = ctx.incumbent
         assert inc is not None
         try:
@@ -121,12 +123,11 @@ class ExpertPolicy:
         if isinstance(result, Rejection) or not ctx.fresh(result.params):
             return None
         if action.name == "change_block_config" and (
-                _context_key(inc.params), action.args[0], action.args[1]
-        ) in _failed_block_contexts(ctx):
+                _context_key(inc.params), action.args[0], action.args[1]) in tabu:
             return None
         return Proposal(result.params, str(action), reason, self.name, inc.id)
 
-    def _ruled(self, ctx: PolicyContext) -> list[Proposal]:
+    def _ruled(self, ctx: PolicyContext, tabu: set[tuple[str, int, int]]) -> list[Proposal]:
         inc = ctx.incumbent
         assert inc is not None
         p = inc.params
@@ -179,15 +180,15 @@ class ExpertPolicy:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
         out = []
         for text, reason in moves:
-            prop = self._move(ctx, text, reason)
+            prop = self._move(ctx, text, reason, tabu)
             if prop is not None:
                 out.append(prop)
         return out
 
     # -- search --------------------------------------------------------------------------------
-    def _local_search(self, ctx: PolicyContext, start: HistoryItem) -> list[Proposal]:
-        payoffs = _payoffs(ctx)
-        tabu = _failed_block_contexts(ctx)
+    def _local_search(self, ctx: PolicyContext, start: HistoryItem,
+                      payoffs: dict[str, tuple[float, int]],
+                      tabu: set[tuple[str, int, int]]) -> list[Proposal]:
         ctx_key = _context_key(start.params)
         scored = []
         rng = ctx.rng(salt=len(ctx.history))
@@ -233,11 +234,12 @@ class ExpertPolicy:
                 break
         return out
 
-    def _everywhere(self, ctx: PolicyContext) -> Iterator[Proposal]:
+    def _everywhere(self, ctx: PolicyContext, payoffs: dict[str, tuple[float, int]],
+                    tabu: set[tuple[str, int, int]]) -> Iterator[Proposal]:
         """The neighbourhoods of every correct point, fastest first (lazily: only reached when
         the narrower neighbourhoods are spent)."""
         for item in self._top(ctx, len(ctx.history)):
-            yield from self._local_search(ctx, item)
+            yield from self._local_search(ctx, item, payoffs, tabu)
 
     @staticmethod
     def _top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
