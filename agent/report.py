@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.models import Campaign, Candidate
@@ -93,50 +92,15 @@ def best_kernel_files(session: Session, campaign: Campaign, out_dir: Path) -> li
     return [cu, meta]
 
 
-STATUS_COLOURS = {"ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
-                  "compile_timeout": "#d9480f", "wrong": "#c92a2a", "crashed": "#862e9c",
-                  "timeout": "#5f3dc4", "launch_error": "#a61e4d", "not_measured": "#ced4da"}
-
-
 def convergence_plot(session: Session, campaign: Campaign, path: Path,
                      peak_tflops: float | None = None) -> Path:
-    """Best-so-far TFLOP/s against iteration, every candidate as a point, the cuBLAS line."""
-    import matplotlib
+    """Best-so-far TFLOP/s against iteration, every candidate as a point, the cuBLAS line
+    (drawn by :func:`agent.exports.convergence_png`, which ``tuneforge report`` uses too)."""
+    from agent.exports import campaign_points, convergence_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = session.scalars(select(Candidate).where(Candidate.campaign_id == campaign.id)
-                           .order_by(Candidate.iteration)).all()
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    best = 0.0
-    xs, ys = [], []
-    for c in rows:
-        t = _tflops(campaign, c.avg_us) if c.status == "ok" else None
-        if c.accepted and t:
-            best = max(best, t)
-        xs.append(c.iteration)
-        ys.append(best)
-        ax.scatter([c.iteration], [t if t else 0.0], s=10,
-                   color=STATUS_COLOURS.get(c.status, "#000"), alpha=0.7, zorder=2)
-    ax.step(xs, ys, where="post", color="#1971c2", lw=2, label="best so far", zorder=3)
-    vendor = _tflops(campaign, campaign.vendor_us)
-    if vendor:
-        ax.axhline(vendor, color="#e03131", ls="--", lw=1.2, label=f"cuBLAS fp32 {vendor:.1f}")
-    if peak_tflops:
-        ax.axhline(peak_tflops, color="#495057", ls=":", lw=1.2,
-                   label=f"FP32 peak {peak_tflops:.1f}")
-    for status, colour in STATUS_COLOURS.items():
-        if any(c.status == status for c in rows):
-            ax.scatter([], [], color=colour, s=10, label=status)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"{campaign.kernel} {campaign.shape_text} · {campaign.policy} · "
-                 f"{campaign.backend} ({campaign.gpu_name or 'unknown GPU'})")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    points, _total = campaign_points(session, campaign)
+    about = {"id": campaign.id, "kernel": campaign.kernel, "policy": campaign.policy,
+             "backend": campaign.backend, "gpu": campaign.gpu_name,
+             "vendor_us": campaign.vendor_us,
+             "shape": {"m": campaign.m, "n": campaign.n, "k": campaign.k}}
+    return convergence_png(about, points, path, by="iteration", peak=peak_tflops)

@@ -1,0 +1,304 @@
+"""A campaign as data for people and other tools: its points (one compact row per candidate, what
+the dashboard plots), convergence plots, the Markdown report, and the exports (T4 results and
+Kernel Tuner's cache, see :mod:`core.formats`).
+
+Everything past :func:`candidate_point` works on plain dicts, so the same code serves an embedded
+campaign read from the database and one read over the REST API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, defer
+
+from core import formats
+from core.models import CANDIDATE_FINAL, Campaign, Candidate
+from kernels import get_family
+from worker.evaluate import fp32_peak_tflops
+
+#: Colours of candidate statuses, shared by the PNG plots and the dashboard.
+STATUS_COLOURS = {"ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
+                  "compile_timeout": "#d9480f", "wrong": "#c92a2a", "crashed": "#862e9c",
+                  "timeout": "#5f3dc4", "launch_error": "#a61e4d", "not_measured": "#adb5bd"}
+
+
+def aware(value: dt.datetime | None) -> dt.datetime | None:
+    """A datetime with its zone (SQLite gives naive UTC datetimes back)."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value
+
+
+def tflops(m: int, n: int, k: int, us: float | None) -> float | None:
+    """Throughput of one ``m×n×k`` GEMM taking ``us`` microseconds."""
+    return 2 * m * n * k / (us * 1e-6) / 1e12 if us else None
+
+
+def peak_tflops(campaign: Campaign) -> float | None:
+    """FP32 FMA peak of the campaign's GPU (``None`` when the device record lacks figures)."""
+    return fp32_peak_tflops(campaign.device) if campaign.device else None
+
+
+def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
+    """One candidate as a compact row: what it tried and why, what came of it, when."""
+    started, finished = aware(campaign.started_at), aware(cand.finished_at)
+    created = aware(cand.created_at)
+    decision = cand.decision or {}
+    perf = cand.perf or {}
+    ok = cand.status == "ok" and cand.avg_us is not None
+    return {
+        "id": cand.id, "iteration": cand.iteration, "status": cand.status,
+        "action": cand.action, "proposed_by": cand.proposed_by, "reason": cand.reason,
+        "parent_id": cand.parent_id, "accepted": cand.accepted,
+        "avg_us": cand.avg_us if ok else None,
+        "tflops": round(tflops(campaign.m, campaign.n, campaign.k, cand.avg_us) or 0, 4)
+        if ok else None,
+        "runs_us": perf.get("runs_us") if ok else None,
+        "decision": {"accepted": decision.get("accepted"),
+                     "improvement_pct": decision.get("improvement_pct"),
+                     "reason": decision.get("reason")} if decision else None,
+        "compile_s": (cand.compile or {}).get("seconds"),
+        "gpu_seconds": cand.gpu_seconds,
+        "created_at": created.isoformat() if created else None,
+        "finished_at": finished.isoformat() if finished else None,
+        "elapsed_s": round((finished - started).total_seconds(), 3)
+        if started and finished else None,
+        "params": cand.params,
+        "error": (cand.error or "")[:300] or None,
+    }
+
+
+def campaign_points(session: Session, campaign: Campaign, *, limit: int | None = None,
+                    offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """A page of the campaign's points by iteration, and how many there are in all."""
+    total = session.scalar(select(func.count()).select_from(Candidate)
+                           .where(Candidate.campaign_id == campaign.id)) or 0
+    query = (select(Candidate).where(Candidate.campaign_id == campaign.id)
+             .options(defer(Candidate.source), defer(Candidate.compile_log),
+                      defer(Candidate.feedback), defer(Candidate.correctness))
+             .order_by(Candidate.iteration).offset(offset))
+    if limit is not None:
+        query = query.limit(limit)
+    return [candidate_point(campaign, c) for c in session.scalars(query).all()], int(total)
+
+
+# ---- convergence ----------------------------------------------------------------------------
+def evaluated(points: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Points with a final outcome (candidates in flight are left out)."""
+    return [p for p in points if p["status"] in CANDIDATE_FINAL]
+
+
+def best_so_far(points: Sequence[Mapping[str, Any]], *, by: str = "iteration"
+                ) -> list[tuple[float, float | None]]:
+    """``(x, best TFLOP/s so far)`` after each evaluated point, ordered by ``iteration`` or by
+    ``elapsed_s`` (seconds since the campaign started). The best is the best *accepted*
+    candidate, as the campaign's own ``best`` is."""
+    done = [p for p in evaluated(points) if by == "iteration" or p.get("elapsed_s") is not None]
+    done.sort(key=lambda p: (p[by], p["iteration"]))
+    best: float | None = None
+    out: list[tuple[float, float | None]] = []
+    for p in done:
+        if p["accepted"] and p.get("tflops"):
+            best = max(best or 0.0, float(p["tflops"]))
+        out.append((float(p[by]), best))
+    return out
+
+
+def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
+                    path: Path, *, by: str = "iteration", peak: float | None = None) -> Path:
+    """Best-so-far TFLOP/s against ``iteration`` or ``elapsed_s``; every candidate a point
+    coloured by status (failed ones at 0); the cuBLAS and FP32-peak lines.
+
+    ``campaign`` is a campaign as the API reads it (``kernel``, ``shape``, ``vendor_us``, …)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shape = campaign["shape"]
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    done = [p for p in evaluated(points) if by == "iteration" or p.get("elapsed_s") is not None]
+    fig, ax = plt.subplots(figsize=(10.5, 5), dpi=110)
+    for status, colour in STATUS_COLOURS.items():
+        mine = [p for p in done if p["status"] == status]
+        if mine:
+            ax.scatter([p[by] for p in mine], [p.get("tflops") or 0.0 for p in mine], s=12,
+                       color=colour, alpha=0.75, zorder=2, label=f"{status} ({len(mine)})")
+    steps = best_so_far(points, by=by)
+    if steps:
+        ax.step([x for x, _ in steps], [y or 0.0 for _, y in steps], where="post",
+                color="#1971c2", lw=2, label="best so far", zorder=3)
+    vendor = tflops(m, n, k, campaign.get("vendor_us"))
+    if vendor:
+        ax.axhline(vendor, color="#e03131", ls="--", lw=1.2, label=f"cuBLAS fp32 {vendor:.1f}")
+    if peak:
+        ax.axhline(peak, color="#495057", ls=":", lw=1.2, label=f"FP32 peak {peak:.1f}")
+    ax.set_xlabel("iteration" if by == "iteration" else "seconds since the campaign started")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{campaign['kernel']} {m}x{n}x{k} · {campaign['policy']} · "
+                 f"{campaign['backend']} ({campaign.get('gpu') or 'unknown GPU'})")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ---- the report -----------------------------------------------------------------------------
+_ACTION_NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def transform_name(action: str | None) -> str:
+    """``apply_tiling`` of ``apply_tiling(32)``; ``baseline`` for the first candidate."""
+    found = _ACTION_NAME.match(action or "")
+    return found.group(1) if found else "baseline"
+
+
+def accepted_steps(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The decision chain's accepted steps, by iteration."""
+    return sorted((p for p in points if p["accepted"]), key=lambda p: p["iteration"])
+
+
+def transforms_that_paid(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per transform: tries, acceptances and the product of the accepted speed-ups, best first."""
+    table: dict[str, dict[str, Any]] = {}
+    for p in evaluated(points):
+        if p["iteration"] == 0 and not p.get("action"):
+            continue
+        row = table.setdefault(transform_name(p.get("action")),
+                               {"transform": transform_name(p.get("action")), "tried": 0,
+                                "accepted": 0, "speedup": 1.0})
+        row["tried"] += 1
+        gain = (p.get("decision") or {}).get("improvement_pct")
+        if p["accepted"]:
+            row["accepted"] += 1
+            if gain is not None and gain < 100:
+                row["speedup"] *= 1.0 / (1.0 - gain / 100.0)
+    rows = sorted(table.values(), key=lambda r: (-r["speedup"], -r["accepted"], r["transform"]))
+    for r in rows:
+        r["speedup"] = round(r["speedup"], 3)
+    return rows
+
+
+def _fmt(value: Any, spec: str = ".2f", unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:{spec}}{unit}"
+
+
+def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]], *,
+                    plots: Sequence[str] = (), peak: float | None = None) -> str:
+    """The campaign as Markdown: outcome, the accepted steps with their reasons, the transforms
+    that paid, failures by status, and the plots (paths relative to the report)."""
+    shape = campaign["shape"]
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    best, base = campaign.get("best") or {}, campaign.get("baseline") or {}
+    vendor = tflops(m, n, k, campaign.get("vendor_us"))
+    done = evaluated(points)
+    lines = [
+        f"# Campaign {campaign['id'][:8]} · {campaign['kernel']} {m}x{n}x{k}",
+        "",
+        f"**{campaign['status']}** ({campaign.get('status_reason') or '–'}) · policy "
+        f"`{campaign['policy']}` · backend `{campaign['backend']}` on "
+        f"{campaign.get('gpu') or 'unknown GPU'} · {campaign['evaluations']} evaluations · "
+        f"{_fmt(campaign.get('gpu_seconds'), '.1f', ' s')} of GPU time",
+        "",
+        "| | time | TFLOP/s | iteration |",
+        "|---|---|---|---|",
+        f"| best | {_fmt(best.get('avg_us'), '.1f', ' µs')} | "
+        f"{_fmt(best.get('throughput_tflops'))} | {best.get('iteration', '–')} |",
+        f"| baseline (the seed's) | {_fmt(base.get('avg_us'), '.1f', ' µs')} | "
+        f"{_fmt(base.get('throughput_tflops'))} | {base.get('iteration', '–')} |",
+        f"| cuBLAS fp32 | {_fmt(campaign.get('vendor_us'), '.1f', ' µs')} | {_fmt(vendor)} | |",
+        f"| FP32 peak | | {_fmt(peak)} | |",
+        "",
+        f"- speedup over the baseline: **{_fmt(campaign.get('speedup_vs_baseline'), '.2f', 'x')}"
+        "**",
+        f"- % of cuBLAS: **{_fmt(campaign.get('pct_of_vendor'), '.1f', '%')}**",
+    ]
+    if campaign.get("rank_est"):
+        lines.append(f"- estimated leaderboard rank: {campaign['rank_est']}")
+    if best.get("params"):
+        params = ", ".join(f"{key}={value}" for key, value in best["params"].items())
+        lines.append(f"- best parameters: `{params}`")
+    lines += ["", "## Accepted steps", "",
+              "| iteration | action | TFLOP/s | gain | why it was tried | why it was kept |",
+              "|---|---|---|---|---|---|"]
+    for p in accepted_steps(points):
+        decision = p.get("decision") or {}
+        lines.append(
+            f"| {p['iteration']} | `{p.get('action') or 'baseline'}` | {_fmt(p.get('tflops'))} | "
+            f"{_fmt(decision.get('improvement_pct'), '+.2f', '%')} | "
+            f"{_md_cell(p.get('reason'))} | {_md_cell(decision.get('reason'))} |")
+    lines += ["", "## Transforms that paid", "",
+              "| transform | tried | accepted | speed-up of its accepted steps |",
+              "|---|---|---|---|"]
+    for r in transforms_that_paid(points):
+        lines.append(f"| `{r['transform']}` | {r['tried']} | {r['accepted']} | "
+                     f"{r['speedup']:.3f}x |")
+    counts: dict[str, int] = {}
+    for p in done:
+        counts[p["status"]] = counts.get(p["status"], 0) + 1
+    lines += ["", "## Outcomes", "", "| status | candidates |", "|---|---|"]
+    lines += [f"| {status} | {count} |" for status, count in sorted(counts.items())]
+    if plots:
+        lines += ["", "## Convergence", ""]
+        lines += [f"![{Path(p).stem}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: Any) -> str:
+    return str(text or "–").replace("|", "\\|").replace("\n", " ")
+
+
+# ---- exports --------------------------------------------------------------------------------
+def family_domains(kernel: str) -> dict[str, Sequence[Any]]:
+    """Every parameter's domain (a family's parameter module defines ``DOMAINS``)."""
+    family = get_family(kernel)
+    module = importlib.import_module(family.params_type.__module__)
+    return dict(module.DOMAINS)
+
+
+def _rows(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for p in evaluated(points):
+        runs = p.get("runs_us")
+        rows.append({
+            "params": p["params"], "status": p["status"],
+            "perf": {"avg_us": p["avg_us"], "runs_us": runs or [p["avg_us"]],
+                     "throughput_tflops": p["tflops"]} if p.get("avg_us") else None,
+            "compile": {"seconds": p.get("compile_s") or 0.0},
+            "gpu_seconds": p.get("gpu_seconds") or 0.0, "timestamp": p.get("finished_at"),
+            "iteration": p["iteration"], "candidate_id": p["id"], "action": p.get("action"),
+        })
+    return rows
+
+
+def t4_document(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every evaluated candidate in the T4 results format, by iteration; each result also
+    carries tuneforge's ``iteration`` and ``candidate_id`` as unit-less measurements."""
+    return formats.t4_results(sorted(_rows(points), key=lambda r: r["iteration"]),
+                              extra_measurements=("iteration", "candidate_id"))
+
+
+def kt_cache_document(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]]
+                      ) -> dict[str, Any]:
+    """Every evaluated candidate as a Kernel Tuner cache (its ``device_name`` is the GPU the
+    campaign ran on, or replayed)."""
+    family = get_family(campaign["kernel"])
+    shape = campaign["shape"]
+    return formats.kt_cache(_rows(points), domains=family_domains(campaign["kernel"]),
+                            device_name=campaign.get("gpu") or "unknown GPU",
+                            kernel_name=campaign["kernel"],
+                            problem_size=[shape["m"], shape["n"], shape["k"]],
+                            defaults=family.baseline.to_dict())
