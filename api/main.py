@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from api.routes import campaigns, system
+from api import ui
+from api.routes import campaigns, dashboard, system
 
 API_PREFIX = "/api/v1"
 
@@ -17,7 +18,9 @@ def create_app() -> FastAPI:
     v1 = APIRouter(prefix=API_PREFIX)
     v1.include_router(campaigns.router)
     v1.include_router(system.router)
+    v1.include_router(dashboard.router)
     app.include_router(v1)
+    ui.install(app)  # the web dashboard under /ui
     return app
 
 

@@ -1,0 +1,424 @@
+// The campaign page: convergence plots (uPlot), the decision chain, the selected candidate's
+// figures, profile and source diff against its parent (jsdiff + diff2html), live from the events.
+"use strict";
+
+const campaignId = decodeURIComponent(location.pathname.split("/").filter(Boolean).pop());
+const PLOT_HEIGHT = 320;
+
+const state = {
+  campaign: null, page: null, points: [], byId: new Map(), selected: null,
+  plots: {}, details: new Map(), stream: null, refreshTimer: null,
+};
+
+// ---- data ----
+async function loadAll() {
+  const [campaign, page] = await Promise.all([
+    api(`/campaigns/${encodeURIComponent(campaignId)}`),
+    apiAll(`/campaigns/${encodeURIComponent(campaignId)}/points`, 5000),
+  ]);
+  state.campaign = campaign;
+  state.page = page;
+  state.points = page.items;
+  state.byId = new Map(page.items.map((p) => [p.id, p]));
+}
+
+function detail(candidateId) {
+  if (!state.details.has(candidateId)) {
+    const promise = api(`/campaigns/${encodeURIComponent(campaignId)}/candidates/${encodeURIComponent(candidateId)}`);
+    promise.catch(() => state.details.delete(candidateId));
+    state.details.set(candidateId, promise);
+  }
+  return state.details.get(candidateId);
+}
+
+const FINAL = new Set(Object.keys(STATUS_COLOURS));
+
+// ---- header figures ----
+function stat(label, value, sub, key) {
+  return el("div", { class: "stat", dataset: { stat: key } }, el("div", { class: "label" }, label),
+    el("div", { class: "value" }, value), el("div", { class: "sub" }, sub || ""));
+}
+
+function renderStats() {
+  const c = state.campaign;
+  const best = c.best || {};
+  const base = c.baseline || {};
+  const vendor = state.page.vendor_tflops;
+  const peak = state.page.peak_tflops;
+  document.title = `tuneforge · ${c.id.slice(0, 8)} · ${c.kernel} ${shapeText(c.shape)}`;
+  document.getElementById("title").replaceChildren(`Campaign ${c.id.slice(0, 8)} · `,
+    el("span", { style: { fontWeight: 400 } }, `${c.kernel} ${shapeText(c.shape)}`));
+  document.getElementById("stats").replaceChildren(
+    stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
+    stat("best TFLOP/s", fmt(best.throughput_tflops),
+      best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : "no correct kernel yet", "best"),
+    stat("% of cuBLAS", fmtPct(c.pct_of_vendor), vendor ? `cuBLAS fp32 ${fmt(vendor)} TFLOP/s` : "no cuBLAS time", "vendor"),
+    stat("speedup vs baseline", c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–",
+      base.throughput_tflops ? `baseline ${fmt(base.throughput_tflops)} TFLOP/s` : "", "speedup"),
+    stat("evaluations", `${c.evaluations} / ${c.budget.iterations}`, `${fmt(c.gpu_seconds, 1)} GPU s`, "evaluations"),
+    stat("FP32 peak", peak ? `${fmt(peak, 1)}` : "–",
+      peak && best.throughput_tflops ? `best is ${fmtPct(100 * best.throughput_tflops / peak)} of peak` : "TFLOP/s", "peak"),
+    stat("policy · backend", `${c.policy}`, `${c.backend} · ${c.gpu || "unknown GPU"}`, "policy"));
+}
+
+// ---- plots ----
+function plotRows(by) {
+  const key = by === "iteration" ? "iteration" : "elapsed_s";
+  return state.points.filter((p) => FINAL.has(p.status) && p[key] !== null && p[key] !== undefined)
+    .sort((a, b) => (a[key] - b[key]) || (a.iteration - b.iteration))
+    .map((p) => ({ point: p, x: p[key], y: p.status === "ok" && p.tflops ? p.tflops : 0 }));
+}
+
+function plotData(by) {
+  const rows = plotRows(by);
+  const statuses = Object.keys(STATUS_COLOURS).filter((s) => rows.some((r) => r.point.status === s));
+  const xs = rows.map((r) => r.x);
+  let best = null;
+  const bestLine = rows.map((r) => {
+    if (r.point.accepted && r.point.tflops) best = Math.max(best || 0, r.point.tflops);
+    return best;
+  });
+  const series = [{ label: by === "iteration" ? "iteration" : "seconds" },
+    { label: "best so far", stroke: "#1971c2", width: 2, paths: uPlot.paths.stepped({ align: 1 }),
+      points: { show: false } }];
+  const data = [xs, bestLine];
+  const vendor = state.page.vendor_tflops;
+  const peak = state.page.peak_tflops;
+  if (vendor) {
+    series.push({ label: `cuBLAS fp32 ${fmt(vendor, 1)}`, stroke: "#e03131", width: 1.5, dash: [6, 4], points: { show: false } });
+    data.push(xs.map(() => vendor));
+  }
+  if (peak) {
+    series.push({ label: `FP32 peak ${fmt(peak, 1)}`, stroke: "#495057", width: 1.5, dash: [2, 4], points: { show: false } });
+    data.push(xs.map(() => peak));
+  }
+  const firstStatus = series.length;
+  for (const status of statuses) {
+    const colour = STATUS_COLOURS[status];
+    const count = rows.filter((r) => r.point.status === status).length;
+    series.push({ label: `${status} (${count})`, stroke: colour, fill: colour, width: 0,
+      paths: () => null, points: { show: true, size: 7, width: 1, stroke: colour, fill: `${colour}bb` } });
+    data.push(rows.map((r) => (r.point.status === status ? r.y : null)));
+  }
+  return { rows, series, data, firstStatus, signature: series.map((s) => s.label.split(" (")[0]).join("|") };
+}
+
+function drawOverlay(name) {
+  return (u) => {
+    const plot = state.plots[name];
+    if (!plot) return;
+    const { rows, firstStatus } = plot.model;
+    // how many candidate points are drawn now (inside the visible x range): the tests read it
+    let drawn = 0;
+    const { min, max } = u.scales.x;
+    for (let s = firstStatus; s < u.data.length; s++) {
+      if (!u.series[s].show) continue;
+      u.data[s].forEach((v, i) => { if (v !== null && u.data[0][i] >= min && u.data[0][i] <= max) drawn++; });
+    }
+    plot.container.dataset.drawnPoints = String(drawn);
+    plot.container.dataset.points = String(rows.length);
+    const index = rows.findIndex((r) => r.point.id === state.selected);
+    if (index < 0) return;
+    const x = u.valToPos(rows[index].x, "x", true);
+    const y = u.valToPos(rows[index].y, "y", true);
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.beginPath();
+    ctx.arc(x, y, 9 * devicePixelRatio, 0, 2 * Math.PI);
+    ctx.lineWidth = 3 * devicePixelRatio;
+    ctx.strokeStyle = "#f59f00";
+    ctx.stroke();
+    ctx.restore();
+  };
+}
+
+function nearestRow(name, offsetX, offsetY) {
+  const plot = state.plots[name];
+  const u = plot.u;
+  let best = null;
+  let bestD = Infinity;
+  plot.model.rows.forEach((r, i) => {
+    const s = plot.model.firstStatus + Object.keys(STATUS_COLOURS)
+      .filter((st) => plot.model.rows.some((q) => q.point.status === st)).indexOf(r.point.status);
+    if (u.series[s] && !u.series[s].show) return;
+    const dx = u.valToPos(r.x, "x") - offsetX;
+    const dy = u.valToPos(r.y, "y") - offsetY;
+    const d = dx * dx + dy * dy;
+    if (d < bestD) { bestD = d; best = i; }
+  });
+  return best !== null && bestD <= 30 * 30 ? plot.model.rows[best].point : null;
+}
+
+function buildPlot(name) {
+  const container = document.getElementById(`plot-${name}`);
+  const model = plotData(name);
+  const old = state.plots[name];
+  if (old && old.model.signature === model.signature && old.u) {
+    old.model = model;
+    old.u.setData(model.data);
+    return;
+  }
+  if (old && old.u) old.u.destroy();
+  container.replaceChildren();
+  const plot = { container, model, u: null };
+  state.plots[name] = plot;
+  if (!model.rows.length) {
+    container.append(el("p", { class: "empty" }, "No evaluated candidate yet."));
+    container.dataset.points = "0";
+    container.dataset.drawnPoints = "0";
+    return;
+  }
+  const top = Math.max(...model.rows.map((r) => r.y), state.page.vendor_tflops || 0, state.page.peak_tflops || 0);
+  const opts = {
+    width: Math.max(320, container.clientWidth), height: PLOT_HEIGHT,
+    scales: { x: { time: false }, y: { range: () => [0, top * 1.08 || 1] } },
+    axes: [{ label: name === "iteration" ? "iteration" : "seconds since the campaign started" },
+      { label: "TFLOP/s" }],
+    series: model.series,
+    cursor: { drag: { x: true, y: false, setScale: true }, points: { show: false } },
+    legend: { live: false },
+    hooks: { draw: [drawOverlay(name)] },
+  };
+  plot.u = new uPlot(opts, model.data, container);
+  let down = null;
+  plot.u.over.addEventListener("mousedown", (e) => { down = [e.offsetX, e.offsetY]; });
+  plot.u.over.addEventListener("click", (e) => {
+    if (down && Math.hypot(e.offsetX - down[0], e.offsetY - down[1]) > 4) return;  // a zoom drag
+    const point = nearestRow(name, e.offsetX, e.offsetY);
+    if (point) select(point.id);
+  });
+  plot.u.over.style.cursor = "pointer";
+  new ResizeObserver(() => {
+    const width = Math.max(320, container.clientWidth);
+    if (plot.u && Math.abs(plot.u.width - width) > 2) plot.u.setSize({ width, height: PLOT_HEIGHT });
+  }).observe(container);
+}
+
+function redrawPlots() { for (const plot of Object.values(state.plots)) if (plot.u) plot.u.redraw(false, false); }
+
+// ---- decision chain ----
+function chainRow(p) {
+  const d = p.decision || {};
+  const decided = FINAL.has(p.status);
+  return el("tr", { class: `clickable${p.id === state.selected ? " selected" : ""}`, dataset: { id: p.id, iteration: p.iteration },
+    onclick: () => select(p.id) },
+  el("td", { class: "num" }, p.iteration),
+  el("td", { class: "why" }, el("code", {}, p.action || "baseline"), " ",
+    el("span", { class: "muted" }, `· ${p.proposed_by || ""}`), el("div", {}, p.reason || "")),
+  el("td", { class: "why" }, statusBadge(p.status), " ",
+    p.tflops ? el("b", {}, `${fmt(p.tflops)} TFLOP/s `) : "",
+    decided ? el("span", { class: p.accepted ? "acc" : "rej" }, p.accepted ? "✓ accepted" : "✗ reverted")
+      : el("span", { class: "muted" }, "in flight"),
+    el("div", {}, decided ? (d.reason || p.error || "") : "")));
+}
+
+function renderChain() {
+  const acceptedOnly = document.getElementById("accepted-only").checked;
+  const rows = state.points.filter((p) => !acceptedOnly || p.accepted).sort((a, b) => a.iteration - b.iteration);
+  document.querySelector("#chain tbody").replaceChildren(...rows.map(chainRow));
+  const accepted = state.points.filter((p) => p.accepted).length;
+  document.getElementById("chain-count").textContent = `${state.points.length} candidates · ${accepted} accepted`;
+}
+
+// ---- the selected candidate ----
+const PROFILE_FIGURES = [
+  ["sm_occupancy_pct", "achieved occupancy", "%"], ["theoretical_occupancy_pct", "theoretical occupancy", "%"],
+  ["memory_throughput_pct", "memory throughput", "% of peak"], ["sm_busy_pct", "SM busy", "%"],
+  ["shared_mem_bank_conflicts", "shared-memory bank conflicts", ""], ["regs_per_thread", "registers / thread", ""],
+  ["max_dynamic_smem_bytes", "dynamic shared memory", "bytes"], ["spill_bytes", "spill", "bytes"],
+  ["limiter", "occupancy limited by", ""],
+];
+
+function profileTable(profile) {
+  if (!profile) return el("p", { class: "muted", id: "profile" }, "No profile: the candidate was not measured.");
+  const sources = profile.sources || {};
+  const missing = profile.missing || {};
+  const known = new Set(PROFILE_FIGURES.map((f) => f[0]));
+  const figures = [...PROFILE_FIGURES, ...Object.keys(profile)
+    .filter((k) => !known.has(k) && k !== "sources" && k !== "missing").map((k) => [k, k, ""])];
+  const rows = figures.filter(([key]) => key in profile || key in missing || key in sources).map(([key, label, unit]) => {
+    const value = profile[key];
+    const isNull = value === null || value === undefined;
+    const source = isNull ? (missing[key] ? `null: ${missing[key]}` : "null: no reason given")
+      : (sources[key] || (key === "limiter" ? sources.theoretical_occupancy_pct || "" : ""));
+    return el("tr", { class: `figure${isNull ? " null" : ""}`, dataset: { figure: key } },
+      el("td", {}, label), el("td", { class: "num value" }, isNull ? "null" : `${typeof value === "number" ? value.toLocaleString() : value}${unit ? ` ${unit}` : ""}`),
+      el("td", { class: "source" }, source));
+  });
+  return el("table", { class: "data profile", id: "profile" },
+    el("thead", {}, el("tr", {}, el("th", {}, "figure"), el("th", { class: "num" }, "value"), el("th", {}, "source, or why it is null"))),
+    el("tbody", {}, rows));
+}
+
+function paramChips(params, parentParams) {
+  return el("div", { class: "params", id: "params" }, Object.entries(params || {}).map(([k, v]) => {
+    const changed = parentParams && parentParams[k] !== v;
+    return el("span", { class: `param${changed ? " changed" : ""}`, title: changed ? `parent: ${parentParams[k]}` : "" }, `${k}=${v}`);
+  }));
+}
+
+function diffView(c, parent) {
+  const box = el("div", { class: "diff", id: "diff" });
+  if (!parent) {
+    box.append(el("p", { class: "empty" }, "The baseline has no parent: its whole source is under Source."));
+    return box;
+  }
+  if (!c.source || !parent.source) {
+    box.append(el("p", { class: "empty" }, c.source ? "The parent has no source (rejected before rendering)."
+      : "No source: this candidate was rejected before rendering."));
+    return box;
+  }
+  if (c.source === parent.source) {
+    box.append(el("p", { class: "empty" }, "Same source as its parent."));
+    return box;
+  }
+  const patch = Diff.createTwoFilesPatch(`#${parent.iteration} ${parent.action || "baseline"}`,
+    `#${c.iteration} ${c.action || "baseline"}`, parent.source, c.source, "", "", { context: 4 });
+  // diff2html escapes the sources it renders: the one place markup is inserted
+  box.innerHTML = Diff2Html.html(patch, { drawFileList: false, outputFormat: "line-by-line", matching: "lines" });
+  return box;
+}
+
+function tabs(panes) {
+  const bar = el("div", { class: "tabs", role: "tablist" });
+  const holder = el("div", {});
+  const show = (name) => {
+    for (const b of bar.children) b.classList.toggle("active", b.dataset.tab === name);
+    holder.replaceChildren(panes.find((p) => p[0] === name)[1]());
+  };
+  for (const [name] of panes) bar.append(el("button", { type: "button", dataset: { tab: name }, onclick: () => show(name) }, name));
+  show(panes[0][0]);
+  return [bar, holder];
+}
+
+function kv(pairs) {
+  return el("dl", { class: "kv" }, pairs.filter((p) => p[1] !== null && p[1] !== undefined && p[1] !== "")
+    .flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+function sci(value) { return value === null || value === undefined ? "–" : Number(value).toExponential(2); }
+
+async function renderCandidate(candidateId) {
+  const panel = document.getElementById("candidate");
+  panel.dataset.candidate = candidateId;
+  panel.dataset.ready = "false";
+  panel.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  let c; let parent = null;
+  try {
+    c = await detail(candidateId);
+    if (c.parent_id) parent = await detail(c.parent_id);
+  } catch (error) { panel.replaceChildren(el("p", { class: "error" }, String(error.message || error))); return; }
+  if (state.selected !== candidateId) return;  // another one was clicked meanwhile
+  const fb = c.feedback || {};
+  const perf = fb.perf || {};
+  const comp = fb.compile || {};
+  const corr = fb.correctness || {};
+  const d = fb.decision || {};
+  const src = c.source ? el("pre", { class: "source", id: "source" }, c.source)
+    : el("p", { class: "empty", id: "source" }, "No source: rejected before rendering.");
+  const panes = [];
+  if (parent) panes.push(["Diff against parent", () => diffView(c, parent)]);
+  panes.push(["Source", () => src]);
+  if (!parent) panes.push(["Diff against parent", () => diffView(c, parent)]);
+  if (c.compile_log) panes.push(["Compile log", () => el("pre", { class: "source" }, c.compile_log)]);
+  panel.replaceChildren(
+    el("div", { class: "toolbar" },
+      el("h2", { style: { margin: 0 } }, `#${c.iteration} · `, el("code", {}, c.action || "baseline")),
+      statusBadge(c.status),
+      FINAL.has(c.status) ? el("span", { class: c.accepted ? "acc" : "rej" }, c.accepted ? "✓ accepted" : "✗ reverted") : null),
+    kv([
+      ["proposed by", c.proposed_by],
+      ["why it was tried", c.reason],
+      ["decision", d.reason],
+      ["parent", parent ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(parent.id); } },
+        `#${parent.iteration} ${parent.action || "baseline"}`) : "none (the baseline)"],
+      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput_tflops)} TFLOP/s · ${fmtPct(perf.pct_of_vendor)} of cuBLAS · spread ${fmtPct(perf.spread_pct, 2)}` : null],
+      ["runs", perf.runs_us ? perf.runs_us.map((r) => fmt(r, 1)).join(", ") + " µs" : null],
+      ["compile", comp.seconds !== undefined ? `${fmt(comp.seconds)} s · ${comp.regs_per_thread ?? "–"} registers · ${comp.smem_bytes ?? "–"} B smem · ${comp.spill_bytes ?? "–"} B spills${comp.error ? ` · ${comp.error}` : ""}` : null],
+      ["correctness", corr.tolerance !== undefined ? `${corr.passed ? "passed" : "failed"} · norm-relative error ${sci(corr.rel_err)} · max scaled error ${sci(corr.max_scaled_err)} (tolerance ${sci(corr.tolerance)})${corr.reason ? ` · ${corr.reason}` : ""}` : null],
+      ["error", c.error],
+    ]),
+    el("h2", { style: { marginTop: "14px" } }, "Parameters ", el("span", { class: "hint" }, parent ? "(changed from the parent in yellow)" : "")),
+    paramChips(c.params, parent ? parent.params : null),
+    el("h2", { style: { marginTop: "14px" } }, "Profile"),
+    profileTable(fb.profile || null),
+    ...tabs(panes));
+  panel.dataset.ready = "true";
+}
+
+function select(candidateId) {
+  if (!state.byId.has(candidateId)) return;
+  state.selected = candidateId;
+  const url = new URL(location.href);
+  url.searchParams.set("candidate", candidateId);
+  history.replaceState(null, "", url);
+  for (const row of document.querySelectorAll("#chain tbody tr")) {
+    const on = row.dataset.id === candidateId;
+    row.classList.toggle("selected", on);
+    if (on) row.scrollIntoView({ block: "nearest" });
+  }
+  redrawPlots();
+  renderCandidate(candidateId);
+}
+
+// ---- live updates ----
+function scheduleRefresh() {
+  if (state.refreshTimer) return;
+  state.refreshTimer = setTimeout(async () => {
+    state.refreshTimer = null;
+    try { await loadAll(); renderAll(); } catch (error) { showError(error); }
+  }, 1000);
+}
+
+function setLive(text) {
+  const badge = document.getElementById("live");
+  badge.textContent = text;
+  badge.classList.toggle("on", text === "live");
+  badge.dataset.state = text;
+}
+
+function follow() {
+  if (!["queued", "running"].includes(state.campaign.status)) { setLive(state.campaign.status); return; }
+  state.stream = followEvents(`/campaigns/${encodeURIComponent(campaignId)}/events`, (kind) => {
+    if (kind === "result" || kind === "finished" || kind === "started") scheduleRefresh();
+  }, setLive);
+}
+
+function renderAll() {
+  renderStats();
+  buildPlot("iteration");
+  buildPlot("time");
+  renderChain();
+  document.body.dataset.loaded = "true";
+}
+
+async function main() {
+  document.getElementById("accepted-only").addEventListener("change", renderChain);
+  try {
+    await loadAll();
+  } catch (error) {
+    setLive("error");
+    showError(error);
+    return;
+  }
+  renderAll();
+  const wanted = new URL(location.href).searchParams.get("candidate");
+  const first = wanted && state.byId.has(wanted) ? wanted : (state.campaign.best || {}).candidate_id;
+  if (first && state.byId.has(first)) select(first);
+  follow();
+}
+
+// for tests and the curious: where a candidate's point is on screen, and selecting one
+window.tuneforgeDashboard = {
+  pointPosition(name, candidateId) {
+    const plot = state.plots[name];
+    const row = plot.model.rows.find((r) => r.point.id === candidateId);
+    if (!row) return null;
+    const rect = plot.u.over.getBoundingClientRect();
+    return { x: rect.left + plot.u.valToPos(row.x, "x"), y: rect.top + plot.u.valToPos(row.y, "y") };
+  },
+  select,
+  state,
+};
+
+document.addEventListener("DOMContentLoaded", main);
