@@ -156,11 +156,13 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
+from cli import report  # noqa: E402
 from cli.service import register  # noqa: E402
 from cli.tune import tune  # noqa: E402
 
 app.command()(tune)
 register(app)
+report.register(app)
 
 
 def main() -> NoReturn:

@@ -1,5 +1,6 @@
-"""Service commands: ``serve``, ``worker``, ``admin``, and the clients ``submit``, ``watch``,
-``export`` (httpx against the REST API)."""
+"""Service commands: ``serve``, ``worker``, ``admin``, and the clients ``submit`` and ``watch``
+(httpx against the REST API); ``export`` and ``report`` read either the API or a database
+(:mod:`cli.report`)."""
 
 from __future__ import annotations
 
@@ -303,42 +304,6 @@ def watch(
         raise typer.Exit(1)
 
 
-def export(
-    campaign_id: Annotated[str, typer.Argument(help="campaign id")],
-    fmt: Annotated[str, typer.Option("--format", help="cu (best kernel) | json (history)")
-                   ] = "cu",
-    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)")] = None,
-    url: UrlOpt = None, key: KeyOpt = None,
-) -> None:
-    """The best kernel as .cu (launch configuration and provenance in its first line), or the
-    campaign's whole history as JSON."""
-    from agent.report import best_kernel_source
-
-    if fmt not in ("cu", "json"):
-        fail(f"--format must be cu or json, not {fmt!r}")
-    with _client(url, key) as client:
-        if fmt == "cu":
-            best = _call(client, "GET", f"/campaigns/{campaign_id}/best")
-            text = best_kernel_source(best)
-        else:
-            campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
-            items: list[dict[str, Any]] = []
-            while True:
-                page = _call(client, "GET", f"/campaigns/{campaign_id}/candidates",
-                             params={"limit": 500, "offset": len(items)})
-                items += page["items"]
-                if len(items) >= page["total"] or not page["items"]:
-                    break
-            candidates = [_call(client, "GET", f"/campaigns/{campaign_id}/candidates/{c['id']}")
-                          for c in items]
-            text = json.dumps({"campaign": campaign, "candidates": candidates}, indent=1) + "\n"
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text)
-        err_console.print(f"wrote {out}")
-
-
 def register(app: typer.Typer) -> None:
     """Add the service commands to the ``tuneforge`` app."""
     app.command()(serve)
@@ -346,4 +311,3 @@ def register(app: typer.Typer) -> None:
     app.add_typer(admin, name="admin")
     app.command()(submit)
     app.command()(watch)
-    app.command()(export)

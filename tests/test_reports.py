@@ -1,0 +1,289 @@
+"""Reports and exports of a campaign, and the dashboard's data endpoint: ``tuneforge report``,
+``tuneforge export --format cu|json|t4|kt`` and ``tuneforge campaigns`` on a local database,
+``GET /campaigns/{id}/points``, the dashboard's pages and vendored files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_support import FAILURES, TeamDb, finished_campaign, team_database
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from api.main import create_app
+from cli.main import app as cli_app
+from core import formats
+from core.models import CANDIDATE_FINAL, Candidate
+from core.settings import get_settings
+
+STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory: pytest.TempPathFactory) -> tuple[TeamDb, str]:
+    """The finished campaign with failures (shared with the browser tests)."""
+    return finished_campaign(tmp_path_factory.getbasetemp() / "dashboard-campaign")
+
+
+@pytest.fixture
+def db_path(done: tuple[TeamDb, str]) -> Path:
+    return Path(done[0].url.split("///", 1)[1])
+
+
+def candidates(db: TeamDb, campaign_id: str) -> list[Candidate]:
+    with db.sessions() as s:
+        return list(s.scalars(select(Candidate).where(Candidate.campaign_id == campaign_id)
+                              .order_by(Candidate.iteration)).all())
+
+
+def tf(*args: str) -> Any:
+    """Run the CLI in-process."""
+    return CliRunner().invoke(cli_app, list(args), catch_exceptions=False)
+
+
+# ---- the data endpoint and the pages --------------------------------------------------------
+@pytest.fixture
+def client(done: tuple[TeamDb, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    monkeypatch.setenv("TUNEFORGE_DATABASE_URL", done[0].url)
+    get_settings.cache_clear()
+    with TestClient(create_app()) as c:
+        yield c
+
+
+def test_points_carry_every_candidate_with_its_decision_and_time(
+        client: TestClient, done: tuple[TeamDb, str]) -> None:
+    db, cid = done
+    rows = candidates(db, cid)
+    body = client.get(f"/api/v1/campaigns/{cid}/points", headers={"X-API-Key": db.key}).json()
+    assert body["total"] == len(rows) == 40
+    assert [p["id"] for p in body["items"]] == [c.id for c in rows]
+    assert body["vendor_tflops"] == pytest.approx(50.42, abs=0.01)  # cuBLAS, recorded on the H200
+    assert body["peak_tflops"] == pytest.approx(66.9, abs=0.1)
+    by_iteration = {p["iteration"]: p for p in body["items"]}
+    for iteration, status in FAILURES.items():
+        point = by_iteration[iteration]
+        assert point["status"] == status
+        assert point["tflops"] is None
+        assert not point["accepted"]
+        assert status in point["decision"]["reason"]
+    best = next(p for p in body["items"] if p["id"] == next(c for c in rows if c.accepted
+                                                             and c.iteration > 30).id)
+    assert best["accepted"]
+    assert "above the 0.5% threshold" in best["decision"]["reason"]
+    assert all(p["elapsed_s"] is not None and p["elapsed_s"] >= 0 for p in body["items"])
+    elapsed = [p["elapsed_s"] for p in body["items"]]
+    assert elapsed == sorted(elapsed)  # one evaluator: results come in iteration order
+    page = client.get(f"/api/v1/campaigns/{cid}/points?limit=7&offset=35",
+                      headers={"X-API-Key": db.key}).json()
+    assert [p["iteration"] for p in page["items"]] == [35, 36, 37, 38, 39]
+
+
+def test_points_need_the_owning_teams_key(client: TestClient, done: tuple[TeamDb, str],
+                                          tmp_path: Path) -> None:
+    db, cid = done
+    assert client.get(f"/api/v1/campaigns/{cid}/points").status_code == 401
+    from api import security
+
+    with db.sessions.begin() as s:
+        _team, other_key = security.create_team(s, name=f"other-{tmp_path.name[-6:]}")
+    response = client.get(f"/api/v1/campaigns/{cid}/points", headers={"X-API-Key": other_key})
+    assert response.status_code == 404
+
+
+def test_pages_load_without_a_key_and_forbid_foreign_scripts(client: TestClient) -> None:
+    assert client.get("/", follow_redirects=False).headers["location"] == "/ui/"
+    for path in ("/ui/", "/ui/campaigns/whatever", "/ui/history"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert "<title>tuneforge" in page.text, path
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = client.get("/ui/static/campaign.js")
+    assert script.status_code == 200
+    assert "X-API-Key" in client.get("/ui/static/app.js").text
+
+
+def test_vendored_libraries_are_plain_files_with_their_licences(client: TestClient) -> None:
+    vendor = STATIC / "vendor"
+    for lib, files in {"uplot": ["uPlot.iife.min.js", "uPlot.min.css", "LICENSE"],
+                       "diff": ["diff.min.js", "LICENSE"],
+                       "diff2html": ["diff2html.min.js", "diff2html.min.css", "LICENSE.md"]
+                       }.items():
+        for name in files:
+            assert (vendor / lib / name).stat().st_size > 500, f"{lib}/{name}"
+            assert client.get(f"/ui/static/vendor/{lib}/{name}").status_code == 200
+    manifest = (vendor / "README.md").read_text()
+    assert all(f"{lib}@" in manifest for lib in ("uplot", "diff", "diff2html"))
+
+
+# ---- report -----------------------------------------------------------------------------------
+def test_report_writes_both_plots_and_a_summary_with_the_accepted_steps(
+        done: tuple[TeamDb, str], db_path: Path, tmp_path: Path) -> None:
+    db, cid = done
+    out = tmp_path / "report"
+    result = tf("report", cid[:8], "--db", str(db_path), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    for name in ("convergence-iteration.png", "convergence-time.png"):
+        png = (out / name).read_bytes()
+        assert png.startswith(b"\x89PNG"), name
+        assert len(png) > 20_000, name
+    md = (out / "report.md").read_text()
+    rows = candidates(db, cid)
+    accepted = [c for c in rows if c.accepted]
+    section = md.split("## Accepted steps")[1].split("## Transforms that paid")[0]
+    steps = [line for line in section.splitlines() if line.startswith("| ") and
+             line.split("|")[1].strip().isdigit()]
+    assert [int(s.split("|")[1]) for s in steps] == [c.iteration for c in accepted]
+    for cand in accepted[1:]:
+        assert cand.reason is not None
+        assert cand.reason.replace("|", "\\|") in section
+        assert "above the 0.5% threshold" in section
+    assert "speedup over the baseline: **" in md
+    assert "% of cuBLAS: **" in md
+    paid = md.split("## Transforms that paid")[1].split("## Outcomes")[0]
+    assert "`apply_coalesce`" in paid
+    assert "![convergence-time](convergence-time.png)" in md
+    outcomes = Counter(c.status for c in rows)
+    for status, count in outcomes.items():
+        assert f"| {status} | {count} |" in md
+
+
+# ---- exports ----------------------------------------------------------------------------------
+def evaluated(db: TeamDb, cid: str) -> list[Candidate]:
+    return [c for c in candidates(db, cid) if c.status in CANDIDATE_FINAL]
+
+
+def test_t4_export_holds_every_evaluated_candidate(done: tuple[TeamDb, str], db_path: Path,
+                                                    tmp_path: Path) -> None:
+    db, cid = done
+    result = tf("export", cid, "--db", str(db_path), "--format", "t4", "--out",
+                str(tmp_path / "t4.json"))
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "t4.json").read_text())
+    assert doc["schema_version"] == "1.0.0"
+    rows = evaluated(db, cid)
+    assert len(doc["results"]) == len(rows) == 40
+    for result_, cand in zip(doc["results"], rows, strict=True):
+        assert set(result_) >= {"configuration", "times", "invalidity", "correctness",
+                                "objectives", "measurements", "timestamp"}
+        assert result_["configuration"] == cand.params
+        names = {m["name"]: m["value"] for m in result_["measurements"]}
+        assert names["candidate_id"] == cand.id
+        assert names["iteration"] == cand.iteration
+        if cand.status == "ok":
+            assert result_["invalidity"] == "correct"
+            assert result_["correctness"] == 1
+            assert names["time"] == pytest.approx(cand.avg_us / 1000)
+            assert len(result_["times"]["runtimes"]) == 3
+        else:
+            assert result_["invalidity"] == formats.T4_INVALIDITY[cand.status] != "correct"
+            assert result_["correctness"] == 0
+            assert "time" not in names
+    assert {r["invalidity"] for r in doc["results"]} == {"correct", "compile", "correctness",
+                                                         "runtime", "timeout"}
+
+
+def test_t4_export_validates_against_kernel_tuners_schema(done: tuple[TeamDb, str],
+                                                          db_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    kernel_tuner = pytest.importorskip("kernel_tuner")
+    schema_path = Path(kernel_tuner.__file__).parent / "schema/T4/1.0.0/results-schema.json"
+    result = tf("export", done[1], "--db", str(db_path), "--format", "t4")
+    jsonschema.validate(json.loads(result.stdout), json.loads(schema_path.read_text()))
+
+
+def test_kt_export_holds_every_evaluated_candidate(done: tuple[TeamDb, str], db_path: Path,
+                                                   tmp_path: Path) -> None:
+    db, cid = done
+    path = tmp_path / "cache.json"
+    result = tf("export", cid[:10], "--db", str(db_path), "--format", "kt", "--out", str(path))
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    assert text.endswith("}}}")  # Kernel Tuner takes any other ending for an unclosed cache
+    cache = json.loads(text)
+    keys = cache["tune_params_keys"]
+    assert keys[:4] == ["block_x", "block_y", "coalesced", "smem"]
+    assert cache["device_name"] == "NVIDIA H200"
+    assert cache["problem_size"] == [4096] * 3
+    rows = evaluated(db, cid)
+    assert len(cache["cache"]) == len(rows) == 40
+    for cand in rows:
+        values = [int(v) if isinstance(v, bool) else v for v in
+                  (cand.params[k] for k in keys)]
+        entry = cache["cache"][",".join(map(str, values))]
+        assert all(entry[k] == v for k, v in zip(keys, values, strict=True))
+        assert all(v in cache["tune_params"][k] for k, v in zip(keys, values, strict=True))
+        if cand.status == "ok":
+            assert entry["time"] == pytest.approx(cand.avg_us / 1000)
+        elif cand.status == "compile_error":
+            assert entry["time"] == "CompilationFailedConfig"
+        else:
+            assert entry["time"] == "RuntimeFailedConfig"
+
+
+def test_kt_export_is_read_by_kernel_tuner(done: tuple[TeamDb, str], db_path: Path,
+                                           tmp_path: Path) -> None:
+    util = pytest.importorskip("kernel_tuner.util")
+    path = tmp_path / "cache.json"
+    tf("export", done[1], "--db", str(db_path), "--format", "kt", "--out", str(path))
+    data = util.read_cache(str(path), open_cache=False)
+    failed = [e for e in data["cache"].values() if "__error__" in e]
+    assert len(data["cache"]) == 40
+    assert len(failed) == 40 - sum(
+        c.status == "ok" for c in evaluated(done[0], done[1]))
+
+
+def test_cu_and_json_exports(done: tuple[TeamDb, str], db_path: Path) -> None:
+    db, cid = done
+    cu = tf("export", cid[:8], "--db", str(db_path))
+    assert cu.exit_code == 0, cu.output
+    header, _, source = cu.stdout.partition("\n")
+    provenance = json.loads(header.removeprefix("// "))
+    assert provenance["campaign_id"] == cid
+    assert provenance["launch"]["block"]
+    assert "__global__" in source
+    history = json.loads(tf("export", cid[:8], "--db", str(db_path), "--format", "json").stdout)
+    assert history["campaign"]["id"] == cid
+    assert len(history["candidates"]) == 40
+    assert all(c["feedback"]["status"] == c["status"] for c in history["candidates"])
+
+
+def test_campaigns_lists_and_errors_say_what_to_do(done: tuple[TeamDb, str], db_path: Path,
+                                                   tmp_path: Path) -> None:
+    db, cid = done
+    listed = json.loads(tf("campaigns", "--db", str(db_path), "--json").stdout)
+    assert cid in [c["id"] for c in listed]
+    missing = tf("report", "00000000", "--db", str(db_path))
+    assert missing.exit_code == 4
+    assert "tuneforge campaigns" in missing.stderr
+    nofile = tf("export", cid, "--db", str(tmp_path / "nope.db"))
+    assert nofile.exit_code == 2
+    assert "tuneforge tune --db" in nofile.stderr
+    badfmt = tf("export", cid, "--db", str(db_path), "--format", "csv")
+    assert badfmt.exit_code == 2
+    assert "cu, json, t4, kt" in badfmt.stderr
+    empty = team_database(tmp_path / "empty.db")
+    assert "no campaign yet" in tf("campaigns", "--db", empty.url.split("///")[1]).stderr
+
+
+def test_formats_are_pure_and_order_parameters_by_domain() -> None:
+    rows = [{"params": {"b": True, "a": 4}, "status": "ok", "gpu_seconds": 0.5,
+             "perf": {"avg_us": 2000.0, "runs_us": [1999.0, 2000.0, 2001.0],
+                      "throughput_tflops": 1.5}, "compile": {"seconds": 0.2}},
+            {"params": {"b": False, "a": 8}, "status": "rejected"}]
+    cache = formats.kt_cache(rows, domains={"a": (4, 8), "b": (False, True)}, device_name="X",
+                             kernel_name="k", problem_size=[1, 2, 3], timestamp="t")
+    assert cache["tune_params_keys"] == ["a", "b"]
+    assert cache["tune_params"]["b"] == [0, 1]
+    assert cache["cache"]["4,1"]["time"] == 2.0
+    assert cache["cache"]["4,1"]["GFLOP/s"] == 1500.0
+    assert cache["cache"]["8,0"]["time"] == "InvalidConfig"
+    assert formats.kt_cache_text(cache).endswith("}}}")
+    t4 = formats.t4_results(rows)
+    assert [r["invalidity"] for r in t4["results"]] == ["correct", "constraints"]
+    assert t4["results"][0]["times"]["runtimes"] == [1.999, 2.0, 2.001]
