@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from agent.policies.base import key_of
-from kernels import get_family
 from worker.evaluate import ReplayDataset
-
-
-@lru_cache(maxsize=8)
-def _full_points(kernel: str, arch: str) -> tuple[Any, ...]:
-    return tuple(get_family(kernel).space(arch))
 
 
 class FullSpace:
@@ -29,9 +22,9 @@ class FullSpace:
         """Valid on this arch."""
         return self.family.validate(params, self.arch) is None
 
-    def points(self) -> list[Any]:
-        """Every valid canonical point (enumerated once per process)."""
-        return list(_full_points(self.family.name, self.arch))
+    def sample(self, rng: Any, n: int) -> list[Any]:
+        """``n`` distinct valid points drawn uniformly (the space is too large to list)."""
+        return list(self.family.sample(rng, n, self.arch))
 
 
 class ReplaySpace:
@@ -61,3 +54,8 @@ class ReplaySpace:
     def points(self) -> list[Any]:
         """Every measured point."""
         return list(self._points.values())
+
+    def sample(self, rng: Any, n: int) -> list[Any]:
+        """``n`` distinct measured points drawn uniformly."""
+        points = self.points()
+        return rng.sample(points, min(n, len(points)))

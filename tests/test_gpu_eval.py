@@ -18,7 +18,6 @@ import pytest
 
 from kernels.base import Action, Candidate, Rejection, Shape
 from kernels.gemm_bias_relu import FAMILY
-from kernels.gemm_bias_relu.params import enumerate_space
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -67,16 +66,17 @@ def sampled_points(n_random: int = 40) -> list[tuple[str, Any]]:
         "apply_coalesce(true)", "apply_shared_memory_load(true)", "apply_register_block(8, 4)",
         "apply_vectorize(4)", "apply_fragment_interleave(true)")])
     assert isinstance(blocked, Candidate)
+    tensor = FAMILY.apply_chain([Action.parse(a) for a in (
+        "apply_tf32x3(true)", "change_block_config(64, 2)")])
+    assert isinstance(tensor, Candidate)
     points: list[tuple[str, Any]] = [("baseline", FAMILY.baseline)]
     for spec in FAMILY.transforms:
-        for start in (base, tiled, blocked):
+        for start in (base, tiled, blocked, tensor):
             for action in list(spec.actions())[:6]:
                 result = FAMILY.apply(start, action)
                 if isinstance(result, Candidate):
                     points.append((str(action), result.params))
-    space = list(enumerate_space("sm_90"))
-    rng = random.Random(7)
-    points += [("random", p) for p in rng.sample(space, n_random)]
+    points += [("random", p) for p in FAMILY.sample(random.Random(7), n_random)]
     unique: dict[Any, str] = {}
     for label, p in points:
         unique.setdefault(p, label)

@@ -20,7 +20,9 @@ from kernels.gemm_bias_relu import DOMAINS, FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
     MAX_GRID_Y,
     MAX_SMEM_BY_ARCH,
+    SEED_DOMAINS,
     enumerate_space,
+    sample_space,
     validate,
 )
 
@@ -43,6 +45,8 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_fragment_interleave": [("on", (False, True))],
     "apply_double_buffer": [("stages", (1, 2))],
     "apply_block_swizzle": [("group", (1, 2, 4, 8))],
+    "apply_tf32x3": [("on", (False, True))],
+    "apply_warp_tiling": [("wm", (32, 64)), ("wn", (32, 64))],
 }
 
 
@@ -394,7 +398,8 @@ def test_random_walks_stay_inside_the_space(
         assert result.params != node.params
         assert result.params == result.params.canonical()
         assert validate(result.params) is None
-        assert result.params in space_set
+        seed_point = all(getattr(result.params, k) in v for k, v in SEED_DOMAINS.items())
+        assert (result.params in space_set) == seed_point  # expert points lie outside it
         node = result
 
 
@@ -480,15 +485,15 @@ def test_space_is_valid_canonical_and_without_duplicates(
         assert params.canonical() == params
         assert validate(params) is None
     # the order is deterministic
-    assert list(itertools.islice(enumerate_space(), 200)) == space[:200]
+    assert list(itertools.islice(enumerate_space("sm_90", SEED_DOMAINS), 200)) == space[:200]
 
 
 def test_space_holds_every_valid_point_of_the_domains(space_set: set[GemmParams]) -> None:
     rng = random.Random(11)
-    names = list(DOMAINS)
+    names = list(SEED_DOMAINS)
     valid = 0
     for _ in range(3000):
-        params = GemmParams(**{n: rng.choice(DOMAINS[n]) for n in names}).canonical()
+        params = GemmParams(**{n: rng.choice(SEED_DOMAINS[n]) for n in names}).canonical()
         in_space = params in space_set
         assert in_space == (validate(params) is None), params
         valid += in_space
@@ -597,3 +602,57 @@ def test_lineage_after_revert_replays_to_the_same_point() -> None:
     replayed = FAMILY.apply_chain([Action.parse(t) for t in back.lineage()])
     assert isinstance(replayed, Candidate)
     assert replayed.params == back.params
+
+
+def test_tf32x3_fixes_the_simt_fields_and_reverts_cleanly() -> None:
+    tc = chain("apply_register_block(4, 4)", "apply_tf32x3(true)")
+    assert isinstance(tc, Candidate)
+    assert tc.params.tf32x3
+    assert (tc.params.smem, tc.params.reg_m, tc.params.reg_n) == (True, 1, 1)
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in FAMILY.render(tc.params)
+    # a SIMT knob on the tensor-core kernel changes nothing: rejected before compiling
+    same = FAMILY.apply(tc, "apply_register_block(8, 8)")
+    assert isinstance(same, Rejection)
+    assert same.reason == "no_change"
+    back = FAMILY.apply(tc, "apply_tf32x3(false)")
+    assert isinstance(back, Candidate)
+    assert not back.params.tf32x3
+    assert "mma.sync" not in FAMILY.render(back.params)
+
+
+def test_warp_tiling_needs_tensor_cores_and_bounds_registers() -> None:
+    no_tc = FAMILY.apply(ROOT, "apply_warp_tiling(64, 32)")
+    assert isinstance(no_tc, Rejection)
+    assert no_tc.reason == "requires_tensor_cores"
+    too_big = chain("apply_tf32x3(true)", "change_block_config(64, 4)",
+                    "apply_warp_tiling(64, 64)")
+    assert isinstance(too_big, Rejection)
+    assert too_big.reason == "register_file"
+    assert too_big.figures["est_regs_per_thread"] > too_big.figures["max_regs_per_thread"]
+    tile = chain("apply_tf32x3(true)", "change_block_config(256, 1)", "apply_warp_tiling(32, 64)")
+    assert isinstance(tile, Rejection)
+    assert tile.reason == "tile_too_large"
+
+
+def test_sampling_the_whole_space_reaches_every_kernel_path() -> None:
+    points = sample_space(random.Random(3), 400)
+    assert len(set(points)) == 400
+    for params in points:
+        assert params.canonical() == params
+        assert validate(params) is None
+    paths = {("tc" if p.tf32x3 else "smem" if p.smem else "direct") for p in points}
+    # uniform over ~1.8 M points: the 4.6 k tensor-core points are rarely drawn, which is why
+    # the expert action space, not random search, is the way to them
+    assert {"direct", "smem"} <= paths
+    tc_only = sample_space(random.Random(3), 20, domains={**DOMAINS, "tf32x3": (True,)})
+    assert all(p.tf32x3 for p in tc_only)
+    assert len(tc_only) == 20
+    assert any(p.interleave or p.stages == 2 or p.swizzle > 1 for p in points)
+    assert sample_space(random.Random(3), 50) == sample_space(random.Random(3), 50)
+
+
+def test_tensor_core_path_enumerates_only_valid_distinct_points() -> None:
+    domains = {**DOMAINS, "smem": (True,), "tf32x3": (True,)}
+    tc = list(enumerate_space("sm_90", domains))
+    assert len(tc) == len(set(tc)) > 100
+    assert all(p.tf32x3 and validate(p) is None for p in tc)

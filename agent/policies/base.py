@@ -55,8 +55,8 @@ class SearchSpace(Protocol):
         """Whether ``params`` can be evaluated here."""
         ...
 
-    def points(self) -> list[Any]:
-        """Every point (for random sampling)."""
+    def sample(self, rng: random.Random, n: int) -> list[Any]:
+        """Up to ``n`` distinct points drawn uniformly (random search)."""
         ...
 
 

@@ -12,13 +12,12 @@ class RandomPolicy:
 
     def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
         """Up to ``n`` distinct unexplored points drawn uniformly."""
-        points = ctx.space.points()
         explored = ctx.explored
         rng = ctx.rng(salt=31)
         out: list[Proposal] = []
         seen: set[str] = set()
-        for _ in range(min(len(points), 50 * max(n, 1))):
-            params = rng.choice(points)
+        # draw more than needed: some draws are explored already
+        for params in ctx.space.sample(rng, n + len(explored) + 16):
             key = key_of(params)
             if key in explored or key in seen or not ctx.fresh(params):
                 continue

@@ -18,10 +18,12 @@ from kernels.gemm_bias_relu.params import (
     BASELINE,
     DOMAINS,
     KERNEL_NAME,
+    SEED_DOMAINS,
     GemmParams,
     enumerate_space,
     launch_config,
     max_smem_limit,
+    sample_space,
     validate,
 )
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
@@ -33,9 +35,9 @@ __all__ = [
 REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
 
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
-    text = resources.files(__package__).joinpath("gemm_bias_relu.cu.j2").read_text()
+@lru_cache(maxsize=2)
+def _template(name: str = "gemm_bias_relu.cu.j2") -> jinja2.Template:
+    text = resources.files(__package__).joinpath(name).read_text()
     env = jinja2.Environment(
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, autoescape=False,
@@ -67,7 +69,8 @@ class GemmBiasRelu:
     def render(self, params: GemmParams) -> str:
         """Deterministic CUDA source of ``params`` (same params, same bytes)."""
         canonical = params.canonical()
-        return _template().render(
+        template = "tf32x3.cu.j2" if canonical.tf32x3 else "gemm_bias_relu.cu.j2"
+        return _template(template).render(
             p=canonical,
             kernel_name=KERNEL_NAME,
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
@@ -113,8 +116,13 @@ class GemmBiasRelu:
         return resources.files(__package__).joinpath("replay-h200-4096.jsonl.gz")
 
     def space(self, arch: str = "sm_90") -> list[GemmParams]:
-        """Every valid canonical point."""
-        return list(enumerate_space(arch))
+        """Every valid canonical point of the seed's space (expert fields at their defaults);
+        the whole space is sampled with :meth:`sample`."""
+        return list(enumerate_space(arch, SEED_DOMAINS))
+
+    def sample(self, rng: Any, n: int, arch: str = "sm_90") -> list[GemmParams]:
+        """``n`` distinct valid points drawn uniformly from the whole space."""
+        return sample_space(rng, n, arch)
 
 
 FAMILY = GemmBiasRelu()

@@ -53,10 +53,21 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "interleave": (False, True),
     "stages": (1, 2),
     "swizzle": (1, 2, 4, 8),
+    "tf32x3": (False, True),
+    "warp_m": (32, 64),
+    "warp_n": (32, 64),
 }
 
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
 SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1}
+#: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
+TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
+                            "unroll": 1, "pad": 0, "interleave": False}
+#: Fields only the tensor-core path uses (canonical values on the SIMT path).
+TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
+#: Registers a tensor-core thread needs beyond its fragments.
+TC_REGISTER_OVERHEAD = 40
+MAX_REGS_PER_THREAD = 255
 
 
 def max_smem_limit(arch: str) -> int:
@@ -102,6 +113,11 @@ class GemmParams:
     stages: int = 1
     #: block rasterization: this many row-tiles of blocks are walked together for L2 reuse.
     swizzle: int = 1
+    #: 3xTF32 on tensor cores (mma.sync m16n8k8): fp32 accuracy at tensor-core speed.
+    tf32x3: bool = False
+    #: warp tile of the tensor-core path (rows x columns of C per warp).
+    warp_m: int = 32
+    warp_n: int = 32
 
     # -- derived figures ---------------------------------------------------------------------
     @property
@@ -130,8 +146,31 @@ class GemmParams:
         return self.threads_n * self.reg_n
 
     @property
+    def tc_warps_n(self) -> int:
+        """Warps of a block along N on the tensor-core path."""
+        return max(1, self.block_x // 32)
+
+    @property
+    def tc_warps_m(self) -> int:
+        """Warps of a block along M on the tensor-core path."""
+        return max(1, (self.threads // 32) // self.tc_warps_n)
+
+    @property
+    def tc_block_m(self) -> int:
+        """Rows of C a block computes on the tensor-core path."""
+        return self.tc_warps_m * self.warp_m
+
+    @property
+    def tc_block_n(self) -> int:
+        """Columns of C a block computes on the tensor-core path."""
+        return self.tc_warps_n * self.warp_n
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory per block in bytes (0 without staging)."""
+        if self.tf32x3:  # stages + 1 cp.async buffers of padded A and B tiles
+            tiles = self.tc_block_m * (self.tile_k + 4) + self.tile_k * (self.tc_block_n + 8)
+            return 4 * (self.stages + 1) * tiles
         if not self.smem:
             return 0
         per_stage = (self.block_m + self.pad) + (self.block_n + self.pad)
@@ -140,6 +179,9 @@ class GemmParams:
     @property
     def est_regs_per_thread(self) -> int:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
+        if self.tf32x3:  # accumulators + promoted partial sums + split fragments
+            mt, nt = self.warp_m // 16, self.warp_n // 8
+            return 2 * 4 * mt * nt + 8 * mt + 4 * nt + TC_REGISTER_OVERHEAD
         staged = 0
         if self.smem and self.stages > 1:  # the prefetched tile lives in registers
             staged = -(-self.tile_k * (self.block_m + self.block_n) // self.threads)
@@ -148,9 +190,12 @@ class GemmParams:
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
         """The same kernel with fields that do not matter set to their canonical values."""
-        if self.smem:
-            return self
-        return replace(self, **SMEM_ONLY_DEFAULTS)
+        if self.tf32x3:
+            return replace(self, **TC_FIXED)
+        point = replace(self, **TC_ONLY_DEFAULTS)
+        if point.smem:
+            return point
+        return replace(point, **SMEM_ONLY_DEFAULTS)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields."""
@@ -195,6 +240,10 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"threads_per_block": threads, "max_threads_per_block": MAX_THREADS_PER_BLOCK,
              "min_threads_per_block": MIN_THREADS_PER_BLOCK},
         )
+    if params.tf32x3:
+        rejection = _validate_tc(params)
+        if rejection is not None:
+            return rejection
     regs_needed = params.est_regs_per_thread * threads
     if regs_needed > REGISTERS_PER_SM:
         return Rejection(
@@ -212,13 +261,13 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             f"not {params.reg_m}x{params.reg_n}",
             {"reg_m": params.reg_m, "reg_n": params.reg_n, "fragment": 4},
         )
+    if params.smem and not params.tf32x3 and params.block_n % params.vec:
+        return Rejection(
+            "vector_exceeds_tile",
+            f"vec_width {params.vec} does not divide the tile width {params.block_n}",
+            {"vec": params.vec, "block_n": params.block_n},
+        )
     if params.smem:
-        if params.block_n % params.vec:
-            return Rejection(
-                "vector_exceeds_tile",
-                f"vec_width {params.vec} does not divide the tile width {params.block_n}",
-                {"vec": params.vec, "block_n": params.block_n},
-            )
         limit = max_smem_limit(arch)
         if params.smem_bytes > limit:
             return Rejection(
@@ -229,10 +278,38 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
     return None
 
 
+def _validate_tc(params: GemmParams) -> Rejection | None:
+    warps = params.threads // 32
+    if params.threads % 32 or warps % params.tc_warps_n:
+        return Rejection(
+            "warp_layout",
+            f"block {params.block_x}x{params.block_y} does not split into whole warps "
+            f"({params.tc_warps_n} along N)",
+            {"threads_per_block": params.threads, "warps_n": params.tc_warps_n},
+        )
+    if params.tc_block_m > 256 or params.tc_block_n > 256:
+        return Rejection(
+            "tile_too_large",
+            f"block tile {params.tc_block_m}x{params.tc_block_n} exceeds 256x256",
+            {"block_m": params.tc_block_m, "block_n": params.tc_block_n, "max": 256},
+        )
+    if params.est_regs_per_thread > MAX_REGS_PER_THREAD:
+        return Rejection(
+            "register_file",
+            f"a {params.warp_m}x{params.warp_n} warp tile needs about "
+            f"{params.est_regs_per_thread} registers per thread (max {MAX_REGS_PER_THREAD})",
+            {"est_regs_per_thread": params.est_regs_per_thread,
+             "max_regs_per_thread": MAX_REGS_PER_THREAD},
+        )
+    return None
+
+
 def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
     """Grid, block and dynamic shared memory of ``params`` for ``shape``."""
-    grid_x = -(-shape.n // params.block_n)
-    grid_y = -(-shape.m // params.block_m)
+    block_m = params.tc_block_m if params.tf32x3 else params.block_m
+    block_n = params.tc_block_n if params.tf32x3 else params.block_n
+    grid_x = -(-shape.n // block_n)
+    grid_y = -(-shape.m // block_m)
     if grid_y > MAX_GRID_Y:
         return Rejection(
             "grid_limit",
@@ -262,6 +339,9 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "interleave": (False,),
     "stages": (1,),
     "swizzle": (1,),
+    "tf32x3": (False,),
+    "warp_m": (32,),
+    "warp_n": (32,),
 }
 
 
@@ -272,21 +352,76 @@ def in_replay_space(params: GemmParams) -> bool:
     )
 
 
+#: The fields each kernel path reads; the others are fixed at their canonical values there.
+PATH_FIELDS: dict[str, tuple[str, ...]] = {
+    "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
+    "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
+             "tile_k", "pad", "interleave", "stages"),
+    "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n"),
+}
+_PATH_BASE: dict[str, dict[str, Any]] = {
+    "direct": {"smem": False, "tf32x3": False},
+    "smem": {"smem": True, "tf32x3": False},
+    "tc": {"tf32x3": True},
+}
+
+#: The seed's space plus coalescing (no expert fields): small enough to enumerate whole.
+SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
+    **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
+}
+
+
+def _path_size(path: str, domains: Mapping[str, tuple[Any, ...]]) -> int:
+    size = 1
+    for name in PATH_FIELDS[path]:
+        size *= len(domains[name])
+    values = {**_PATH_BASE[path]}
+    if any(v not in domains[k] for k, v in values.items()):
+        return 0
+    return size
+
+
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
                     ) -> Iterator[GemmParams]:
-    """Every valid canonical point (of ``domains``, default the whole space), deterministic.
+    """Every valid canonical point of ``domains`` (default the whole space), deterministic.
 
-    With ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
+    Walks each kernel path over the fields it reads only, so every tuple is a distinct canonical
+    point. The whole space holds about two million points (staged SIMT tiles dominate): use
+    :func:`sample_space` to draw from it. With ``domains=REPLAY_DOMAINS`` only points of
+    :func:`in_replay_space`.
     """
     replay = domains == REPLAY_DOMAINS
     domains = domains or DOMAINS
-    names = list(DOMAINS)
-    seen: set[GemmParams] = set()
-    for values in itertools.product(*(domains[n] for n in names)):
-        point = GemmParams(**dict(zip(names, values, strict=True))).canonical()
-        if point in seen or validate(point, arch) is not None:
+    base = GemmParams().canonical()
+    for path, names in PATH_FIELDS.items():
+        if not _path_size(path, domains):
             continue
-        if replay and not in_replay_space(point):
-            continue
-        seen.add(point)
-        yield point
+        for values in itertools.product(*(domains[n] for n in names)):
+            point = replace(base, **_PATH_BASE[path], **dict(zip(names, values, strict=True)))
+            point = point.canonical()
+            if validate(point, arch) is not None:
+                continue
+            if replay and not in_replay_space(point):
+                continue
+            yield point
+
+
+def sample_space(rng: Any, n: int, arch: str = "sm_90",
+                 domains: Mapping[str, tuple[Any, ...]] | None = None,
+                 max_tries: int = 100_000) -> list[GemmParams]:
+    """``n`` distinct valid points drawn uniformly from the space without enumerating it
+    (a path chosen in proportion to its size, its fields uniformly, invalid draws rejected)."""
+    domains = domains or DOMAINS
+    paths = [p for p in PATH_FIELDS if _path_size(p, domains)]
+    weights = [_path_size(p, domains) for p in paths]
+    base = GemmParams().canonical()
+    out: dict[GemmParams, None] = {}
+    for _ in range(max_tries):
+        if len(out) >= n:
+            break
+        path = rng.choices(paths, weights=weights)[0]
+        values = {name: rng.choice(domains[name]) for name in PATH_FIELDS[path]}
+        point = replace(base, **_PATH_BASE[path], **values).canonical()
+        if validate(point, arch) is None:
+            out[point] = None
+    return list(out)

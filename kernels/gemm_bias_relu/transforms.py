@@ -13,7 +13,13 @@ from dataclasses import replace
 from typing import Any
 
 from kernels.base import Action, ArgSpec, Candidate, Rejection, TransformRegistry
-from kernels.gemm_bias_relu.params import DOMAINS, SMEM_ONLY_DEFAULTS, GemmParams, validate
+from kernels.gemm_bias_relu.params import (
+    DOMAINS,
+    SMEM_ONLY_DEFAULTS,
+    TC_ONLY_DEFAULTS,
+    GemmParams,
+    validate,
+)
 
 TRANSFORMS = TransformRegistry()
 
@@ -175,3 +181,34 @@ def apply_double_buffer(candidate: Candidate, stages: int) -> Candidate | Reject
 def apply_block_swizzle(candidate: Candidate, group: int) -> Candidate | Rejection:
     """Rasterize blocks in groups of row-tiles so that the tiles they share stay in L2."""
     return _step(candidate, Action("apply_block_swizzle", (group,)), swizzle=group)
+
+
+@TRANSFORMS.register(
+    "apply_tf32x3",
+    ArgSpec("on", DOMAINS["tf32x3"], "3xTF32 on tensor cores (mma.sync), fp32 accuracy",
+            "tf32x3"),
+    origin="expert",
+)
+def apply_tf32x3(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Switch to the 3xTF32 tensor-core kernel: each operand split into a big and a small TF32
+    part, three mma products per step, partial sums promoted into fp32 registers per K-tile."""
+    action = Action("apply_tf32x3", (on,))
+    if on:
+        return _step(candidate, action, tf32x3=True)
+    return _step(candidate, action, tf32x3=False, **TC_ONLY_DEFAULTS)
+
+
+@TRANSFORMS.register(
+    "apply_warp_tiling",
+    ArgSpec("wm", DOMAINS["warp_m"], "rows of C per warp: 32 or 64", "warp_m"),
+    ArgSpec("wn", DOMAINS["warp_n"], "columns of C per warp: 32 or 64", "warp_n"),
+    origin="expert",
+)
+def apply_warp_tiling(candidate: Candidate, wm: int, wn: int) -> Candidate | Rejection:
+    """Set the warp tile of the tensor-core kernel (block tile = warps x warp tile)."""
+    action = Action("apply_warp_tiling", (wm, wn))
+    if not candidate.params.tf32x3:
+        return Rejection("requires_tensor_cores",
+                         f"{action} shapes the tensor-core kernel; apply_tf32x3(true) first",
+                         {"action": str(action), "tf32x3": False})
+    return _step(candidate, action, warp_m=wm, warp_n=wn)
