@@ -178,7 +178,7 @@ def test_t4_export_holds_every_evaluated_candidate(done: tuple[TeamDb, str], db_
         if cand.status == "ok":
             assert result_["invalidity"] == "correct"
             assert result_["correctness"] == 1
-            assert names["time"] == pytest.approx(cand.avg_us / 1000)
+            assert names["time"] == pytest.approx((cand.avg_us or 0) / 1000)
             assert len(result_["times"]["runtimes"]) == 3
         else:
             assert result_["invalidity"] == formats.T4_INVALIDITY[cand.status] != "correct"
@@ -219,7 +219,7 @@ def test_kt_export_holds_every_evaluated_candidate(done: tuple[TeamDb, str], db_
         assert all(entry[k] == v for k, v in zip(keys, values, strict=True))
         assert all(v in cache["tune_params"][k] for k, v in zip(keys, values, strict=True))
         if cand.status == "ok":
-            assert entry["time"] == pytest.approx(cand.avg_us / 1000)
+            assert entry["time"] == pytest.approx((cand.avg_us or 0) / 1000)
         elif cand.status == "compile_error":
             assert entry["time"] == "CompilationFailedConfig"
         else:
@@ -272,7 +272,8 @@ def test_campaigns_lists_and_errors_say_what_to_do(done: tuple[TeamDb, str], db_
 
 
 def test_formats_are_pure_and_order_parameters_by_domain() -> None:
-    rows = [{"params": {"b": True, "a": 4}, "status": "ok", "gpu_seconds": 0.5,
+    rows: list[dict[str, Any]] = [
+            {"params": {"b": True, "a": 4}, "status": "ok", "gpu_seconds": 0.5,
              "perf": {"avg_us": 2000.0, "runs_us": [1999.0, 2000.0, 2001.0],
                       "throughput_tflops": 1.5}, "compile": {"seconds": 0.2}},
             {"params": {"b": False, "a": 8}, "status": "rejected"}]

@@ -171,7 +171,8 @@ function buildPlot(name) {
   const top = Math.max(...model.rows.map((r) => r.y), state.page.vendor_tflops || 0, state.page.peak_tflops || 0);
   const opts = {
     width: Math.max(320, container.clientWidth), height: PLOT_HEIGHT,
-    scales: { x: { time: false }, y: { range: () => [0, top * 1.08 || 1] } },
+    // a little room below 0, so that failed candidates (drawn at 0) are whole and clickable
+    scales: { x: { time: false }, y: { range: () => [-(top * 0.04 || 0.04), top * 1.08 || 1] } },
     axes: [{ label: name === "iteration" ? "iteration" : "seconds since the campaign started" },
       { label: "TFLOP/s" }],
     series: model.series,
@@ -346,6 +347,16 @@ async function renderCandidate(candidateId) {
   panel.dataset.ready = "true";
 }
 
+// bring a row into view inside its scrolling box only (scrollIntoView would move the page)
+function scrollWithin(box, row) {
+  if (!box) return;
+  const top = row.offsetTop - box.querySelector("thead").offsetHeight;
+  if (top < box.scrollTop) box.scrollTop = top;
+  else if (row.offsetTop + row.offsetHeight > box.scrollTop + box.clientHeight) {
+    box.scrollTop = row.offsetTop + row.offsetHeight - box.clientHeight;
+  }
+}
+
 function select(candidateId) {
   if (!state.byId.has(candidateId)) return;
   state.selected = candidateId;
@@ -355,7 +366,7 @@ function select(candidateId) {
   for (const row of document.querySelectorAll("#chain tbody tr")) {
     const on = row.dataset.id === candidateId;
     row.classList.toggle("selected", on);
-    if (on) row.scrollIntoView({ block: "nearest" });
+    if (on) scrollWithin(row.closest(".scroll"), row);
   }
   redrawPlots();
   renderCandidate(candidateId);
@@ -366,7 +377,12 @@ function scheduleRefresh() {
   if (state.refreshTimer) return;
   state.refreshTimer = setTimeout(async () => {
     state.refreshTimer = null;
-    try { await loadAll(); renderAll(); } catch (error) { showError(error); }
+    try {
+      await loadAll();
+      renderAll();
+      const best = (state.campaign.best || {}).candidate_id;
+      if (!state.selected && best) select(best);  // the first correct kernel of a live campaign
+    } catch (error) { showError(error); }
   }, 1000);
 }
 

@@ -1,0 +1,369 @@
+"""The web dashboard in a real headless Chromium (Debian's, driven by Playwright) against
+``tuneforge serve`` on an SQLite database that holds replay campaigns.
+
+Screenshots go to ``$TUNEFORGE_ARTIFACTS`` (default: a pytest temporary folder); the folder is
+printed at the start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_support import (
+    FAILURES,
+    Server,
+    TeamDb,
+    create_campaign,
+    finished_campaign,
+    run_campaign,
+    start_server,
+)
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from cli.main import app as cli_app
+from core.models import Campaign, Candidate
+
+CHROMIUM = os.environ.get("TUNEFORGE_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = os.environ.get("TUNEFORGE_ARTIFACTS")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+KEY_STORAGE = "tuneforge.apiKey"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+              ) -> Path:
+    """Where the screenshots go (printed, whatever pytest captures)."""
+    folder = Path(ARTIFACTS) if ARTIFACTS else tmp_path_factory.mktemp("dashboard-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"dashboard screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory: pytest.TempPathFactory) -> tuple[TeamDb, str]:
+    """The finished campaign with failures (shared with tests/test_reports.py)."""
+    return finished_campaign(tmp_path_factory.getbasetemp() / "dashboard-campaign")
+
+
+@pytest.fixture(scope="module")
+def server(done: tuple[TeamDb, str], tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("dashboard-server")
+    (root / "home").mkdir()
+    srv = start_server(done[0].url, root / "home", root / "serve.log")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless (``apt-get install chromium``; .ci/run installs it)."""
+    if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        pw.stop()
+
+
+class Page:
+    """A page with the team's key (or none), collecting script errors."""
+
+    def __init__(self, browser: Any, base: str, key: str | None) -> None:
+        self.context = browser.new_context(viewport={"width": 1500, "height": 1100})
+        if key is not None:
+            self.context.add_init_script(
+                f"localStorage.setItem({json.dumps(KEY_STORAGE)}, {json.dumps(key)})")
+        self.page = self.context.new_page()
+        self.base = base
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}")
+                     if m.type == "error" else None)
+
+    def goto(self, path: str) -> Any:
+        self.page.goto(self.base + path)
+        return self.page
+
+    def loaded(self) -> None:
+        self.page.wait_for_selector("body[data-loaded=true]", timeout=20_000)
+
+    def close(self) -> None:
+        self.context.close()
+        assert not self.errors, self.errors
+
+
+@pytest.fixture
+def page(browser: Any, server: Server, done: tuple[TeamDb, str]) -> Iterator[Page]:
+    p = Page(browser, server.url, done[0].key)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def rows_of(db: TeamDb, campaign_id: str) -> list[Candidate]:
+    with db.sessions() as s:
+        return list(s.scalars(select(Candidate).where(Candidate.campaign_id == campaign_id)
+                              .order_by(Candidate.iteration)).all())
+
+
+def wait_js(page: Any, expression: str, timeout_s: float = 20.0) -> None:
+    """Poll a JavaScript expression until it is true. (``wait_for_function`` compiles its
+    predicate with ``new Function``, which the dashboard's CSP forbids; ``evaluate`` does not.)"""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        time.sleep(0.1)
+
+
+def point_on_screen(page: Any, plot: str, candidate_id: str) -> dict[str, float]:
+    """Where a candidate's point is drawn, in viewport pixels (the plot scrolled into view)."""
+    page.locator(f"#plot-{plot}").scroll_into_view_if_needed()
+    where = page.evaluate(f"tuneforgeDashboard.pointPosition('{plot}', '{candidate_id}')")
+    assert where is not None, f"{candidate_id} is not drawn in the {plot} plot"
+    return dict(where)
+
+
+def attr(page: Any, selector: str, name: str) -> str | None:
+    value = page.get_attribute(selector, name)
+    return None if value is None else str(value)
+
+
+# ---- tests ------------------------------------------------------------------------------------
+def test_key_is_asked_once_then_campaigns_are_listed(browser: Any, server: Server,
+                                                     done: tuple[TeamDb, str],
+                                                     artifacts: Path) -> None:
+    db, cid = done
+    p = Page(browser, server.url, None)
+    page = p.goto("/ui/")
+    page.wait_for_selector("#key-dialog")
+    page.fill("#api-key", db.key)
+    page.click("#key-form button[type=submit]")
+    p.loaded()
+    assert page.evaluate(f"localStorage.getItem({json.dumps(KEY_STORAGE)})") == db.key
+    row = page.locator(f"#campaigns tr[data-id='{cid}']")
+    cells = row.locator("td").all_inner_texts()
+    with db.sessions() as s:
+        campaign = s.get(Campaign, cid)
+        assert campaign is not None
+        assert campaign.best_us
+        assert campaign.vendor_us
+        tflops = 2 * 4096**3 / (campaign.best_us * 1e-6) / 1e12
+        pct = 100 * campaign.vendor_us / campaign.best_us
+    assert cells[0] == cid[:8]
+    assert cells[1].startswith("done")
+    assert cells[5] == "40 / 40"
+    assert cells[6] == f"{tflops:.2f}"
+    assert cells[7] == f"{pct:.1f}%"
+    page.screenshot(path=str(artifacts / "campaigns.png"), full_page=True)
+    page.goto(server.url + "/ui/history")  # the key is kept: no second question
+    p.loaded()
+    assert page.locator("#key-dialog").count() == 0
+    p.close()
+
+
+def test_a_refused_key_is_asked_again_with_the_servers_reason(browser: Any, server: Server
+                                                               ) -> None:
+    p = Page(browser, server.url, "tf_00000000_not-a-key")
+    page = p.goto("/ui/")
+    page.wait_for_selector("#key-dialog")
+    assert "invalid API key" in page.inner_text("#key-form")
+    p.errors = [e for e in p.errors if "401" not in e]  # the refused request itself
+    p.close()
+
+
+def test_campaign_page_plots_every_candidate_by_status(page: Page, done: tuple[TeamDb, str],
+                                                       artifacts: Path) -> None:
+    db, cid = done
+    rows = rows_of(db, cid)
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    pg.wait_for_selector("#candidate[data-ready=true]")  # the best one, selected on load
+    for plot in ("iteration", "time"):
+        assert attr(pg, f"#plot-{plot}", "data-points") == str(len(rows))
+        assert attr(pg, f"#plot-{plot}", "data-drawn-points") == str(len(rows))
+        legend = pg.inner_text(f"#plot-{plot} .u-legend")
+        for label in ("best so far", "cuBLAS fp32 50.4", "FP32 peak 66.9", "ok (30)",
+                      "compile_error (5)", "wrong (2)", "crashed (2)", "timeout (1)"):
+            assert label in legend, (plot, label, legend)
+    with db.sessions() as s:
+        campaign = s.get(Campaign, cid)
+        assert campaign is not None
+        best_id = campaign.best_id
+    assert attr(pg, "#candidate", "data-candidate") == best_id
+    assert pg.inner_text("[data-stat=evaluations] .value") == "40 / 40"
+    pg.screenshot(path=str(artifacts / "campaign.png"), full_page=True)
+    # zoom by dragging across the first half of the iteration plot: fewer points drawn
+    assert pg.evaluate("window.scrollY") == 0  # selecting the best did not move the page
+    box = pg.locator("#plot-iteration .u-over").bounding_box()
+    pg.mouse.move(box["x"] + 5, box["y"] + box["height"] / 2)
+    pg.mouse.down()
+    pg.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
+    pg.mouse.up()
+    wait_js(pg, "Number(document.querySelector('#plot-iteration').dataset.drawnPoints)"
+            f" < {len(rows)}")
+
+
+def test_clicking_a_point_shows_its_source_diff_and_profile(page: Page, done: tuple[TeamDb, str],
+                                                            artifacts: Path) -> None:
+    db, cid = done
+    rows = rows_of(db, cid)
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    pg.wait_for_selector("#candidate[data-ready=true]")
+    target = next(c for c in rows if c.accepted and c.iteration > 5 and c.action)
+    where = point_on_screen(pg, "iteration", target.id)
+    pg.mouse.click(where["x"], where["y"])
+    pg.wait_for_selector(f"#candidate[data-candidate='{target.id}'][data-ready=true]")
+    panel = pg.inner_text("#candidate")
+    assert f"#{target.iteration}" in panel
+    assert target.action is not None
+    assert target.action in panel
+    assert target.reason is not None
+    assert target.reason in panel
+    assert (target.decision or {})["reason"] in panel
+    # the diff against its parent: lines removed and added, the changed parameter marked
+    assert pg.locator("#diff .d2h-ins").count() > 0
+    assert pg.locator("#diff .d2h-del").count() > 0
+    assert pg.locator("#params .param.changed").count() >= 1
+    # the profile: every figure with its source, every null one with its reason
+    figures = pg.locator("#profile tr.figure")
+    assert figures.count() >= 8
+    for i in range(figures.count()):
+        source = figures.nth(i).locator("td.source").inner_text().strip()
+        value = figures.nth(i).locator("td.value").inner_text().strip()
+        assert source, figures.nth(i).inner_text()
+        if value == "null":
+            assert source.startswith("null: profile=light"), source
+    assert "cuFuncGetAttribute" in pg.inner_text("#profile")
+    pg.screenshot(path=str(artifacts / "candidate.png"), full_page=True)
+    pg.click(".tabs button[data-tab=Source]")
+    source = pg.inner_text("pre#source")
+    assert source == rows[target.iteration].source
+    # a failed candidate, clicked in the plot against time, shows why it failed
+    wrong = rows[next(i for i, s in FAILURES.items() if s == "wrong")]
+    where = point_on_screen(pg, "time", wrong.id)
+    pg.mouse.click(where["x"], where["y"])
+    pg.wait_for_selector(f"#candidate[data-candidate='{wrong.id}'][data-ready=true]")
+    assert pg.inner_text("#candidate .badge") == "wrong"
+    assert "rel_err 3.1e-01 > 1e-04 (injected)" in pg.inner_text("#candidate")
+    assert pg.locator("#chain tr.selected").get_attribute("data-id") == wrong.id
+
+
+def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
+                                                                  done: tuple[TeamDb, str]
+                                                                  ) -> None:
+    db, cid = done
+    rows = rows_of(db, cid)
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    assert pg.locator("#chain tbody tr").count() == len(rows)
+    pg.check("#accepted-only")
+    accepted = [c for c in rows if c.accepted]
+    shown = pg.locator("#chain tbody tr")
+    assert shown.count() == len(accepted)
+    assert [shown.nth(i).get_attribute("data-id") for i in range(shown.count())] == [
+        c.id for c in accepted]
+    shown.nth(2).click()
+    pg.wait_for_selector(f"#candidate[data-candidate='{accepted[2].id}'][data-ready=true]")
+    assert "✓ accepted" in pg.inner_text("#candidate")
+
+
+def test_a_running_campaign_updates_live(page: Page, done: tuple[TeamDb, str],
+                                         artifacts: Path) -> None:
+    db, _ = done
+    live_id = create_campaign(db, budget=20)
+    pg = page.goto(f"/ui/campaigns/{live_id}")
+    page.loaded()
+    wait_js(pg, "['live', 'connecting'].includes(document.querySelector('#live')"
+                         ".dataset.state)")
+    assert attr(pg, "#plot-iteration", "data-points") == "0"
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run_campaign(db, live_id, delay_s=0.08)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        wait_js(pg, "Number(document.querySelector('#plot-iteration').dataset.points)"
+                             " >= 5", 30)
+        pg.screenshot(path=str(artifacts / "campaign-live.png"), full_page=True)
+    finally:
+        worker.join(60)
+    assert not errors, errors
+    wait_js(pg, "document.querySelector('#live').dataset.state === 'finished'", 30)
+    wait_js(pg, "document.querySelector('#plot-time').dataset.drawnPoints === '20'", 30)
+    assert pg.inner_text("[data-stat=evaluations] .value") == "20 / 20"
+    assert pg.inner_text("[data-stat=status] .value") == "done"
+
+
+def test_history_shows_the_teams_best_per_kernel_shape_and_gpu(page: Page,
+                                                               done: tuple[TeamDb, str],
+                                                               artifacts: Path) -> None:
+    db, _ = done
+    with db.sessions() as s:
+        campaigns = [c for c in s.scalars(select(Campaign)).all() if c.best_us]
+    best = min(campaigns, key=lambda c: c.best_us or 0.0)
+    pg = page.goto("/ui/history")
+    page.loaded()
+    row = pg.locator("#history tbody tr")
+    assert row.count() == 1
+    cells = row.first.locator("td").all_inner_texts()
+    assert cells[0] == "gemm_bias_relu"
+    assert cells[1] == "4096×4096×4096"
+    assert cells[2].startswith("NVIDIA H200")
+    assert cells[3] == f"{2 * 4096**3 / (best.best_us * 1e-6) / 1e12:.2f}"  # type: ignore[operator]
+    assert cells[5] == str(len(campaigns))
+    assert cells[7] == best.id[:8]
+    pg.screenshot(path=str(artifacts / "history.png"), full_page=True)
+
+
+def test_report_and_exports_read_the_api_as_they_read_the_database(
+        server: Server, done: tuple[TeamDb, str], tmp_path: Path) -> None:
+    db, cid = done
+    path = db.url.split("///", 1)[1]
+    runner = CliRunner()
+    remote = ["--url", server.url, "--key", db.key]
+    for fmt in ("t4", "kt", "json", "cu"):
+        local = runner.invoke(cli_app, ["export", cid, "--format", fmt, "--db", path])
+        api = runner.invoke(cli_app, ["export", cid[:8], "--format", fmt, *remote])
+        assert local.exit_code == 0, local.output
+        assert api.exit_code == 0, api.output
+        assert api.stdout == local.stdout, fmt
+    for name, source in (("local", ["--db", path]), ("api", remote)):
+        result = runner.invoke(cli_app, ["report", cid, "--out", str(tmp_path / name), *source])
+        assert result.exit_code == 0, result.output
+    assert (tmp_path / "api" / "report.md").read_text() == \
+        (tmp_path / "local" / "report.md").read_text()
+    refused = runner.invoke(cli_app, ["report", cid, "--url", server.url, "--key", "tf_nope"])
+    assert refused.exit_code == 3
+    assert "TUNEFORGE_API_KEY" in refused.stderr
