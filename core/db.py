@@ -35,8 +35,10 @@ def get_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
+@lru_cache(maxsize=16)
 def session_factory(url: str) -> sessionmaker[Session]:
-    """A sessionmaker bound to the engine of ``url``."""
+    """A sessionmaker bound to the engine of ``url`` (one per URL: building one defines a
+    Session subclass, about a millisecond, which every short transaction of a worker paid)."""
     return sessionmaker(get_engine(url), expire_on_commit=False)
 
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import delete
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.settings import Settings
@@ -158,12 +158,20 @@ class CompileJob:
     backend: str
 
 
+#: What the workers read of a candidate and its campaign (not the large source, logs, records).
+_CANDIDATE_COLUMNS = load_only(Candidate.id, Candidate.campaign_id, Candidate.status,
+                               Candidate.params, Candidate.iteration, Candidate.attempts)
+_CAMPAIGN_COLUMNS = load_only(Campaign.id, Campaign.kernel, Campaign.backend, Campaign.m,
+                              Campaign.n, Campaign.k, Campaign.seed, Campaign.tolerance,
+                              Campaign.profile, Campaign.incumbent_id)
+
+
 def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
     """Mark the candidate compiling; None when it is no longer waiting for a compile."""
-    cand = session.get(Candidate, candidate_id)
+    cand = session.get(Candidate, candidate_id, options=[_CANDIDATE_COLUMNS])
     if cand is None or cand.status not in ("pending", "compiling"):
         return None
-    campaign = session.get(Campaign, cand.campaign_id)
+    campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     mark_status(session, candidate_id, "compiling")
     return CompileJob(cand.id, campaign.kernel, dict(cand.params), campaign.backend)
@@ -198,15 +206,15 @@ class EvaluateJob:
 
 def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
     """Mark the candidate measuring (one more delivery attempt); None when it is finished."""
-    cand = session.get(Candidate, candidate_id)
+    cand = session.get(Candidate, candidate_id, options=[_CANDIDATE_COLUMNS])
     if cand is None or cand.status not in ("compiled", "measuring"):
         return None
     mark_status(session, candidate_id, "measuring")
-    campaign = session.get(Campaign, cand.campaign_id)
+    campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     incumbent = None
     if campaign.incumbent_id and campaign.incumbent_id != cand.id:
-        inc = session.get(Candidate, campaign.incumbent_id)
+        inc = session.get(Candidate, campaign.incumbent_id, options=[_CANDIDATE_COLUMNS])
         incumbent = dict(inc.params) if inc is not None else None
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import func, select
+from sqlalchemy.orm import defer
 
 from agent import engine
 from agent.report import best_kernel, summary
@@ -30,10 +31,19 @@ from core.queues import TaskName, enqueue
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 
+#: Columns a campaign summary never reads (kilobytes of JSON and text per candidate).
+LARGE_COLUMNS = ("source", "compile_log", "feedback", "correctness", "profile", "perf")
+
 
 def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
     """A campaign as the API shows it (best and baseline from :func:`agent.report.summary`)."""
+    wanted = [cid for cid in (campaign.best_id, campaign.baseline_id) if cid]
+    # one light query puts both in the identity map, where summary() finds them (the list
+    # keeps them alive: the identity map holds weak references)
+    loaded = session.scalars(select(Candidate).where(Candidate.id.in_(wanted)).options(
+        *(defer(getattr(Candidate, name)) for name in LARGE_COLUMNS))).all() if wanted else []
     s = summary(session, campaign)
+    del loaded
     return CampaignRead(
         id=campaign.id, status=campaign.status,  # type: ignore[arg-type]
         status_reason=campaign.status_reason, kernel=campaign.kernel,
