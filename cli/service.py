@@ -121,16 +121,23 @@ def _supervise(launches: list[tuple[list[str], dict[str, str]]]) -> NoReturn:
     raise typer.Exit(code or max((abs(p.returncode or 0) for p in procs), default=0))
 
 
+@admin.command("migrate")
+def migrate() -> None:
+    """Upgrade the database schema to the newest migration (Alembic ``head``)."""
+    from core.db import upgrade_database
+
+    upgrade_database(get_settings().effective_database_url)
+    err_console.print("database at head")
+
+
 @admin.command("create-team")
 def create_team(name: Annotated[str, typer.Argument(help="team name")]) -> None:
     """Create a team and print its first API key (shown once)."""
     from api import security
-    from core.db import session_scope, upgrade_database
+    from core.db import session_scope
 
-    url = get_settings().effective_database_url
-    upgrade_database(url)
     try:
-        with session_scope(url) as s:
+        with session_scope(get_settings().effective_database_url) as s:
             team, key = security.create_team(s, name=name)
             team_id = team.id
     except security.TeamKeyError as exc:
