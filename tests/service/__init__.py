@@ -1,0 +1,1 @@
+"""Service tests: the API and Celery workers as real processes over Postgres and Redis."""

@@ -1,0 +1,75 @@
+"""docker-compose.yml and the Dockerfile (no Docker engine here: checked by parsing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_every_service_is_there(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"postgres", "redis", "migrate", "api", "agent",
+                                        "compile", "gpu", "flower"}
+    assert set(compose["volumes"]) >= {"pgdata", "tuneforge-home"}
+
+
+def test_datastores_have_healthchecks(compose: dict[str, Any]) -> None:
+    for name in ("postgres", "redis", "api"):
+        check = compose["services"][name]["healthcheck"]
+        assert check["test"]
+        assert check["retries"] >= 3
+    assert "pg_isready" in " ".join(compose["services"]["postgres"]["healthcheck"]["test"])
+
+
+def test_start_order_waits_for_health_and_migrations(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["migrate"]["command"] == ["tuneforge", "admin", "migrate"]
+    assert services["migrate"]["restart"] == "no"
+    for name in ("api", "agent", "compile", "gpu"):
+        deps = services[name]["depends_on"]
+        assert deps["migrate"] == {"condition": "service_completed_successfully"}, name
+        assert deps["redis"] == {"condition": "service_healthy"}, name
+        env = services[name]["environment"]
+        assert env["TUNEFORGE_DATABASE_URL"].startswith("postgresql+psycopg://")
+        assert env["TUNEFORGE_REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_workers_take_their_queues(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["agent"]["command"][:4] == ["tuneforge", "worker", "--role", "agent"]
+    assert services["compile"]["command"][:4] == ["tuneforge", "worker", "--role", "compile"]
+    assert "--role gpu" in services["gpu"]["command"][-1]
+    assert services["api"]["command"][:2] == ["tuneforge", "serve"]
+
+
+def test_gpu_workers_reserve_nvidia_devices(compose: dict[str, Any]) -> None:
+    devices = compose["services"]["gpu"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    for name in ("api", "agent", "compile"):
+        assert "deploy" not in compose["services"][name]
+
+
+def test_flower_is_optional(compose: dict[str, Any]) -> None:
+    assert compose["services"]["flower"]["profiles"] == ["monitoring"]
+    for name, service in compose["services"].items():
+        if name != "flower":
+            assert "profiles" not in service, name
+
+
+def test_dockerfile_installs_the_project_with_its_migrations() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "COPY migrations migrations" in text
+    assert 'pip install --no-cache-dir -e ".[${EXTRAS}]"' in text
+    assert "USER tuneforge" in text

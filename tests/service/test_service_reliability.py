@@ -1,0 +1,141 @@
+"""Reliability: a candidate that kills its GPU worker twice is recorded ``crashed`` (real Celery
+worker processes, killed for real); the Celery settings every task relies on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent import engine
+from core.db import session_scope
+from core.models import Campaign, Candidate
+from core.queues import (
+    MAX_EVALUATION_ATTEMPTS,
+    ROUTES,
+    CeleryQueue,
+    TaskName,
+    make_app,
+    time_limits,
+    visibility_timeout,
+)
+from core.settings import Settings
+from kernels import get_family
+from service.service_stack import ROOT, Stack, wait_until
+from worker.evaluate import ReplayEvaluator
+from worker.jobs import replay_dataset
+
+CRASH_QUEUE = "gpu.crashtest"
+
+
+def pool_children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (the Celery pool)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_a_candidate_that_kills_its_worker_twice_is_recorded_crashed(
+        stack: Stack, tmp_path: Path) -> None:
+    # a compiled baseline, as the agent leaves it for the GPUs
+    with session_scope(stack.db_url) as s:
+        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=5),
+                                          backend="replay")
+        (baseline,) = engine.start_campaign(s, campaign.id)
+        family = get_family("gemm_bias_relu")
+        compiled = ReplayEvaluator(family, replay_dataset("gemm_bias_relu")).compile(
+            family.params_from_dict(baseline.params)).result()
+        engine.record_compile(s, baseline.id, compiled)
+        campaign_id, candidate_id = campaign.id, baseline.id
+
+    # a GPU worker whose replay takes "forever" (the recorded seconds / 1e-5)
+    env = {**stack.env, "TUNEFORGE_WORKER_ROLE": "gpu", "TUNEFORGE_REPLAY_SPEED": "0.00001"}
+    log = (tmp_path / "crash-worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "core.queues", "worker", "-Q", CRASH_QUEUE,
+         "-c", "1", "-n", "crash@%h", "--pool", "prefork", "-l", "INFO",
+         "--without-gossip", "--without-mingle"],
+        env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        sender = make_app(Settings(redis_url=stack.redis_url))
+        sender.send_task(str(TaskName.EVALUATE), args=[candidate_id], queue=CRASH_QUEUE)
+
+        def attempts() -> int:
+            with session_scope(stack.db_url) as s:
+                cand = s.get(Candidate, candidate_id)
+                assert cand is not None
+                return cand.attempts
+
+        for delivery in range(1, MAX_EVALUATION_ATTEMPTS + 1):
+            wait_until(lambda d=delivery: attempts() == d, 60,
+                       f"delivery {delivery} of the evaluation", stack)
+            children = wait_until(lambda: pool_children(worker.pid), 30, "the pool process")
+            for child in children:
+                os.kill(child, signal.SIGKILL)  # the evaluation takes its worker down
+
+        def recorded() -> Candidate | None:
+            with session_scope(stack.db_url) as s:
+                cand = s.get(Candidate, candidate_id)
+                return cand if cand is not None and cand.status == "crashed" else None
+
+        cand = wait_until(recorded, 60, "the candidate to be recorded crashed", stack)
+        with session_scope(stack.db_url) as s:
+            final = s.get(Campaign, campaign_id)
+            assert final is not None
+            status, reason = final.status, final.status_reason
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        log.close()
+    assert cand.attempts == MAX_EVALUATION_ATTEMPTS + 1
+    assert "2 times" in (cand.error or "")
+    assert status == "failed"  # the baseline itself crashed: nothing to tune from
+    assert "crashed" in (reason or "")
+    assert "WorkerLostError" in (tmp_path / "crash-worker.log").read_text()
+
+
+def test_celery_settings_make_tasks_safe_to_redeliver() -> None:
+    settings = Settings(redis_url="redis://127.0.0.1:6379/15")
+    app = make_app(settings)
+    import agent.tasks  # noqa: F401  (registers the tasks)
+    import worker.tasks  # noqa: F401
+
+    conf = app.conf
+    assert conf.task_acks_late is True
+    assert conf.task_reject_on_worker_lost is True
+    assert conf.task_acks_on_timeout is False
+    assert conf.worker_prefetch_multiplier == 1
+    limits = time_limits(settings)
+    assert set(limits) == set(TaskName)
+    for name, (soft, hard) in limits.items():
+        annotation = conf.task_annotations[name]
+        assert annotation == {"soft_time_limit": soft, "time_limit": hard}
+        assert 0 < soft < hard
+    assert conf.broker_transport_options["visibility_timeout"] > max(
+        hard for _soft, hard in limits.values())
+    assert visibility_timeout(settings) == conf.broker_transport_options["visibility_timeout"]
+    from core.queues import app as service_app
+
+    registered = set(service_app.tasks)
+    assert {str(n) for n in TaskName} <= registered
+    assert ROUTES[TaskName.COMPILE] == CeleryQueue.COMPILE
+    assert all(ROUTES[n] == CeleryQueue.AGENT
+               for n in (TaskName.DECIDE, TaskName.COMPILED, TaskName.MEASURED))
+
+
+@pytest.mark.parametrize("name", list(TaskName))
+def test_every_task_has_a_soft_and_hard_limit_when_registered(name: TaskName) -> None:
+    import agent.tasks  # noqa: F401
+    import worker.tasks  # noqa: F401
+    from core.queues import app as service_app
+
+    task = service_app.tasks[str(name)]
+    annotation = service_app.conf.task_annotations[str(name)]
+    assert annotation["soft_time_limit"] < annotation["time_limit"]
+    assert task.acks_late is True
