@@ -15,10 +15,13 @@ app = typer.Typer(
     name="tuneforge",
     help="Auto-tune CUDA kernels with an agent in a closed loop.\n\n"
     "Examples:\n\n"
+    "  tuneforge tune --budget 200 --db runs.db      # a campaign here (GPU, or a replay)\n\n"
+    "  tuneforge report ID --db runs.db              # plots and a Markdown summary\n\n"
+    "  tuneforge export ID --db runs.db --format kt  # for Kernel Tuner (also cu, json, t4)\n\n"
+    "  tuneforge serve                               # the API and the dashboard on :8000\n\n"
     "  tuneforge actions --json\n\n"
     "  tuneforge render --params '{\"smem\": true, \"coalesced\": true}'\n\n"
-    "  tuneforge compile --actions 'apply_coalesce(true);apply_shared_memory_load(true);"
-    "apply_tiling(32)' --json",
+    "Every command has --help with examples.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -82,7 +85,14 @@ def actions(
     kernel: KernelOpt = "gemm_bias_relu",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """List the action space: every transform with its argument domains."""
+    """List the action space: every transform with its argument domains.
+
+    Examples:
+
+      tuneforge actions
+
+      tuneforge actions --json | jq '.[].name'
+    """
     family = _family(kernel)
     specs = [spec.to_dict() for spec in family.transforms]
     if as_json:
@@ -105,7 +115,14 @@ def render(
     actions: ActionsOpt = None,
     kernel: KernelOpt = "gemm_bias_relu",
 ) -> None:
-    """Print the CUDA source of a point (the baseline when nothing is given)."""
+    """Print the CUDA source of a point (the baseline when nothing is given).
+
+    Examples:
+
+      tuneforge render --params '{"smem": true, "coalesced": true}'
+
+      tuneforge render --actions 'apply_coalesce(true);apply_register_block(4, 4)'
+    """
     from kernels.base import Rejection
 
     family = _family(kernel)
@@ -126,7 +143,14 @@ def compile_cmd(
     kernel: KernelOpt = "gemm_bias_relu",
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Compile a point with nvcc and report registers, smem, spills (no GPU needed)."""
+    """Compile a point with nvcc and report registers, smem, spills (no GPU needed).
+
+    Examples:
+
+      tuneforge compile --actions 'apply_shared_memory_load(true);apply_tiling(32)' --json
+
+      tuneforge compile --params '{"block_x": 32, "block_y": 8}' --arch sm_80
+    """
     from kernels.base import Rejection
     from worker.compile import CompileResult, compile_candidate, compiler_from_settings
 

@@ -308,9 +308,11 @@ def report(
     out: Annotated[Path | None, typer.Option(
         help="folder for the files (default tuneforge-out/<id8>/)")] = None,
 ) -> None:
-    """Write a campaign's report: convergence plots as PNG (against iteration and against time)
-    and a Markdown summary (best, baseline, speedup, % of cuBLAS, the accepted steps with their
-    reasons, the transforms that paid).
+    """Write a campaign's report: convergence plots (PNG) and a Markdown summary.
+
+    The plots show best-so-far TFLOP/s against iteration and against time, with the cuBLAS and
+    FP32-peak lines; the summary has the best, the baseline, the speedup, % of cuBLAS, the
+    accepted steps with their reasons and the transforms that paid.
 
     Examples:
 

@@ -32,7 +32,14 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
 ) -> None:
-    """Run the REST API (migrates the database to head first)."""
+    """Run the REST API and the web dashboard (migrates the database to head first).
+
+    Examples:
+
+      TUNEFORGE_DATABASE_URL=postgresql+psycopg://tf@db/tuneforge tuneforge serve --host 0.0.0.0
+
+      tuneforge serve --port 8080        # then open http://127.0.0.1:8080/ (the dashboard)
+    """
     import uvicorn
 
     from core.db import upgrade_database
@@ -69,7 +76,16 @@ def worker(
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Celery log level")] = "WARNING",
 ) -> None:
-    """Run Celery workers of one role (one process per GPU for --role gpu)."""
+    """Run Celery workers of one role (one process per GPU for --role gpu).
+
+    Examples:
+
+      tuneforge worker --role gpu --gpus 0,1,2,3
+
+      tuneforge worker --role compile --concurrency 16
+
+      tuneforge worker --role gpu --backend replay --gpus 0,1   # no GPU: recorded measurements
+    """
     settings = get_settings()
     if role not in ROLES:
         fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}")
@@ -123,7 +139,10 @@ def _supervise(launches: list[tuple[list[str], dict[str, str]]]) -> NoReturn:
 
 @admin.command("migrate")
 def migrate() -> None:
-    """Upgrade the database schema to the newest migration (Alembic ``head``)."""
+    """Upgrade the database schema to the newest migration (Alembic ``head``).
+
+    Example: TUNEFORGE_DATABASE_URL=postgresql+psycopg://tf@db/tuneforge tuneforge admin migrate
+    """
     from core.db import upgrade_database
 
     upgrade_database(get_settings().effective_database_url)
@@ -132,7 +151,10 @@ def migrate() -> None:
 
 @admin.command("create-team")
 def create_team(name: Annotated[str, typer.Argument(help="team name")]) -> None:
-    """Create a team and print its first API key (shown once)."""
+    """Create a team and print its first API key (shown once).
+
+    Example: TUNEFORGE_API_KEY=$(tuneforge admin create-team kernels-team)
+    """
     from api import security
     from core.db import session_scope
 
@@ -148,7 +170,10 @@ def create_team(name: Annotated[str, typer.Argument(help="team name")]) -> None:
 
 @admin.command("rotate-key")
 def rotate_key(team: Annotated[str, typer.Argument(help="team name")]) -> None:
-    """Issue a new key for a team and revoke its old ones."""
+    """Issue a new key for a team and revoke its old ones.
+
+    Example: tuneforge admin rotate-key kernels-team
+    """
     from api import security
     from core.db import session_scope
 
@@ -164,7 +189,10 @@ def rotate_key(team: Annotated[str, typer.Argument(help="team name")]) -> None:
 @admin.command("revoke-key")
 def revoke_key(prefix: Annotated[str, typer.Argument(help="key prefix, e.g. tf_1a2b3c4d")]
                ) -> None:
-    """Revoke one key by its prefix."""
+    """Revoke one key by its prefix.
+
+    Example: tuneforge admin revoke-key tf_1a2b3c4d
+    """
     from api import security
     from core.db import session_scope
 
@@ -225,7 +253,16 @@ def submit(
                                               '{"shape": {"m": 4096, "n": 4096, "k": 4096}}')],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Submit a campaign; prints its id."""
+    """Submit a campaign; prints its id.
+
+    Examples:
+
+      echo '{"shape": {"m": 4096, "n": 4096, "k": 4096}, "budget": {"iterations": 300}}' > spec.json
+
+      tuneforge submit spec.json --url http://gpu-box:8000 --key tf_…
+
+      tuneforge watch "$(tuneforge submit spec.json)"
+    """
     try:
         body = json.loads(spec.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -260,7 +297,14 @@ def watch(
     campaign_id: Annotated[str, typer.Argument(help="campaign id")],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Follow a campaign's progress (server-sent events) until it finishes."""
+    """Follow a campaign's progress (server-sent events) until it finishes.
+
+    Examples:
+
+      tuneforge watch 81d814f4e0c84d6c9a3e5a1f2b7d9c01
+
+      TUNEFORGE_API_URL=http://gpu-box:8000 TUNEFORGE_API_KEY=tf_… tuneforge watch ID
+    """
     import httpx
     from rich.progress import (
         BarColumn,

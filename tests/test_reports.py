@@ -288,3 +288,18 @@ def test_formats_are_pure_and_order_parameters_by_domain() -> None:
     t4 = formats.t4_results(rows)
     assert [r["invalidity"] for r in t4["results"]] == ["correct", "constraints"]
     assert t4["results"][0]["times"]["runtimes"] == [1.999, 2.0, 2.001]
+
+
+def test_every_command_has_help_with_examples() -> None:
+    from typer.main import get_command
+
+    root = get_command(cli_app)
+    assert "Example" in tf("--help").stdout
+    commands = root.commands  # type: ignore[attr-defined]
+    names = [[name] for name in commands if name != "admin"]
+    names += [["admin", name] for name in commands["admin"].commands]
+    assert ["export"] in names and ["report"] in names and ["campaigns"] in names
+    for name in names:
+        result = tf(*name, "--help")
+        assert result.exit_code == 0, name
+        assert "Example" in result.stdout, name
