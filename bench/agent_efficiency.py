@@ -281,8 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     _BUDGET[0] = args.budget
     st = _load()
+    sources = []
     for path in args.load:
-        _RUNS.extend(json.loads(path.read_text())["runs"])
+        data = json.loads(path.read_text())
+        _RUNS.extend({**r, "loaded": True} for r in data["runs"])
+        sources.append(f"`{data.get('command', '?')}` (commit {data.get('commit', '?')}: "
+                       f"{', '.join(sorted({r['tuner'] for r in data['runs']}))})")
     loaded = {r["tuner"] for r in _RUNS}
     policies = [p for p in args.policies.split(",") if p and f"tuneforge {p}" not in loaded]
     strategies = [s for s in (KT_STRATEGIES if args.kt == "all" else args.kt.split(","))
@@ -307,14 +311,17 @@ def main(argv: list[str] | None = None) -> int:
     _RUNS.sort(key=lambda r: (order.index(r["tuner"]) if r["tuner"] in order else len(order),
                               r["tuner"].startswith("Kernel Tuner"), r["seed"]))
     rows = summarize(_RUNS)
-    command = "python -m bench.agent_efficiency " + " ".join(argv if argv is not None
-                                                           else sys.argv[1:])
+    command = ("python -m bench.agent_efficiency " + " ".join(argv if argv is not None
+                                                            else sys.argv[1:])).strip()
+    ran = sorted({r["tuner"] for r in _RUNS} - {r["tuner"] for r in _RUNS if r.get("loaded")})
     checks = verdict(rows, args.seeds)
     text = "\n".join([
         SECTION, "",
-        f"Command: `{command.strip()}` · date {DOC_DATE} · machine: {MACHINE} · commit "
-        f"{_commit()} · {args.seeds} seeds, budget {args.budget} evaluations, "
-        f"{args.jobs} parallel jobs, {elapsed:.0f} s in all.",
+        f"Command: `{command}` · date {DOC_DATE} · machine: {MACHINE} · commit "
+        f"{_commit()} · {args.seeds} seeds, budget {args.budget} evaluations"
+        + (f", {args.jobs} parallel jobs, {elapsed:.0f} s in all" if ran else "")
+        + (f" ({', '.join(ran)})." if sources and ran else ".")
+        + ("".join(f"\n\nRuns loaded from {src}." for src in sources)),
         "",
         f"Dataset optimum: {st['optimum']:.2f} TFLOP/s ({st['optimum_us']:.1f} µs) at "
         f"{st['shape']}; {len(st['space'].points())} points. Medians over seeds; a target not "
@@ -322,14 +329,18 @@ def main(argv: list[str] | None = None) -> int:
         "there). Evaluations include the baseline. tuneforge's best is the best accepted "
         "candidate; Kernel Tuner's the best configuration evaluated (simulation mode on the "
         "same measurements). Wall seconds are this machine's (Kernel Tuner's spread evenly over "
-        "its run); GPU seconds are what the replayed measurements took on the H200.",
+        "its run); GPU seconds are what the replayed measurements took on the H200. A tuneforge "
+        "run "
+        "goes through the whole embedded loop (SQLite, engine, policy) and stops early once it "
+        "holds the optimum, so 'wall s per run' is short for runs that found it.",
         "",
         table(rows, args.budget), "",
         *checks, "",
     ])
     if args.json:
-        args.json.write_text(json.dumps({"runs": _RUNS, "summary": rows}, indent=1,
-                                        default=str))
+        own = [r for r in _RUNS if not r.get("loaded")]
+        args.json.write_text(json.dumps({"command": command, "commit": _commit(), "runs": own,
+                                         "summary": rows}, indent=1, default=str))
     if args.write_docs:
         write_docs(text)
     print(text)
