@@ -182,9 +182,10 @@ def compile_cmd(
 
 from cli import report  # noqa: E402
 from cli.service import register  # noqa: E402
-from cli.tune import tune  # noqa: E402
+from cli.tune import evaluate, tune  # noqa: E402
 
 app.command()(tune)
+app.command()(evaluate)
 register(app)
 report.register(app)
 

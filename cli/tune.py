@@ -232,3 +232,77 @@ def _print_summary(r: dict[str, Any]) -> None:
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
+
+
+def evaluate(
+    params: Annotated[str | None, typer.Option(
+        help="parameters as JSON (default baseline)")] = None,
+    actions: Annotated[str | None, typer.Option(
+        help="transforms applied in order from the baseline, ';'-separated")] = None,
+    shape: Annotated[str, typer.Option(help="problem shape MxNxK")] = "4096x4096x4096",
+    backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
+    tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
+    profile: Annotated[str, typer.Option(help="light | full (Nsight Compute)")] = "light",
+    seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
+    kernel: Annotated[str, typer.Option(help="kernel family")] = "gemm_bias_relu",
+    as_json: Annotated[bool, typer.Option("--json", help="print the record as one JSON line")
+                       ] = False,
+) -> None:
+    """Compile, check and time one point; print its feedback record.
+
+    Examples:
+
+      tuneforge evaluate --json
+
+      tuneforge evaluate --actions 'apply_coalesce(true);apply_shared_memory_load(true)' --json
+
+      tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
+    """
+    from cli.main import resolve_params
+    from kernels import get_family
+    from kernels.base import Rejection, Shape
+    from worker.compile import CompileResult
+    from worker.evaluate import feedback_record
+
+    settings = get_settings()
+    try:
+        family = get_family(kernel)
+        problem = Shape.parse(shape)
+    except ValueError as exc:
+        fail(str(exc))
+    if backend not in ("auto", "gpu", "replay"):
+        fail(f"--backend must be auto, gpu or replay, not {backend!r}")
+    if profile not in ("light", "full"):
+        fail(f"--profile must be light or full, not {profile!r}")
+    point = resolve_params(family, params, actions)
+    evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],
+                                                    tolerance=tolerance, profile=profile)
+    ev = evaluators[0]
+    try:
+        if used == "replay":
+            err_console.print(f"[yellow]replay backend[/] ({why_not_gpu or 'asked for'}): "
+                              f"measurements of {ev.device.get('name')} taken on "
+                              f"{ev.measured_on}")
+        limit = family.max_smem_limit(settings.arch)
+        if isinstance(point, Rejection):
+            compiled = CompileResult.rejected({**point.to_dict(), "max_smem_limit": limit})
+            m = None
+        else:
+            compiled = ev.compile(point).result()
+            m = (ev.measure(point, compiled, shape=problem, iteration=0, seed=seed)
+                 if compiled.status == "ok" else None)
+        record = feedback_record(point if not isinstance(point, Rejection)
+                                 else family.baseline, compiled, m, max_smem_limit=limit,
+                                 device=ev.device, backend=used,
+                                 action=actions)
+    finally:
+        for e in evaluators:
+            e.close()
+    if as_json:
+        sys.stdout.write(json.dumps(record) + "\n")
+    else:
+        from rich.pretty import Pretty
+
+        console.print(Pretty(record))
+    if record["status"] != "ok":
+        raise typer.Exit(1)

@@ -490,3 +490,26 @@ class ReplayEvaluator:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+CANDIDATE_STATUS_OF_COMPILE = {"error": "compile_error", "timeout": "compile_timeout",
+                               "rejected": "rejected"}
+
+
+def feedback_record(params: Any, compiled: CompileResult, m: Measurement | None, *,
+                    max_smem_limit: int, device: dict[str, Any], backend: str,
+                    action: str | None = None, iteration: int = 0) -> dict[str, Any]:
+    """A standalone feedback record (DESIGN.md §5) of one evaluation, validated by the schema."""
+    from core.feedback import FeedbackRecord
+
+    compile_block = compiled.summary(max_smem_limit)
+    compile_status = compile_block.pop("status")
+    status = CANDIDATE_STATUS_OF_COMPILE.get(compile_status) or (m.status if m else "ok")
+    record = FeedbackRecord.model_validate({
+        "iteration": iteration, "action_taken": action, "params": params.to_dict(),
+        "status": status, "compile_status": compile_status, "compile": compile_block,
+        "correctness": m.correctness if m else None, "perf": m.perf if m else None,
+        "profile": m.profile if m else None, "device": device, "backend": backend,
+        "error": (m.error if m else None) or compiled.error,
+    })
+    return record.model_dump(mode="json")
