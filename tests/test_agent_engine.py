@@ -422,7 +422,7 @@ def test_feedback_records_validate_against_the_schema(
 
 
 # ---- determinism ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("policy", "budget"), [("expert", 40), ("random", 25), ("optuna", 15)])
+@pytest.mark.parametrize(("policy", "budget"), [("expert", 30), ("random", 20), ("optuna", 15)])
 def test_same_seed_same_decision_chain(tmp_path: Path, policy: str, budget: int) -> None:
     chains = []
     for attempt in ("a", "b"):
