@@ -24,14 +24,21 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from agent import engine
 from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
-from core.models import CANDIDATE_FINAL, Campaign, Candidate, WorkerHeartbeat, utcnow
+from core.models import (
+    CANDIDATE_FINAL,
+    Campaign,
+    Candidate,
+    Event,
+    WorkerHeartbeat,
+    utcnow,
+)
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
 from kernels import get_family
@@ -171,6 +178,21 @@ def fail(session: Session, campaign_id: str, reason: str) -> None:
     campaign = session.get(Campaign, campaign_id, with_for_update=True)
     if campaign is not None:
         engine.finish_campaign(session, campaign, "failed", reason[:500])
+
+
+def stalled(session: Session, *, quiet_s: float) -> list[str]:
+    """Campaigns that may have lost their next step: queued ones, and running ones with no
+    event for ``quiet_s`` (an enqueue that failed after its commit, a broker that lost its
+    messages). A ``decide`` for each is harmless: it only tops up and re-plans."""
+    since = utcnow() - dt.timedelta(seconds=quiet_s)
+    last_event = (select(Event.campaign_id, func.max(Event.created_at).label("at"))
+                  .group_by(Event.campaign_id).subquery())
+    rows = session.execute(
+        select(Campaign.id).outerjoin(last_event, last_event.c.campaign_id == Campaign.id)
+        .where(Campaign.status.in_(("queued", "running")),
+               (last_event.c.at.is_(None)) | (last_event.c.at < since))
+    ).all()
+    return [cid for (cid,) in rows]
 
 
 def send(plan: Plan) -> None:

@@ -8,16 +8,18 @@ campaign ``failed`` with the reason, instead of leaving it hanging.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init, worker_process_shutdown
 from sqlalchemy.orm import Session
 
 from agent import service
 from core.db import session_scope
 from core.models import Candidate
-from core.queues import INFRA_ERRORS, TaskName, app
+from core.queues import INFRA_ERRORS, TaskName, app, enqueue, redis_client
 from core.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,43 @@ def _campaign_of_candidate(candidate_id: str) -> Callable[[Session], str | None]
         cand = s.get(Candidate, candidate_id)
         return cand.campaign_id if cand is not None else None
     return find
+
+
+_stop = threading.Event()
+
+
+@worker_process_init.connect
+def _start_reconciler(**_: Any) -> None:
+    if get_settings().worker_role == "agent":
+        _stop.clear()
+        threading.Thread(target=_reconcile_loop, daemon=True, name="reconcile").start()
+
+
+@worker_process_shutdown.connect
+def _stop_reconciler(**_: Any) -> None:
+    _stop.set()
+
+
+def _reconcile_loop() -> None:
+    while not _stop.wait(get_settings().reconcile_s):
+        try:
+            reconcile()
+        except Exception:  # the database or Redis is away: try again next period
+            log.warning("reconcile failed", exc_info=True)
+
+
+def reconcile() -> list[str]:
+    """Send ``agent.decide`` to every stalled campaign (one agent process per period, by a
+    Redis lock); the ids sent."""
+    period = get_settings().reconcile_s
+    if not redis_client().set("tuneforge:reconcile", b"1", nx=True,
+                              px=max(1, int(period * 900))):
+        return []
+    with session_scope(_url()) as s:
+        ids = service.stalled(s, quiet_s=period)
+    for campaign_id in ids:
+        enqueue(TaskName.DECIDE, campaign_id)
+    return ids
 
 
 @app.task(name=TaskName.DECIDE, autoretry_for=INFRA_ERRORS, retry_backoff=True, max_retries=8)

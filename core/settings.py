@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     )
     worker_role: str = Field(default="", description="compile | gpu | agent (set by the CLI)")
     heartbeat_s: float = Field(default=5.0, description="worker heartbeat period")
+    reconcile_s: float = Field(
+        default=60.0, description="period of the agent's look for campaigns that lost their "
+                                  "next step (and how long a running one must be quiet)",
+    )
     gpu_memory_gib: float = Field(
         default=80.0, description="GPU memory a campaign's A, B, C, bias and fp64 reference "
                                   "may take (bounds the accepted shapes)",

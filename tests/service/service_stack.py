@@ -120,7 +120,7 @@ def service_env(db_url: str, redis_url: str, home: Path, api: str) -> dict[str, 
     env.update({
         "TUNEFORGE_DATABASE_URL": db_url, "TUNEFORGE_REDIS_URL": redis_url,
         "TUNEFORGE_BACKEND": "replay", "TUNEFORGE_HOME": str(home),
-        "TUNEFORGE_API_URL": api, "TUNEFORGE_HEARTBEAT_S": "1",
+        "TUNEFORGE_API_URL": api, "TUNEFORGE_HEARTBEAT_S": "1", "TUNEFORGE_RECONCILE_S": "2",
         "PYTHONUNBUFFERED": "1",
     })
     return env

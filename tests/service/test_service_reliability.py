@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from agent import engine
 from core.db import session_scope
@@ -60,6 +61,10 @@ def test_a_candidate_that_kills_its_worker_twice_is_recorded_crashed(
          "--without-gossip", "--without-mingle"],
         env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
+        # sent as the agent sends it: through the enqueue guard (so that the reconciler does
+        # not send it to the regular GPU workers), to the crash worker's queue
+        guard = f"tuneforge:sent:{TaskName.EVALUATE}:{candidate_id}"
+        assert redis.Redis.from_url(stack.redis_url).set(guard, b"1", nx=True, ex=600)
         sender = make_app(Settings(redis_url=stack.redis_url))
         sender.send_task(str(TaskName.EVALUATE), args=[candidate_id], queue=CRASH_QUEUE)
 
@@ -139,3 +144,19 @@ def test_every_task_has_a_soft_and_hard_limit_when_registered(name: TaskName) ->
     annotation = service_app.conf.task_annotations[str(name)]
     assert annotation["soft_time_limit"] < annotation["time_limit"]
     assert task.acks_late is True
+
+
+def test_a_campaign_whose_enqueue_was_lost_is_picked_up(stack: Stack) -> None:
+    # committed but never enqueued (the API lost Redis right after its commit)
+    with session_scope(stack.db_url) as s:
+        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=3),
+                                          backend="replay")
+        campaign_id = campaign.id
+
+    def finished() -> str | None:
+        with session_scope(stack.db_url) as s:
+            found = s.get(Campaign, campaign_id)
+            assert found is not None
+            return found.status if found.status in ("done", "failed") else None
+
+    assert wait_until(finished, 30, "the reconciler to start the campaign", stack) == "done"
