@@ -48,8 +48,10 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
     folder = Path(ARTIFACTS) if ARTIFACTS else tmp_path_factory.mktemp("dashboard-artifacts")
     folder.mkdir(parents=True, exist_ok=True)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"dashboard screenshots: {folder}")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # past pytest's output capture
+            reporter.write_line(f"dashboard screenshots: {folder}")
     return folder
 
 
