@@ -149,7 +149,9 @@ class ExpertPolicy:
                                   f"last tile needed {rejection.get('smem_bytes')} B of smem, "
                                   f"limit {limit} B: tile {tile} needs {need} B"))
                     break
-        if not p.smem:
+        if p.tf32x3:
+            moves += self._tensor_core_moves(inc)
+        elif not p.smem:
             reason = ("operands come straight from global memory, re-read by every thread: "
                       "memory-bound")
             if p.vec < 4:
@@ -178,12 +180,40 @@ class ExpertPolicy:
                           ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
             if p.vec < 4:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
+            if p.reg_m * p.reg_n >= 16:
+                moves.append(("apply_tf32x3(true)",
+                              f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
+                              "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
+                              "with a higher ceiling"))
         out = []
         for text, reason in moves:
             prop = self._move(ctx, text, reason, tabu)
             if prop is not None:
                 out.append(prop)
         return out
+
+    @staticmethod
+    def _tensor_core_moves(inc: HistoryItem) -> list[tuple[str, str]]:
+        p = inc.params
+        spills = (inc.compile or {}).get("spill_bytes") or 0
+        moves: list[tuple[str, str]] = []
+        if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
+            moves.append(("apply_warp_tiling(32, 32)",
+                          f"{spills} bytes of spills: a smaller warp tile needs fewer "
+                          "accumulator registers"))
+        if p.stages < 2:
+            moves.append(("apply_double_buffer(2)",
+                          "three cp.async buffers keep two tiles in flight behind the mma"))
+        if p.tile_k < 32:
+            moves.append(("apply_tiling(32)", "deeper K-tiles: fewer barriers per mma step"))
+        if p.warp_m * p.warp_n < 32 * 64:
+            moves += [("apply_warp_tiling(32, 64)", "a larger warp tile reuses each fragment "
+                       "over more mma"), ("apply_warp_tiling(64, 32)", "a larger warp tile "
+                       "reuses each fragment over more mma")]
+        if p.swizzle == 1:
+            moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share B "
+                          "tiles in L2"))
+        return moves
 
     # -- search --------------------------------------------------------------------------------
     def _local_search(self, ctx: PolicyContext, start: HistoryItem,

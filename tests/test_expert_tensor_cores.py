@@ -1,0 +1,44 @@
+"""The expert's rules for the tensor-core path, on the GPU's whole space (no replay needed)."""
+
+from __future__ import annotations
+
+from agent.policies.base import HistoryItem, PolicyContext, key_of
+from agent.policies.expert import ExpertPolicy
+from agent.spaces import FullSpace
+from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.params import GemmParams
+
+
+def incumbent(params: GemmParams, spill_bytes: int = 0) -> HistoryItem:
+    params = params.canonical()
+    return HistoryItem(id="inc", iteration=5, params=params, key=key_of(params), status="ok",
+                       avg_us=3000.0, accepted=True,
+                       compile={"spill_bytes": spill_bytes, "regs_per_thread": 128})
+
+
+def context(inc: HistoryItem) -> PolicyContext:
+    return PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_90"), arch="sm_90",
+                         incumbent=inc, history=[inc], seed=1, iteration=6, threshold_pct=0.5)
+
+
+def test_a_register_blocked_simt_kernel_is_offered_the_tensor_cores() -> None:
+    simt = GemmParams(coalesced=True, smem=True, reg_m=8, reg_n=8, vec=4, pad=4)
+    proposals = ExpertPolicy().propose(context(incumbent(simt)), 40)
+    tc = [p for p in proposals if p.action == "apply_tf32x3(true)"]
+    assert len(tc) == 1
+    assert "FP32 FMA" in tc[0].reason
+    assert tc[0].params.tf32x3
+
+
+def test_a_spilling_tensor_core_kernel_gets_a_smaller_warp_tile_first() -> None:
+    tc = GemmParams(tf32x3=True, block_x=64, block_y=2, warp_m=32, warp_n=64, tile_k=32)
+    proposals = ExpertPolicy().propose(context(incumbent(tc, spill_bytes=32)), 5)
+    assert proposals[0].action == "apply_warp_tiling(32, 32)"
+    assert "spills" in proposals[0].reason
+    assert "apply_double_buffer(2)" in [p.action for p in proposals]
+
+
+def test_an_unblocked_simt_kernel_is_not_sent_to_the_tensor_cores_by_rule() -> None:
+    simt = GemmParams(coalesced=True, smem=True, reg_m=2, reg_n=2)
+    proposals = ExpertPolicy().propose(context(incumbent(simt)), 8)
+    assert all(not p.action.startswith("apply_tf32x3") for p in proposals)
