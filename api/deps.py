@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Path, status
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from api.security import Authenticated, authenticate
 from core.db import session_factory
@@ -14,13 +15,15 @@ from core.models import Campaign
 from core.settings import Settings, get_settings
 
 
-def get_db() -> Iterator[Session]:
-    """One session per request (the endpoint commits what it writes)."""
+async def get_db() -> AsyncIterator[Session]:
+    """One session per request (the endpoint commits what it writes). Opening one does no I/O
+    (it connects at its first query, in the endpoint's thread); closing it returns the
+    connection to the pool, in a worker thread."""
     session = session_factory(get_settings().effective_database_url)()
     try:
         yield session
     finally:
-        session.close()
+        await run_in_threadpool(session.close)
 
 
 SessionDep = Annotated[Session, Depends(get_db)]
