@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # The distributed service on one H200: Postgres + Redis (shared/gpu-host), tuneforge serve, agent,
 # compile and GPU workers (--backend gpu), one campaign submitted and watched over HTTP.
+# Setup on the dev box (ignored folder, carried with the command):
+#   mkdir -p .gpu/svc/wheels && cp ../shared/wheels/*.whl .gpu/svc/wheels/
+#   cp -r ../shared/gpu-host .gpu/svc/gpu-host && cp docs/gpu-runs/2026-11-29-service/run.sh .gpu/svc/
+#   ../shared/tools/device-wheels.sh .gpu/svc/wheels "celery[redis]>=5.4" "psycopg[binary]>=3.1" \
+#       fastapi "uvicorn>=0.29" sqlalchemy pydantic pydantic-settings typer alembic jinja2 httpx anyio
+# then, on the GPU machine: bash .gpu/svc/run.sh   (carry .gpu/svc)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/svc/wheels/*.whl || exit 1
