@@ -14,12 +14,23 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent import service
 from core.db import session_scope
-from core.models import Candidate
-from core.queues import INFRA_ERRORS, TaskName, app, enqueue, redis_client
+from core.models import Campaign, Candidate
+from core.queues import (
+    INFRA_ERRORS,
+    TaskName,
+    app,
+    enqueue,
+    enqueue_once,
+    forget_sent,
+    gpu_queue,
+    mentioned_in_messages,
+    redis_client,
+)
 from core.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -77,17 +88,60 @@ def _reconcile_loop() -> None:
 
 
 def reconcile() -> list[str]:
-    """Send ``agent.decide`` to every stalled campaign (one agent process per period, by a
-    Redis lock); the ids sent."""
+    """Send ``agent.decide`` to every stalled campaign, and the lost step of every candidate
+    stranded mid-flight (one agent process per period, by a Redis lock); the campaign ids."""
     period = get_settings().reconcile_s
     if not redis_client().set("tuneforge:reconcile", b"1", nx=True,
                               px=max(1, int(period * 900))):
         return []
     with session_scope(_url()) as s:
         ids = service.stalled(s, quiet_s=period)
+        working = _working(s, ids)
     for campaign_id in ids:
         enqueue(TaskName.DECIDE, campaign_id)
+    resend_stranded(working)
     return ids
+
+
+#: The step that a candidate in each working status waits for (decide re-plans the others).
+_STEP = {"compiling": TaskName.COMPILE, "measuring": TaskName.EVALUATE}
+
+
+def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Candidates of ``campaign_ids`` that a worker took: id -> (status, queue of the step)."""
+    if not campaign_ids:
+        return {}
+    rows = session.execute(
+        select(Candidate.id, Candidate.status, Campaign.arch)
+        .join(Campaign, Campaign.id == Candidate.campaign_id)
+        .where(Candidate.campaign_id.in_(campaign_ids), Candidate.status.in_(tuple(_STEP))))
+    return {cid: (status, gpu_queue(arch) if status == "measuring" else "compile")
+            for cid, status, arch in rows}
+
+
+def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5) -> list[str]:
+    """Send again the step of every candidate that a worker took but that no message of the
+    broker names any more (the broker restarted and lost the running task's message, or the
+    report the task sent): without this, a Redis restart strands a campaign. Checked twice
+    ``recheck_s`` apart (a message is briefly in neither place while a worker takes it);
+    sending a step twice is harmless (workers skip finished candidates). The ids sent."""
+    if not working:
+        return []
+    missing = set(working) - mentioned_in_messages(set(working))
+    if missing:
+        _stop.wait(recheck_s)
+        missing -= mentioned_in_messages(missing)
+    with session_scope(_url()) as s:  # still where it was (not finished meanwhile)
+        still = {cid for cid, status in s.execute(
+            select(Candidate.id, Candidate.status).where(Candidate.id.in_(missing)))
+            if status == working[cid][0]} if missing else set()
+    for cid in sorted(still):
+        status, queue = working[cid]
+        log.warning("candidate %s was %s but its message is gone: sending it again",
+                    cid, status)
+        forget_sent(_STEP[status], cid)
+        enqueue_once(_STEP[status], cid, cid, queue=queue)
+    return sorted(still)
 
 
 @app.task(name=TaskName.DECIDE, autoretry_for=INFRA_ERRORS, retry_backoff=True, max_retries=8)

@@ -180,7 +180,7 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
-from cli import report  # noqa: E402
+from cli import db, report  # noqa: E402
 from cli.service import register  # noqa: E402
 from cli.tune import evaluate, tune  # noqa: E402
 
@@ -188,6 +188,7 @@ app.command()(tune)
 app.command()(evaluate)
 register(app)
 report.register(app)
+db.register(app)
 
 
 def main() -> NoReturn:

@@ -186,6 +186,32 @@ def enqueue_once(name: TaskName, key: str, *args: Any, queue: str | None = None)
     return True
 
 
+def forget_sent(name: TaskName, key: str) -> None:
+    """Drop the enqueue guard of one step (its message is known lost: it may be sent again)."""
+    redis_client().delete(f"tuneforge:sent:{name}:{key}")
+
+
+def mentioned_in_messages(ids: set[str]) -> set[str]:
+    """Which of ``ids`` some message of the broker names: waiting in a queue (every list of
+    the broker's database) or delivered and not yet acknowledged (kombu's ``unacked`` hash,
+    which holds a task while it runs, ``acks_late``). An in-flight candidate that no message
+    names was lost with its message (a broker restarted without persistence)."""
+    if not ids:
+        return set()
+    client = redis_client()
+    needles = {i: i.encode() for i in ids}
+    found: set[str] = set()
+
+    def scan(payloads: Any) -> None:
+        for raw in payloads:
+            found.update(i for i, needle in needles.items() if needle in raw)
+
+    for name in client.scan_iter(_type="list", count=500):
+        scan(client.lrange(name, 0, -1))
+    scan(client.hvals("unacked"))
+    return found
+
+
 def queue_lengths(arches: tuple[str, ...] = ("sm_90",)) -> dict[str, int]:
     """Messages waiting in each queue (Redis ``LLEN``; cheap)."""
     names = [CeleryQueue.AGENT.value, CeleryQueue.COMPILE.value, *(gpu_queue(a) for a in arches)]

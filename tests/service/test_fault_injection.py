@@ -1,0 +1,392 @@
+"""Fault injection with real processes on a private stack (its own Postgres server, its own
+Redis server, the API and Celery workers as subprocesses): GPU and compile worker processes
+SIGKILLed mid-task, Redis and Postgres restarted mid-campaign, the API killed during
+submissions, a compile that never ends. After each fault every campaign completes or fails
+with a reason, no result is lost or written twice, and ``tuneforge db check`` finds nothing.
+
+The GPU's own faults (illegal address, hang, a dead GPU child) are covered by
+tests/test_gpu_eval.py.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from core.db import get_engine, session_scope, upgrade_database
+from core.integrity import check
+from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
+from service.fault_stack import PrivatePostgres, PrivateRedis, children
+from service.service_stack import (
+    START_TIMEOUT_S,
+    Stack,
+    TeamKey,
+    create_team_in_db,
+    free_port,
+    live_roles,
+    service_env,
+    wait_until,
+)
+
+SHAPE = {"m": 4096, "n": 4096, "k": 4096}
+COMPILE_TIMEOUT_S = 3.0
+#: Faults injected by this module, by kind (docs/RELIABILITY.md quotes the totals).
+INJECTED: Counter[str] = Counter()
+#: Processes that died of a fault and were started again by the test's supervisor.
+REVIVED: Counter[str] = Counter()
+
+
+class FaultStack(Stack):
+    """A :class:`Stack` on a private Postgres and Redis, with the means to hurt them."""
+
+    pg: PrivatePostgres
+    redis: PrivateRedis
+    port: int
+    nvcc_token: str
+    launched: dict[str, tuple[tuple[str, ...], dict[str, str] | None]]
+
+    def start(self, name: str, *args: str, extra_env: dict[str, str] | None = None) -> None:
+        self.launched[name] = (args, extra_env)
+        super().start(name, *args, extra_env=extra_env)
+
+    def revive(self) -> list[str]:
+        """Start again every process that exited, as the deployment's supervisor does
+        (docker-compose.yml: ``restart: unless-stopped``); the names restarted."""
+        dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
+        for name in dead:
+            self.procs.pop(name)
+            args, extra_env = self.launched[name]
+            super().start(name, *args, extra_env=extra_env)
+            REVIVED[name] += 1
+        return dead
+
+    def start_api(self) -> None:
+        self.start("api", "serve", "--port", str(self.port))
+        wait_until(self._api_up, START_TIMEOUT_S, "the API", self, interval=0.2)
+
+    def _api_up(self) -> bool:
+        try:
+            return httpx.get(f"{self.api}/api/v1/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def pool(self, name: str) -> int:
+        """The pid of the pool process of a one-process worker (supervisor > master > pool)."""
+        def found() -> int | None:
+            masters = children(self.procs[name].pid)
+            pools = children(masters[0]) if masters else []
+            return pools[0] if len(pools) == 1 else None
+        return int(wait_until(found, 60, f"the {name} pool process", self, interval=0.05))
+
+
+def fake_nvcc(path: Path, token: str) -> Path:
+    """An nvcc that never finishes a compile (its sleep is tagged to be found and reaped)."""
+    path.write_text("#!/bin/sh\n"
+                    'if [ "$1" = "--version" ]; then echo "Build cuda_0.0.fake"; exit 0; fi\n'
+                    f"exec sleep 300.{token}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
+    """API, agent, compile and one replay GPU worker (an evaluation sleeps 4x its recorded
+    GPU time: 0.5-1 s, the baseline's 3.3 s) on a private
+    Postgres and Redis."""
+    pg = PrivatePostgres.create()
+    rds = PrivateRedis.create()
+    home = tmp_path_factory.mktemp("fault-home")
+    token = secrets.token_hex(3)
+    nvcc = fake_nvcc(home / "nvcc", token)
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    env = service_env(pg.url, rds.url, home, api)
+    env["TUNEFORGE_RECONCILE_S"] = "1"
+    st = FaultStack(api=api, db_url=pg.url, redis_url=rds.url, env=env,
+                    logs=tmp_path_factory.mktemp("fault-logs"))
+    st.pg, st.redis, st.port, st.nvcc_token = pg, rds, port, token
+    st.launched = {}
+    try:
+        upgrade_database(pg.url)
+        st.start_api()
+        st.start("agent", "worker", "--role", "agent", "--concurrency", "2")
+        st.start("compile", "worker", "--role", "compile", "--concurrency", "1",
+                 extra_env={"TUNEFORGE_NVCC": str(nvcc),
+                            "TUNEFORGE_COMPILE_TIMEOUT_S": str(COMPILE_TIMEOUT_S)})
+        st.start("gpu", "worker", "--role", "gpu", "--backend", "replay", "--gpus", "0",
+                 "--replay-speed", "0.25")
+
+        def workers_up() -> bool:
+            roles = live_roles(st)
+            return all(roles.get(r, 0) >= 1 for r in ("agent", "compile", "gpu"))
+
+        wait_until(workers_up, START_TIMEOUT_S, "worker heartbeats", st, interval=0.3)
+        yield st
+    finally:
+        st.stop_all()
+        for pid in subprocess.run(["pgrep", "-f", f"sleep 300.{token}"], capture_output=True,
+                                  text=True).stdout.split():  # the fake nvcc's sleeps only
+            os.kill(int(pid), signal.SIGKILL)
+        get_engine(pg.url).dispose()
+        rds.destroy()
+        pg.destroy()
+
+
+@pytest.fixture(scope="module")
+def team(faults: FaultStack) -> TeamKey:
+    return create_team_in_db(faults, f"faults-{secrets.token_hex(3)}")
+
+
+def submit(st: Stack, team: TeamKey, iterations: int, **extra: Any) -> str:
+    with st.client(team.key) as client:
+        response = client.post("/campaigns", json={"shape": SHAPE,
+                                                   "budget": {"iterations": iterations},
+                                                   **extra})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def campaign_row(st: Stack, campaign_id: str) -> tuple[str, str | None, int]:
+    with session_scope(st.db_url) as s:
+        c = s.get(Campaign, campaign_id)
+        assert c is not None
+        return c.status, c.status_reason, c.evaluations
+
+
+def wait_done(st: FaultStack, campaign_id: str, timeout: float = 120.0
+              ) -> tuple[str, str | None]:
+    def finished() -> tuple[str, str | None] | None:
+        st.revive()
+        try:
+            status, reason, _ = campaign_row(st, campaign_id)
+        except Exception:  # the database may be restarting
+            return None
+        return (status, reason) if status in ("done", "failed", "cancelled") else None
+    return wait_until(finished, timeout, f"campaign {campaign_id} to finish", st,
+                      interval=0.2)
+
+
+def assert_every_result_once(st: Stack, campaign_id: str, budget: int) -> list[Candidate]:
+    """Every candidate finished, one result each; the counters agree; db check is clean."""
+    with session_scope(st.db_url) as s:
+        cands = list(s.scalars(select(Candidate).where(Candidate.campaign_id == campaign_id)))
+        results = Counter(e.payload["candidate_id"] for e in s.scalars(
+            select(Event).where(Event.campaign_id == campaign_id, Event.kind == "result")))
+        campaign = s.get(Campaign, campaign_id)
+        assert campaign is not None
+        evaluations = campaign.evaluations
+        findings = check(s)
+        s.expunge_all()
+    assert [c.id for c in cands if c.status in CANDIDATE_IN_FLIGHT] == []
+    assert len(cands) == budget
+    assert sorted(c.iteration for c in cands) == list(range(budget))  # none twice, none lost
+    assert len({c.params_key for c in cands}) == budget
+    assert results == Counter({c.id: 1 for c in cands})  # each result recorded exactly once
+    assert evaluations == budget
+    assert all(c.feedback is not None for c in cands)
+    assert findings == [], findings
+    return cands
+
+
+def test_ten_gpu_worker_kills_mid_evaluation_lose_nothing(faults: FaultStack,
+                                                          team: TeamKey) -> None:
+    budget = 16
+    campaign_id = submit(faults, team, budget)
+    killed: list[str] = []  # candidates whose evaluation we killed once (then left alone)
+    crash_me: str | None = None  # one more candidate, killed on every delivery
+
+    def measuring() -> tuple[str, int] | None:
+        with session_scope(faults.db_url) as s:
+            row = s.execute(select(Candidate.id, Candidate.attempts).where(
+                Candidate.campaign_id == campaign_id, Candidate.status == "measuring")).first()
+        return (row[0], row[1]) if row is not None else None
+
+    deadline = time.monotonic() + 150
+    while (len(killed) < 10 or crash_me is None) and time.monotonic() < deadline:
+        if campaign_row(faults, campaign_id)[0] != "running" and killed:
+            break
+        found = measuring()
+        if found is None:
+            time.sleep(0.03)
+            continue
+        cid, attempts = found
+        first_time = attempts == 1 and cid not in killed and cid != crash_me
+        if not first_time and cid != crash_me:
+            time.sleep(0.03)
+            continue
+        if crash_me is None and len(killed) == 5 and attempts == 1:
+            crash_me = cid  # this one dies on every delivery
+        pool = faults.pool("gpu")
+        time.sleep(0.1)  # inside the evaluation (0.5 s or more)
+        if measuring() != (cid, attempts):
+            continue
+        os.kill(pool, signal.SIGKILL)
+        INJECTED["gpu worker SIGKILL mid-evaluation"] += 1
+        if cid != crash_me:
+            killed.append(cid)
+
+        def moved_on(cid: str = cid, attempts: int = attempts) -> bool:
+            with session_scope(faults.db_url) as s:
+                cand = s.get(Candidate, cid)
+                assert cand is not None
+                return cand.attempts > attempts or cand.status not in CANDIDATE_IN_FLIGHT
+        wait_until(moved_on, 60, f"candidate {cid} to be delivered again", faults)
+
+    status, reason = wait_done(faults, campaign_id)
+    assert len(killed) == 10
+    assert crash_me is not None
+    assert status == "done", reason
+    cands = {c.id: c for c in assert_every_result_once(faults, campaign_id, budget)}
+    for cid in killed:  # redelivered once, measured once, not crashed
+        assert cands[cid].attempts == 2, cands[cid].error
+        assert cands[cid].status != "crashed"
+    crashed = cands[crash_me]
+    assert crashed.status == "crashed"
+    assert crashed.attempts == MAX_EVALUATION_ATTEMPTS + 1
+    assert f"{MAX_EVALUATION_ATTEMPTS} times" in (crashed.error or "")
+    assert crashed.iteration > 0  # not the baseline: the campaign went on after it
+    assert max(c.iteration for c in cands.values()) > crashed.iteration
+    assert all(c.attempts <= 1 for c in cands.values() if c.id not in {*killed, crash_me})
+
+
+def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(
+        faults: FaultStack, team: TeamKey) -> None:
+    # a campaign of the GPU backend: its compile runs nvcc (here a fake that never ends)
+    from agent import engine
+    with session_scope(faults.db_url) as s:
+        campaign = engine.create_campaign(
+            s, engine.CampaignSpec(budget_iterations=3, team_id=_team_id(faults, team)),
+            backend="gpu")
+        campaign_id = campaign.id
+    _send_decide(faults, campaign_id)
+
+    def compiling() -> str | None:
+        with session_scope(faults.db_url) as s:
+            return s.scalar(select(Candidate.id).where(Candidate.campaign_id == campaign_id,
+                                                       Candidate.status == "compiling"))
+    cid = wait_until(compiling, 30, "the baseline to be compiling", faults)
+    pool = faults.pool("compile")
+    time.sleep(0.5)  # nvcc is running
+    os.kill(pool, signal.SIGKILL)  # the compile worker's process dies mid-compile
+    INJECTED["compile worker SIGKILL mid-compile"] += 1
+    started = time.monotonic()
+    status, reason = wait_done(faults, campaign_id, timeout=60)
+    took = time.monotonic() - started
+    with session_scope(faults.db_url) as s:
+        cand = s.get(Candidate, cid)
+        assert cand is not None
+        cand_status, error = cand.status, cand.error
+        findings = check(s)
+    assert cand_status == "compile_timeout", error
+    assert f"nvcc killed after {COMPILE_TIMEOUT_S:g} s" in (error or "")
+    assert status == "failed"
+    assert "compile_timeout" in (reason or "")  # the campaign says why
+    assert took < COMPILE_TIMEOUT_S + 30  # killed at the limit, not at the task's hard limit
+    assert findings == []
+    INJECTED["compile that never ends"] += 1
+
+
+def _team_id(st: Stack, team: TeamKey) -> str:
+    from api.security import authenticate
+    with session_scope(st.db_url) as s:
+        who = authenticate(s, key=team.key)
+    assert not isinstance(who, str)
+    return who.team_id
+
+
+def _send_decide(st: Stack, campaign_id: str) -> None:
+    from core.queues import make_app
+    from core.settings import Settings
+    make_app(Settings(redis_url=st.redis_url)).send_task(
+        str(TaskName.DECIDE), args=[campaign_id], queue="agent")
+
+
+def test_redis_restart_mid_campaign(faults: FaultStack, team: TeamKey) -> None:
+    budget = 12
+    campaign_id = submit(faults, team, budget)
+    wait_until(lambda: campaign_row(faults, campaign_id)[2] >= 3, 60, "3 evaluations", faults)
+    faults.redis.stop()  # every queued message, guard and running task's message is lost
+    time.sleep(2.0)
+    faults.redis.start()
+    INJECTED["Redis restart (no persistence)"] += 1
+    status, reason = wait_done(faults, campaign_id)
+    assert status == "done", reason
+    assert_every_result_once(faults, campaign_id, budget)
+
+
+def test_postgres_restart_mid_campaign(faults: FaultStack, team: TeamKey) -> None:
+    budget = 12
+    campaign_id = submit(faults, team, budget)
+    wait_until(lambda: campaign_row(faults, campaign_id)[2] >= 3, 60, "3 evaluations", faults)
+    faults.pg.stop()  # immediate: every connection of every process breaks
+    time.sleep(2.0)
+    faults.pg.start()
+    INJECTED["Postgres restart (immediate stop)"] += 1
+    status, reason = wait_done(faults, campaign_id)
+    assert status == "done", reason
+    assert_every_result_once(faults, campaign_id, budget)
+
+
+def test_api_killed_during_submissions(faults: FaultStack, team: TeamKey) -> None:
+    with session_scope(faults.db_url) as s:
+        before = set(s.scalars(select(Campaign.id)))
+    accepted: list[str] = []
+    refused: list[str] = []
+
+    def post() -> None:
+        with faults.client(team.key) as client:
+            for _ in range(20):
+                try:
+                    r = client.post("/campaigns", json={"shape": SHAPE,
+                                                        "budget": {"iterations": 1}})
+                except httpx.TransportError as exc:
+                    refused.append(type(exc).__name__)
+                    return
+                assert r.status_code in (201, 500, 503), r.text
+                if r.status_code == 201:
+                    accepted.append(r.json()["id"])
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(accepted) >= 3, 30, "the first submissions", faults, interval=0.01)
+    faults.procs["api"].kill()  # SIGKILL while requests are in flight
+    INJECTED["API SIGKILL during submissions"] += 1
+    for t in threads:
+        t.join(30)
+    faults.procs.pop("api").wait()
+    faults.start_api()
+    assert refused, "the API died after every submission: the kill hit nothing"
+    with session_scope(faults.db_url) as s:
+        created = set(s.scalars(select(Campaign.id))) - before
+    assert set(accepted) <= created  # every 201 is a campaign
+    for campaign_id in created:  # including those committed whose answer was lost
+        status, reason = wait_done(faults, campaign_id, timeout=90)
+        assert status == "done", (campaign_id, reason)
+    with session_scope(faults.db_url) as s:
+        assert check(s) == []
+        assert s.scalar(select(func.count()).select_from(Campaign).where(
+            Campaign.status.in_(("queued", "running")))) == 0
+
+
+def test_db_check_is_clean_after_every_fault(faults: FaultStack) -> None:
+    done = faults.tuneforge("db", "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "database consistent" in done.stderr
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(INJECTED.items()))
+    revived = ", ".join(f"{k}: {v}" for k, v in sorted(REVIVED.items())) or "none"
+    sys.stderr.write(f"\nfaults injected: {summary}; processes restarted by the "
+                     f"supervisor: {revived}\n")
