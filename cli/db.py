@@ -10,7 +10,8 @@ import typer
 from cli.common import err_console
 from core.settings import get_settings
 
-db = typer.Typer(help="Database maintenance (talks to the database directly).",
+db = typer.Typer(help="Database maintenance (talks to the database directly).\n\n"
+                 "Example: tuneforge db check --db runs.db",
                  no_args_is_help=True)
 
 
