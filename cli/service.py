@@ -44,10 +44,13 @@ def serve(
 
     from core.db import upgrade_database
 
-    url = get_settings().effective_database_url
+    settings = get_settings()
+    url = settings.effective_database_url
     if url.startswith("sqlite"):
-        err_console.print("[yellow]warning:[/] TUNEFORGE_DATABASE_URL is not set: the service "
-                          f"uses {url}; point it at PostgreSQL for more than one worker")
+        why = ("TUNEFORGE_DATABASE_URL is not set" if not settings.database_url
+               else "TUNEFORGE_DATABASE_URL names SQLite")
+        err_console.print(f"[yellow]warning:[/] {why}: the service uses {url}; point it at "
+                          "PostgreSQL for more than one worker")
     upgrade_database(url)
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="warning",
                 access_log=False)
