@@ -33,8 +33,6 @@ from worker import jobs
 from worker.compile import CompileResult
 from worker.evaluate import Measurement
 
-COMPILE_STATUS = {"error": "compile_error", "timeout": "compile_timeout", "rejected": "rejected"}
-
 
 class CampaignError(ValueError):
     """A request the campaign cannot take (names the problem)."""
@@ -373,7 +371,7 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
     if result.status == "ok":
         cand.status = "compiled"
         return cand
-    status = COMPILE_STATUS.get(result.status, "compile_error")
+    status = result.failure_status or "compile_error"
     _finalize(session, cand.campaign_id, cand, status,
               Measurement(status, error=result.error))
     return cand

@@ -31,12 +31,6 @@ from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import EvalOptions, GpuEvaluator  # noqa: E402
 
 
-def status_of(compiled_status: str) -> str:
-    """Candidate status for a compile that did not produce a cubin."""
-    return {"error": "compile_error", "timeout": "compile_timeout"}.get(compiled_status,
-                                                                        compiled_status)
-
-
 def git_commit() -> str:
     """The checkout's commit, or 'unknown' (the device copy may have no .git)."""
     try:
@@ -96,7 +90,7 @@ def main() -> int:
         row: dict[str, Any] = {"params": params.to_dict(), "shape": str(shape),
                "compile": compiled.summary(FAMILY.max_smem_limit("sm_90"))}
         if compiled.status != "ok":
-            row.update(status=status_of(compiled.status), error=compiled.error)
+            row.update(status=compiled.failure_status, error=compiled.error)
         else:
             m = evaluator.measure(params, compiled, shape=shape, iteration=i, seed=args.seed)
             gpu_busy += m.gpu_seconds

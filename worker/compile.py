@@ -57,6 +57,14 @@ class CompileResult:
         return self.static_smem_bytes + self.dynamic_smem_bytes
 
     @property
+    def failure_status(self) -> str | None:
+        """The candidate's final status when the compile did not give a cubin (else None)."""
+        if self.status == "ok":
+            return None
+        return {"timeout": "compile_timeout", "rejected": "rejected"}.get(self.status,
+                                                                          "compile_error")
+
+    @property
     def spill_bytes(self) -> int | None:
         """Spill stores plus spill loads."""
         if self.spill_store_bytes is None or self.spill_load_bytes is None:

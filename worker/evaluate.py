@@ -492,10 +492,6 @@ class ReplayEvaluator:
         """Nothing to release."""
 
 
-CANDIDATE_STATUS_OF_COMPILE = {"error": "compile_error", "timeout": "compile_timeout",
-                               "rejected": "rejected"}
-
-
 def feedback_record(params: Any, compiled: CompileResult, m: Measurement | None, *,
                     max_smem_limit: int, device: dict[str, Any], backend: str,
                     action: str | None = None, iteration: int = 0) -> dict[str, Any]:
@@ -504,7 +500,7 @@ def feedback_record(params: Any, compiled: CompileResult, m: Measurement | None,
 
     compile_block = compiled.summary(max_smem_limit)
     compile_status = compile_block.pop("status")
-    status = CANDIDATE_STATUS_OF_COMPILE.get(compile_status) or (m.status if m else "ok")
+    status = compiled.failure_status or (m.status if m else "ok")
     record = FeedbackRecord.model_validate({
         "iteration": iteration, "action_taken": action, "params": params.to_dict(),
         "status": status, "compile_status": compile_status, "compile": compile_block,
