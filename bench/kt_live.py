@@ -11,9 +11,10 @@ In one run on one GPU:
    staging, tile depth, register blocking, vector width, unroll, padding), restricted to points
    our static validation accepts, in canonical form (no two configurations render the same
    source). Its output is verified against a float64 reference with the same norm-relative
-   tolerance (1e-4) our contract uses. Kernel Tuner's pycuda backend does not raise a function's
-   dynamic shared-memory limit above 48 KB; this script does (after its compile), as our
-   harness does, so both tools can run every point.
+   tolerance (1e-4) our contract uses. Kernel Tuner runs its pycuda backend (its default there,
+   cuda-python, failed to load NVRTC's images on the H200 host: CUDA_ERROR_INVALID_IMAGE), which
+   does not raise a function's dynamic shared-memory limit above 48 KB; this script does (after
+   its compile), as our harness does, so both tools can run every point.
 3. ``tuneforge tune --backend gpu --budget B`` (expert policy, whole action space incl. 3xTF32).
 4. Each tool's best re-measured with our harness (L2 flushed, events, median, all three input
    distributions checked), so the two bests are compared by one clock.
@@ -139,7 +140,7 @@ def run_kernel_tuner(strategy: str, budget: int, shape: Shape, seed: int, gpu: s
             smem_args={"size": smem}, answer=[None, None, None, ref.astype(np.float32), None,
                                               None, None],
             verify=verify, strategy=strategy, strategy_options={"max_fevals": budget},
-            lang="CUDA", quiet=True, verbose=False)
+            lang="pycuda", quiet=True, verbose=False)
     wall = time.time() - start
     PyCudaFunctions.compile = original_compile
     trace = []
