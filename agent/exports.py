@@ -8,6 +8,7 @@ campaign read from the database and one read over the REST API.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib
 import math
@@ -301,4 +302,6 @@ def kt_cache_document(campaign: Mapping[str, Any], points: Sequence[Mapping[str,
                             device_name=campaign.get("gpu") or "unknown GPU",
                             kernel_name=campaign["kernel"],
                             problem_size=[shape["m"], shape["n"], shape["k"]],
-                            defaults=family.baseline.to_dict())
+                            # every field (``to_dict`` leaves late fields out at their
+                            # defaults, and rows stored before a field existed lack it)
+                            defaults=dataclasses.asdict(family.baseline))

@@ -62,8 +62,34 @@ class Shape:
 
 
 @dataclass(frozen=True)
+class EpilogueLaunch:
+    """A second kernel of the same module, launched right after the first on the same stream
+    (split-K: sum the partial products in the workspace, add the bias, apply ReLU).
+
+    Its arguments are ``(workspace, bias, C, M, N, splits)``; the launcher times both kernels
+    as one (the user pays for both)."""
+
+    kernel_name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    #: partial sums in the workspace (the first kernel's grid z)
+    splits: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"kernel_name": self.kernel_name, "grid": list(self.grid),
+                "block": list(self.block), "splits": self.splits}
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
-    """How to launch a rendered kernel for one shape."""
+    """How to launch a rendered kernel for one shape.
+
+    One kernel ``(A, B, bias, C, M, N, K)`` when ``workspace_bytes`` is 0. With a workspace the
+    kernel takes it as an eighth argument ``(A, B, bias, C, M, N, K, workspace)`` and
+    ``epilogue`` names the kernel launched after it; the launcher allocates the workspace (its
+    contents on entry are undefined: the first kernel writes every element it reads back).
+    """
 
     kernel_name: str
     grid: tuple[int, int, int]
@@ -71,16 +97,20 @@ class LaunchConfig:
     dynamic_smem_bytes: int
     #: Extra device memory the kernel needs (split-K partial sums), in bytes.
     workspace_bytes: int = 0
+    epilogue: EpilogueLaunch | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form (``epilogue`` only when there is one)."""
+        out: dict[str, Any] = {
             "kernel_name": self.kernel_name,
             "grid": list(self.grid),
             "block": list(self.block),
             "dynamic_smem_bytes": self.dynamic_smem_bytes,
             "workspace_bytes": self.workspace_bytes,
         }
+        if self.epilogue is not None:
+            out["epilogue"] = self.epilogue.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -152,11 +182,17 @@ class ParamsLike(Protocol):
 
 @dataclass(frozen=True)
 class Candidate:
-    """A point of the space, with the action that produced it and its parent."""
+    """A point of the space, with the action that produced it and its parent.
+
+    ``shape`` is the problem shape the point is tuned for, when known (a campaign's shape):
+    transforms that depend on it (``specialize_shape``, the K-split limits of
+    ``apply_split_k``) read it, and every transform hands it on to the point it produces.
+    """
 
     params: Any
     action: Action | None = None
     parent: Candidate | None = None
+    shape: Shape | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:

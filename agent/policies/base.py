@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
-from kernels.base import Action, Candidate, Rejection, params_key
+from kernels.base import Action, Candidate, Rejection, Shape, params_key
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,10 @@ class PolicyContext:
     injected: list[str] = field(default_factory=list)
     stagnation: int = 0
     settings: Any = None
+    #: the campaign's problem shape (shape-dependent transforms and rules need it)
+    shape: Shape | None = None
+    #: the device the campaign measures on (``sm_count`` and limits), when known
+    device: dict[str, Any] | None = None
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
     notes: list[dict[str, Any]] = field(default_factory=list)
     _explored: set[str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -96,25 +100,34 @@ class PolicyContext:
         """Whether a transform name may be used in this campaign."""
         return self.allowed_actions is None or name in self.allowed_actions
 
+    def point(self, params: Any) -> Candidate:
+        """``params`` as a transform's starting point, carrying the campaign's shape."""
+        return Candidate(params, shape=self.shape)
+
     def fresh(self, params: Any) -> bool:
         """Valid here, in the space, and not explored yet."""
         if self.family.validate(params, self.arch) is not None:
             return False
         return self.space.contains(params) and key_of(params) not in self.explored
 
+    def in_domains(self, spec: Any, action: Action) -> bool:
+        """Whether every argument of ``action`` lies in the space's domain of the field it
+        sets (a replay space measured some values of a field only)."""
+        return all(_in_domain(self.space.domains, spec, a, v)
+                   for a, v in zip(spec.args, action.args, strict=True))
+
     def neighbours(self, start: HistoryItem | None = None) -> Iterator[tuple[Action, Any]]:
         """One-transform moves from ``start`` (default the incumbent) to fresh points."""
         origin = start or self.incumbent
         if origin is None:
             return
-        node = Candidate(origin.params)
+        node = self.point(origin.params)
         seen: set[str] = set()
         for spec in self.family.transforms:
             if spec.name == "revert_last" or not self.action_allowed(spec.name):
                 continue
             for action in spec.actions():
-                if not all(_in_domain(self.space.domains, spec, a, v)
-                           for a, v in zip(spec.args, action.args, strict=True)):
+                if not self.in_domains(spec, action):
                     continue
                 result = self.family.apply(node, action)
                 if isinstance(result, Rejection):
@@ -137,8 +150,12 @@ def key_of(params: Any) -> str:
     canonical = params.canonical()
     if is_dataclass(canonical):
         # a shallow dict: ``asdict`` deep-copies every field, and policies key thousands of
-        # points per decision
-        return params_key({f.name: getattr(canonical, f.name) for f in fields(canonical)})
+        # points per decision; fields added late are left out at their defaults, as
+        # ``to_dict`` does (``OMITTED_AT_DEFAULT``), so older points keep their keys
+        omit = getattr(canonical, "OMITTED_AT_DEFAULT", {})
+        shallow = {f.name: getattr(canonical, f.name) for f in fields(canonical)}
+        return params_key({k: v for k, v in shallow.items()
+                           if k not in omit or v != omit[k]})
     return params_key(canonical.to_dict())
 
 

@@ -15,7 +15,7 @@ import httpx
 
 from agent.policies.base import PolicyContext, Proposal, take_unique
 from agent.policies.expert import ExpertPolicy
-from kernels.base import Action, Candidate, Rejection
+from kernels.base import Action, Rejection
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -127,7 +127,7 @@ class LlmPolicy:
                     ctx.family.transforms.check(action)
                     if not ctx.action_allowed(action.name):
                         raise ValueError(f"{action.name} is not allowed in this campaign")
-                    result = ctx.family.apply(Candidate(inc.params), action)
+                    result = ctx.family.apply(ctx.point(inc.params), action)
                     if isinstance(result, Rejection):
                         raise ValueError(f"{result.reason}: {result.message}")
                     if not ctx.fresh(result.params):

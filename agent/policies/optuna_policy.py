@@ -26,7 +26,10 @@ class OptunaPolicy:
         from optuna.distributions import BaseDistribution, CategoricalDistribution
 
         optuna.logging.set_verbosity(logging.WARNING)
-        names = [f.name for f in fields(ctx.family.params_type)]
+        # the knobs with a domain (a specialized shape is no knob: its fields have none)
+        names = [f.name for f in fields(ctx.family.params_type) if f.name in ctx.space.domains]
+        others = [f.name for f in fields(ctx.family.params_type)
+                  if f.name not in ctx.space.domains]
         dists: dict[str, BaseDistribution] = {
             name: CategoricalDistribution(list(ctx.space.domains[name])) for name in names
         }
@@ -36,8 +39,9 @@ class OptunaPolicy:
         times = [h.avg_us for h in ctx.history if h.avg_us is not None]
         worst = max(times) if times else 1.0
         for h in ctx.history:
-            p = h.params.to_dict()
-            if any(p[name] not in ctx.space.domains[name] for name in names):
+            p = {f.name: getattr(h.params, f.name) for f in fields(h.params)}
+            if any(p[name] not in ctx.space.domains[name] for name in names) or any(
+                    p[name] != getattr(ctx.family.baseline, name) for name in others):
                 continue
             if h.status in ("pending", "compiling", "compiled", "measuring"):
                 continue

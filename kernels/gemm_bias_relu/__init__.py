@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -18,7 +19,9 @@ from kernels.gemm_bias_relu.params import (
     BASELINE,
     DOMAINS,
     KERNEL_NAME,
+    REDUCE_THREADS,
     SEED_DOMAINS,
+    SPLITK_REDUCE_NAME,
     GemmParams,
     enumerate_space,
     launch_config,
@@ -35,14 +38,20 @@ __all__ = [
 REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
 
 
-@lru_cache(maxsize=2)
-def _template(name: str = "gemm_bias_relu.cu.j2") -> jinja2.Template:
-    text = resources.files(__package__).joinpath(name).read_text()
-    env = jinja2.Environment(
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    # templates (and the files they include) are read from the package itself
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files(__package__).joinpath(name).read_text()),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, autoescape=False,
     )
-    return env.from_string(text)
+
+
+@lru_cache(maxsize=4)
+def _template(name: str = "gemm_bias_relu.cu.j2") -> jinja2.Template:
+    return _environment().get_template(name)
 
 
 class GemmBiasRelu:
@@ -73,6 +82,8 @@ class GemmBiasRelu:
         return _template(template).render(
             p=canonical,
             kernel_name=KERNEL_NAME,
+            reduce_name=SPLITK_REDUCE_NAME,
+            reduce_threads=REDUCE_THREADS,
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
         )
 
@@ -81,8 +92,17 @@ class GemmBiasRelu:
         return hashlib.sha256(self.render(params).encode()).hexdigest()
 
     def launch(self, params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
-        """Grid, block and dynamic shared memory for ``shape``."""
+        """Grid, block, dynamic shared memory (and a split-K launch's workspace and epilogue)
+        for ``shape``; a shape-specialized point is refused at any other shape."""
         return launch_config(params.canonical(), shape)
+
+    def for_shape(self, params: GemmParams, shape: Shape) -> GemmParams:
+        """``params`` as a starting point at ``shape``: a specialization for another shape is
+        dropped (the structure is kept; the kernel takes M, N, K at run time again)."""
+        fixed = params.fixed_shape
+        if fixed is None or fixed == shape:
+            return params
+        return replace(params, shape_m=0, shape_n=0, shape_k=0)
 
     def reference_source(self) -> str:
         """CUDA source of the float64 reference kernel (``ref`` and ``Σ|a·b|`` outputs)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
-from kernels.base import LaunchConfig, Rejection, Shape
+from kernels.base import EpilogueLaunch, LaunchConfig, Rejection, Shape
 
 KERNEL_NAME = "gemm_bias_relu"
 
@@ -36,6 +36,15 @@ REGISTERS_PER_SM = 65536
 #: Registers a thread needs beyond its accumulators and operand fragments (indices, pointers).
 REGISTER_OVERHEAD = 24
 MAX_GRID_Y = 65535
+#: Largest split-K workspace (splits x M x N fp32 partial sums) a launch may ask for.
+MAX_WORKSPACE_BYTES = 2 << 30
+#: The split-K epilogue kernel (same module): partial sums + bias + ReLU.
+SPLITK_REDUCE_NAME = "gemm_bias_relu_splitk_reduce"
+#: Threads per block of the epilogue, and the fp32 elements each thread handles per step.
+REDUCE_THREADS = 256
+REDUCE_VEC = 4
+#: Blocks of the epilogue at most (it walks the output with a grid-stride loop).
+REDUCE_MAX_BLOCKS = 8192
 
 #: Domains of every field (also the argument domains of the transforms).
 DOMAINS: dict[str, tuple[Any, ...]] = {
@@ -56,10 +65,20 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "tf32x3": (False, True),
     "warp_m": (32, 64),
     "warp_n": (32, 64),
+    "split_k": (1, 2, 4, 8, 16, 32),
 }
 
+#: Fields added after the replay dataset and the first campaigns were recorded: left out of
+#: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
+#: that do not use them keep their identity, JSON and keys byte for byte.
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0}
+#: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
+#: so they have no finite domain and are not search knobs.
+SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
+
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
-SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1}
+SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1,
+                                      "split_k": 1}
 #: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
 TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
                             "unroll": 1, "pad": 0, "interleave": False}
@@ -118,6 +137,17 @@ class GemmParams:
     #: warp tile of the tensor-core path (rows x columns of C per warp).
     warp_m: int = 32
     warp_n: int = 32
+    #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
+    #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
+    split_k: int = 1
+    #: shape specialization: M, N, K compiled in as constants (all 0: the shape is a run-time
+    #: argument). A specialized kernel refuses any other shape (host check, and a trap).
+    shape_m: int = 0
+    shape_n: int = 0
+    shape_k: int = 0
+
+    #: see :data:`KEY_OMITTED_DEFAULTS`
+    OMITTED_AT_DEFAULT: ClassVar[dict[str, Any]] = KEY_OMITTED_DEFAULTS
 
     # -- derived figures ---------------------------------------------------------------------
     @property
@@ -166,6 +196,17 @@ class GemmParams:
         return self.tc_warps_n * self.warp_n
 
     @property
+    def fixed_shape(self) -> Shape | None:
+        """The compile-time shape of a shape-specialized kernel (None: any shape)."""
+        if not (self.shape_m or self.shape_n or self.shape_k):
+            return None
+        return Shape(self.shape_m, self.shape_n, self.shape_k)
+
+    def k_tiles(self, k: int) -> int:
+        """K tiles of depth ``tile_k`` that cover ``k``."""
+        return -(-k // self.tile_k)
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory per block in bytes (0 without staging)."""
         if self.tf32x3:  # stages + 1 cp.async buffers of padded A and B tiles
@@ -198,8 +239,13 @@ class GemmParams:
         return replace(point, **SMEM_ONLY_DEFAULTS)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields."""
-        return asdict(self)
+        """Plain dict of the fields; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when
+        they are set (so a point without them keeps the key it always had)."""
+        out = asdict(self)
+        for name, default in KEY_OMITTED_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GemmParams:
@@ -210,6 +256,11 @@ class GemmParams:
             raise ValueError(f"unknown parameter(s) {unknown}; known: {sorted(known)}")
         values: dict[str, Any] = {}
         for name, value in data.items():
+            if name in SHAPE_FIELDS:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"parameter {name} must be an integer >= 0, got {value!r}")
+                values[name] = value
+                continue
             domain = DOMAINS[name]
             want_bool = isinstance(domain[0], bool)
             if want_bool != isinstance(value, bool) or not isinstance(value, int):
@@ -231,6 +282,15 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
                 "out_of_domain", f"{name}={value!r} is outside {list(domain)}",
                 {"field": name, "value": value},
             )
+    dims = [getattr(params, name) for name in SHAPE_FIELDS]
+    if (any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in dims)
+            or (any(dims) and not all(dims))):
+        return Rejection(
+            "shape_fields",
+            f"compile-time shape {'x'.join(map(str, dims))}: all three of M, N, K must be >= 1 "
+            "(a shape-specialized kernel), or all 0 (any shape)",
+            dict(zip(SHAPE_FIELDS, dims, strict=True)),
+        )
     threads = params.threads
     if threads > MAX_THREADS_PER_BLOCK or threads < MIN_THREADS_PER_BLOCK:
         return Rejection(
@@ -275,6 +335,63 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
                 f"tiles need {params.smem_bytes} bytes of shared memory; {arch} allows {limit}",
                 {"smem_bytes": params.smem_bytes, "max_smem_limit": limit},
             )
+    fixed = params.fixed_shape
+    if fixed is not None:  # a specialized kernel has one shape: check it there now
+        return check_at_shape(params, fixed)
+    return None
+
+
+def workspace_bytes(splits: int, shape: Shape) -> int:
+    """Bytes of the split-K workspace: ``splits`` fp32 partial products of C."""
+    return 4 * splits * shape.m * shape.n
+
+
+def check_at_shape(params: GemmParams, shape: Shape) -> Rejection | None:
+    """Why ``params`` (valid for every shape) is not worth launching at ``shape``, or None.
+
+    Split-K must leave every split at least one K tile (more splits than tiles is a kernel that
+    only pretends to split) and its workspace must fit; a shape-specialized kernel runs at its
+    own shape only. :func:`launch_config` refuses the last two at launch as well; for shapes with
+    fewer K tiles than splits (the edge shapes of every check) it launches fewer splits, so the
+    point stays correct for any shape.
+    """
+    p = params.canonical()
+    fixed = p.fixed_shape
+    if fixed is not None and fixed != shape:
+        return _shape_mismatch(fixed, shape)
+    if p.split_k > 1:
+        tiles = p.k_tiles(shape.k)
+        if p.split_k > tiles:
+            return Rejection(
+                "split_k_exceeds_k_tiles",
+                f"split_k {p.split_k} at K={shape.k}: {tiles} K tile(s) of depth {p.tile_k} "
+                f"cannot give each of {p.split_k} splits one",
+                {"split_k": p.split_k, "k": shape.k, "tile_k": p.tile_k, "k_tiles": tiles},
+            )
+        rejection = _workspace_check(p.split_k, shape)
+        if rejection is not None:
+            return rejection
+    return None
+
+
+def _shape_mismatch(fixed: Shape, shape: Shape) -> Rejection:
+    return Rejection(
+        "shape_mismatch",
+        f"kernel specialized for M, N, K = {fixed} cannot run at {shape}",
+        {"compiled_shape": str(fixed), "shape": str(shape)},
+    )
+
+
+def _workspace_check(splits: int, shape: Shape) -> Rejection | None:
+    need = workspace_bytes(splits, shape)
+    if need > MAX_WORKSPACE_BYTES:
+        return Rejection(
+            "workspace_limit",
+            f"split_k {splits} at {shape} needs a {need} B workspace of partial sums; "
+            f"the limit is {MAX_WORKSPACE_BYTES} B",
+            {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES,
+             "split_k": splits, "m": shape.m, "n": shape.n},
+        )
     return None
 
 
@@ -305,7 +422,16 @@ def _validate_tc(params: GemmParams) -> Rejection | None:
 
 
 def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
-    """Grid, block and dynamic shared memory of ``params`` for ``shape``."""
+    """Grid, block and dynamic shared memory of ``params`` for ``shape``.
+
+    Split-K (``split_k > 1``): grid z is the number of splits, ``min(split_k, K tiles)`` (every
+    split gets at least one K tile, whatever the shape), each split writes its partial sums to a
+    ``splits x M x N`` fp32 workspace, and the epilogue kernel sums them in split order, adds the
+    bias and applies ReLU. A shape-specialized kernel is refused at any other shape.
+    """
+    fixed = params.fixed_shape
+    if fixed is not None and fixed != shape:
+        return _shape_mismatch(fixed, shape)
     block_m = params.tc_block_m if params.tf32x3 else params.block_m
     block_n = params.tc_block_n if params.tf32x3 else params.block_n
     grid_x = -(-shape.n // block_n)
@@ -316,11 +442,28 @@ def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
             f"{grid_y} row tiles exceed the grid's y limit {MAX_GRID_Y}",
             {"grid_y": grid_y, "max_grid_y": MAX_GRID_Y},
         )
+    if params.split_k == 1:
+        return LaunchConfig(
+            kernel_name=KERNEL_NAME,
+            grid=(grid_x, grid_y, 1),
+            block=(params.block_x, params.block_y, 1),
+            dynamic_smem_bytes=params.smem_bytes,
+        )
+    # the split-K kernel always writes partial sums (even when a short K leaves one split)
+    splits = min(params.split_k, params.k_tiles(shape.k))
+    rejection = _workspace_check(splits, shape)
+    if rejection is not None:
+        return rejection
+    per_block = REDUCE_THREADS * REDUCE_VEC
+    reduce_blocks = max(1, min(-(-(shape.m * shape.n) // per_block), REDUCE_MAX_BLOCKS))
     return LaunchConfig(
         kernel_name=KERNEL_NAME,
-        grid=(grid_x, grid_y, 1),
+        grid=(grid_x, grid_y, splits),
         block=(params.block_x, params.block_y, 1),
         dynamic_smem_bytes=params.smem_bytes,
+        workspace_bytes=workspace_bytes(splits, shape),
+        epilogue=EpilogueLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
+                                (REDUCE_THREADS, 1, 1), splits),
     )
 
 
@@ -342,6 +485,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "tf32x3": (False,),
     "warp_m": (32,),
     "warp_n": (32,),
+    "split_k": (1,),
 }
 
 
@@ -349,15 +493,15 @@ def in_replay_space(params: GemmParams) -> bool:
     """Whether a point belongs to the replay sub-space (staged tiles only with coalescing)."""
     return all(getattr(params, k) in v for k, v in REPLAY_DOMAINS.items()) and (
         params.coalesced or not params.smem
-    )
+    ) and params.fixed_shape is None
 
 
 #: The fields each kernel path reads; the others are fixed at their canonical values there.
 PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
-             "tile_k", "pad", "interleave", "stages"),
-    "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n"),
+             "tile_k", "pad", "interleave", "stages", "split_k"),
+    "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
@@ -368,6 +512,7 @@ _PATH_BASE: dict[str, dict[str, Any]] = {
 #: The seed's space plus coalescing (no expert fields): small enough to enumerate whole.
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
+    "split_k": (1,),
 }
 
 
@@ -386,7 +531,7 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
     """Every valid canonical point of ``domains`` (default the whole space), deterministic.
 
     Walks each kernel path over the fields it reads only, so every tuple is a distinct canonical
-    point. The whole space holds about two million points (staged SIMT tiles dominate): use
+    point. The whole space holds about nine million points (staged SIMT tiles dominate): use
     :func:`sample_space` to draw from it. With ``domains=REPLAY_DOMAINS`` only points of
     :func:`in_replay_space`.
     """

@@ -18,6 +18,7 @@ from kernels.gemm_bias_relu.params import (
     SMEM_ONLY_DEFAULTS,
     TC_ONLY_DEFAULTS,
     GemmParams,
+    check_at_shape,
     validate,
 )
 
@@ -36,9 +37,11 @@ def _step(candidate: Candidate, action: Action, **changes: Any) -> Candidate | R
             "no_change", f"{action} leaves the kernel unchanged", {"action": str(action)}
         )
     rejection = validate(new, DEFAULT_ARCH)
+    if rejection is None and candidate.shape is not None:
+        rejection = check_at_shape(new, candidate.shape)
     if rejection is not None:
         return rejection
-    return Candidate(new, action=action, parent=candidate)
+    return Candidate(new, action=action, parent=candidate, shape=candidate.shape)
 
 
 def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
@@ -212,3 +215,36 @@ def apply_warp_tiling(candidate: Candidate, wm: int, wn: int) -> Candidate | Rej
                          f"{action} shapes the tensor-core kernel; apply_tf32x3(true) first",
                          {"action": str(action), "tf32x3": False})
     return _step(candidate, action, warp_m=wm, warp_n=wn)
+
+
+@TRANSFORMS.register(
+    "apply_split_k",
+    ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
+            "1 = no split", "split_k"),
+    origin="expert",
+)
+def apply_split_k(candidate: Candidate, splits: int) -> Candidate | Rejection:
+    """Split K among CTAs along grid z (for shapes whose M x N tiles do not fill the GPU): each
+    writes fp32 partial sums to a workspace, a second kernel sums them, adds bias, applies ReLU."""
+    action = Action("apply_split_k", (splits,))
+    return _needs_smem(candidate, action) or _step(candidate, action, split_k=splits)
+
+
+@TRANSFORMS.register(
+    "specialize_shape",
+    ArgSpec("on", (False, True), "compile M, N, K in as constants (true) or take them at run "
+            "time (false)"),
+    origin="expert",
+)
+def specialize_shape(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Compile the campaign's M, N, K into the kernel as constants (bounds checks and index math
+    fold away); the kernel then refuses every other shape."""
+    action = Action("specialize_shape", (on,))
+    if not on:
+        return _step(candidate, action, shape_m=0, shape_n=0, shape_k=0)
+    shape = candidate.shape
+    if shape is None:
+        return Rejection("shape_unknown",
+                         f"{action} needs the problem shape, and this candidate carries none "
+                         "(a campaign's candidates carry its shape)", {"action": str(action)})
+    return _step(candidate, action, shape_m=shape.m, shape_n=shape.n, shape_k=shape.k)
