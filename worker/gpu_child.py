@@ -34,6 +34,12 @@ else:
 POISON = 0x7FC0DEAD
 DISTS = {"normal": 0, "uniform": 1, "mixed": 2, "symmetric": 3}
 FILL_THREADS = 256
+#: pycuda argument formats of the launch contract (``kernels.base.LaunchConfig``): the kernel
+#: ``(A, B, bias, C, M, N, K)``, with a workspace ``(A, B, bias, C, M, N, K, workspace)``, and
+#: the epilogue kernel of a workspace launch ``(workspace, bias, C, M, N, splits)``.
+KERNEL_ARGS = "PPPPiii"
+KERNEL_WS_ARGS = "PPPPiiiP"
+EPILOGUE_ARGS = "PPPiii"
 
 
 # ---- framing --------------------------------------------------------------------------------
@@ -126,6 +132,8 @@ class Runtime:
         self.counts = cuda.mem_alloc(2 * 8)
         self.events: list[tuple[Any, Any]] = []
         self.sm_count = int(self.device.get_attribute(attrs.MULTIPROCESSOR_COUNT))
+        self.ws: Any = None
+        self.ws_bytes = 0
 
     # -- device ------------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -170,8 +178,10 @@ class Runtime:
         self.reference_block = tuple(reference_block)  # type: ignore[assignment]
         self.reference_tile = reference_tile
 
-    def kernel(self, key: str, cubin: bytes | None, name: str, smem: int) -> Any:
-        """The loaded function for ``key`` (loading ``cubin`` the first time)."""
+    def kernel(self, key: str, cubin: bytes | None, name: str, smem: int,
+               workspace: bool = False) -> Any:
+        """The loaded function for ``key`` (loading ``cubin`` the first time); ``workspace``:
+        the kernel takes the workspace as its eighth argument (a split-K launch)."""
         fn = self.modules.get(key)
         if fn is None:
             if cubin is None:
@@ -181,7 +191,8 @@ class Runtime:
             module = cuda.module_from_buffer(cubin)
             fn = module.get_function(name)
             fn._tf_module = module  # keep the module alive with the function
-            fn.prepare("PPPPiii")
+            fn._tf_epilogues = {}
+            fn.prepare(KERNEL_WS_ARGS if workspace else KERNEL_ARGS)
             self.modules[key] = fn
         if smem > 48 * 1024:
             fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
@@ -225,13 +236,49 @@ class Runtime:
                                            b["B"], b["bias"], b["ref"], b["scale"], m, n, k)
         return b
 
+    def workspace(self, nbytes: int) -> Any:
+        """A device workspace of at least ``nbytes`` (one, grown as needed and shared by every
+        launch: launches are serial on the stream and each writes what it reads back)."""
+        if nbytes > self.ws_bytes:
+            if self.ws is not None:
+                self.ws.free()
+                self.ws, self.ws_bytes = None, 0
+            size = -(-nbytes // (1 << 20)) * (1 << 20)
+            self.ws = cuda.mem_alloc(size)
+            self.ws_bytes = size
+        return self.ws
+
+    @staticmethod
+    def epilogue(fn: Any, name: str) -> Any:
+        """The epilogue kernel ``name`` of ``fn``'s module (prepared once)."""
+        found = fn._tf_epilogues.get(name)
+        if found is None:
+            found = fn._tf_module.get_function(name)
+            found.prepare(EPILOGUE_ARGS)
+            fn._tf_epilogues[name] = found
+        return found
+
     def launch(self, fn: Any, launch: dict[str, Any], b: dict[str, Any],
                shape: tuple[int, int, int]) -> None:
-        """Enqueue one launch of a candidate."""
+        """Enqueue one launch of a candidate: its kernel and, for a workspace launch (split-K),
+        the epilogue kernel right after it on the same stream. The workspace must have been
+        sized beforehand (:meth:`workspace`), outside any timed region."""
         m, n, k = shape
+        ws_bytes = int(launch.get("workspace_bytes") or 0)
+        if not ws_bytes:
+            fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), self.stream,
+                                   b["A"], b["B"], b["bias"], b["C"], m, n, k,
+                                   shared_size=int(launch["dynamic_smem_bytes"]))
+            return
+        if ws_bytes > self.ws_bytes:
+            raise ValueError(f"launch needs a {ws_bytes} B workspace; {self.ws_bytes} B sized")
         fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), self.stream,
-                               b["A"], b["B"], b["bias"], b["C"], m, n, k,
+                               b["A"], b["B"], b["bias"], b["C"], m, n, k, self.ws,
                                shared_size=int(launch["dynamic_smem_bytes"]))
+        epi = launch["epilogue"]
+        self.epilogue(fn, epi["kernel_name"]).prepared_async_call(
+            tuple(epi["grid"]), tuple(epi["block"]), self.stream, self.ws, b["bias"], b["C"],
+            m, n, int(epi["splits"]))
 
     def sync(self) -> None:
         """Wait for the stream; a kernel fault becomes :class:`KernelFault`."""
@@ -249,6 +296,11 @@ class Runtime:
         count = m * n
         self.poison.prepared_async_call(self._grid1d(count), (FILL_THREADS, 1, 1), self.stream,
                                         b["C"], count)
+        ws_bytes = int(launch.get("workspace_bytes") or 0)
+        if ws_bytes:  # poisoned too: a partial sum the kernel fails to write shows up as NaN
+            ws = self.workspace(ws_bytes)
+            self.poison.prepared_async_call(self._grid1d(ws_bytes // 4), (FILL_THREADS, 1, 1),
+                                            self.stream, ws, ws_bytes // 4)
         cuda.memset_d32_async(self.stats, 0, 8, self.stream)
         cuda.memset_d32_async(self.counts, 0, 4, self.stream)
         self.sync()
@@ -298,7 +350,9 @@ class Runtime:
                       shape: tuple[int, int, int], reps: int) -> list[list[float]]:
         """Time ``reps`` launches of each function, interleaved, L2 flushed before each.
 
-        Returns microseconds per launch, one list per function.
+        One event pair encloses everything a launch enqueues (a split-K launch's kernel and its
+        epilogue: the user pays for both). Returns microseconds per launch, one list per
+        function.
         """
         events = self._events(reps * len(fns))
         slot = 0
@@ -323,6 +377,7 @@ class Runtime:
                   warmup: int) -> dict[str, Any]:
         """Warm-up, then ``runs`` runs of adaptive repetitions; each run is a median."""
         b = self.fill_inputs(shape, seed, "normal")
+        self.workspace(max(int(launch.get("workspace_bytes") or 0) for _, launch in entries))
         self.sync()
         first = self.time_launches(entries, b, shape, max(1, warmup))
         slowest_us = max(max(t) for t in first)
@@ -361,7 +416,8 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
             for case in req["checks"]:
                 launch = case["launch"]
                 fn = rt.kernel(cand["key"], cand["cubin"], cand["kernel"],
-                               int(launch["dynamic_smem_bytes"]))
+                               int(launch["dynamic_smem_bytes"]),
+                               workspace=bool(launch.get("workspace_bytes")))
                 fns[cand["key"]] = fn
                 cases.append(rt.check_case(fn, launch, tuple(case["shape"]), case["seed"],
                                            case["dist"], req["tol"]))
@@ -378,11 +434,14 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("bench") and cases and all(c["passed"] for c in cases):
             bench = req["bench"]
             entries = [(rt.kernel(cand["key"], cand["cubin"], cand["kernel"],
-                                  int(bench["launch"]["dynamic_smem_bytes"])), bench["launch"])]
+                                  int(bench["launch"]["dynamic_smem_bytes"]),
+                                  workspace=bool(bench["launch"].get("workspace_bytes"))),
+                        bench["launch"])]
             inc = req.get("incumbent")
             if inc is not None:
                 entries.append((rt.kernel(inc["key"], inc.get("cubin"), inc["kernel"],
-                                          int(inc["launch"]["dynamic_smem_bytes"])),
+                                          int(inc["launch"]["dynamic_smem_bytes"]),
+                                          workspace=bool(inc["launch"].get("workspace_bytes"))),
                                 inc["launch"]))
             result["bench"] = rt.benchmark(entries, tuple(bench["shape"]), bench["seed"],
                                            bench["runs"], bench["target_run_ms"],

@@ -67,7 +67,8 @@ def profile_kernel(cubin: bytes, kernel: str, shape: tuple[int, int, int],
                "--metrics", ",".join(METRICS.values()),
                sys.executable, "-m", "worker.ncu_launch", str(path), kernel, str(m), str(n),
                str(k), str(launch["grid"][0]), str(launch["grid"][1]), str(launch["block"][0]),
-               str(launch["block"][1]), str(launch["dynamic_smem_bytes"])]
+               str(launch["block"][1]), str(launch["dynamic_smem_bytes"]),
+               str(launch["grid"][2]), str(launch.get("workspace_bytes") or 0)]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu,
                    PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH",
                                                                                  "")]))
