@@ -227,7 +227,9 @@ def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
             emit(session, campaign.id, "note", {"kind": "warm_start", "message":
                                                 "no earlier result for this kernel and GPU"})
         else:
-            params = family.params_from_dict(found[0])
+            # a kernel specialized for the other campaign's shape starts here unspecialized
+            params = family.for_shape(family.params_from_dict(found[0]),
+                                      Shape(campaign.m, campaign.n, campaign.k))
             if key_of(params) != created[0].params_key:
                 created.append(_new_candidate(session, campaign, family, params,
                                               action="warm_start()", reason=found[1],
@@ -318,7 +320,8 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
         injected=list(campaign.injected_actions or []),
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
-        settings=settings,
+        settings=settings, shape=Shape(campaign.m, campaign.n, campaign.k),
+        device=campaign.device,
     )
     proposals = policy.propose(ctx, min(slots, left))
     for note in ctx.notes:
@@ -339,12 +342,11 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
 
 
 def _still_applicable(family: Any, ctx: PolicyContext, text: str) -> bool:
-    from kernels.base import Candidate as Point
     from kernels.base import Rejection
 
     if ctx.incumbent is None:
         return True
-    result = family.apply(Point(ctx.incumbent.params), text)
+    result = family.apply(ctx.point(ctx.incumbent.params), text)
     return not isinstance(result, Rejection) and ctx.fresh(result.params)
 
 

@@ -12,7 +12,13 @@ Rules, in order, each producing a move from the incumbent only when its signal i
    ``avoid_bank_conflict``;
 6. spills, or occupancy limited by registers → a smaller register block;
 7. low reuse per shared-memory load (register block under 4x4) → a larger register block;
-8. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
+8. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
+   occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
+   (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
+9. the structure has settled (a stagnation window without an acceptance) →
+   ``specialize_shape(true)``: compile-time M, N, K. Local search does not propose it earlier,
+   since a specialized kernel is checked at the campaign's shape only;
+10. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
    (a running mean of their improvements), untried ones next.
 
 Neighbourhoods that did not pay are marked explored: a block shape that lost from an incumbent
@@ -39,9 +45,15 @@ from agent.policies.base import (
     key_of,
     take_unique,
 )
-from kernels.base import Action, Candidate, Rejection
+from kernels.base import Action, Rejection
+from worker.evaluate import theoretical_occupancy
 
 STAGNATION_WINDOW = 12
+#: split-K is proposed only while every split keeps at least this many K tiles (a split of one
+#: or two tiles spends its time filling and draining the pipeline)
+MIN_K_TILES_PER_SPLIT = 4
+#: SMs assumed when the device is not known (an H200)
+DEFAULT_SM_COUNT = 132
 
 
 def _payoffs(ctx: PolicyContext) -> dict[str, tuple[float, int]]:
@@ -119,7 +131,7 @@ class ExpertPolicy:
             return None
         if not ctx.action_allowed(action.name):
             return None
-        result = ctx.family.apply(Candidate(inc.params), action)
+        result = ctx.family.apply(ctx.point(inc.params), action)
         if isinstance(result, Rejection) or not ctx.fresh(result.params):
             return None
         if action.name == "change_block_config" and (
@@ -185,12 +197,58 @@ class ExpertPolicy:
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
                               "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
                               "with a higher ceiling"))
+        moves += self._split_k_moves(ctx, inc)
+        if self._settled(ctx) and ctx.shape is not None and getattr(
+                p, "fixed_shape", None) is None:
+            moves.append(("specialize_shape(true)",
+                          f"no acceptance in {ctx.stagnation} evaluations: the structure has "
+                          f"settled; compile M, N, K = {ctx.shape} in as constants so that "
+                          "bounds checks and index arithmetic fold away"))
         out = []
         for text, reason in moves:
             prop = self._move(ctx, text, reason, tabu)
             if prop is not None:
                 out.append(prop)
         return out
+
+    def _settled(self, ctx: PolicyContext) -> bool:
+        return ctx.stagnation >= self.stagnation_window
+
+    @staticmethod
+    def _split_k_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
+        """Split K when the output tiles leave SMs idle and K is long enough to share."""
+        p = inc.params
+        if ctx.shape is None or "apply_split_k" not in ctx.family.transforms or not (
+                p.smem or p.tf32x3):
+            return []
+        launch = ctx.family.launch(p, ctx.shape)
+        if isinstance(launch, Rejection):
+            return []
+        gx, gy, _ = launch.grid
+        tiles = gx * gy
+        device = ctx.device or {}
+        sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
+        resident = _resident_ctas(inc, device)
+        slots = sms * resident
+        if tiles * p.split_k >= slots:
+            return []
+        k_tiles = -(-ctx.shape.k // p.tile_k)
+        choices = [s for s in ctx.family.transforms.get("apply_split_k").args[0].choices
+                   if s > p.split_k and k_tiles >= MIN_K_TILES_PER_SPLIT * s]
+        if not choices:
+            return []
+        filling = [s for s in choices if tiles * s >= slots]
+        split = filling[0] if filling else choices[-1]
+        why = (f"{tiles} CTAs ({gx}x{gy} output tiles) x split {p.split_k} for {sms} SMs x "
+               f"{resident} resident CTAs = {slots} slots, and K = {ctx.shape.k} is {k_tiles} "
+               f"tiles of {p.tile_k}")
+        moves = [(f"apply_split_k({split})",
+                  f"{why}: split K {split} ways -> {tiles * split} CTAs")]
+        lower = [s for s in choices if s < split]
+        if lower:
+            moves.append((f"apply_split_k({lower[-1]})",
+                          f"{why}: split K {lower[-1]} ways (less workspace traffic)"))
+        return moves
 
     @staticmethod
     def _tensor_core_moves(inc: HistoryItem) -> list[tuple[str, str]]:
@@ -222,10 +280,13 @@ class ExpertPolicy:
         ctx_key = _context_key(start.params)
         scored = []
         rng = ctx.rng(salt=len(ctx.history))
+        settled = self._settled(ctx)
         for action, params in ctx.neighbours(start):
             if action.name == "change_block_config" and (
                     ctx_key, action.args[0], action.args[1]) in tabu:
                 continue
+            if action.name == "specialize_shape" and action.args[0] and not settled:
+                continue  # by rule only, once the structure has settled
             mean, count = payoffs.get(action.name, (0.0, 0))
             bonus = 1.0 / (1 + count)  # untried transforms first among equals
             scored.append((mean + bonus + rng.random() * 0.01, action, params))
@@ -244,13 +305,17 @@ class ExpertPolicy:
         out: list[Proposal] = []
         explored = ctx.explored
         for _ in range(200):
-            node = Candidate(inc.params)
+            node = ctx.point(inc.params)
             steps = []
             for _step in range(2):
                 spec = rng.choice(firsts)
                 if spec.name == "revert_last" or not ctx.action_allowed(spec.name):
                     break
-                action = rng.choice(list(spec.actions()))
+                # only actions the space can hold (a replay measured some values only)
+                actions = [a for a in spec.actions() if ctx.in_domains(spec, a)]
+                if not actions:
+                    break
+                action = rng.choice(actions)
                 result = ctx.family.apply(node, action)
                 if isinstance(result, Rejection):
                     break
@@ -275,3 +340,16 @@ class ExpertPolicy:
     def _top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
         ok = [h for h in ctx.history if h.status == "ok" and h.avg_us is not None]
         return sorted(ok, key=lambda h: h.avg_us or 0.0)[:k]
+
+
+def _resident_ctas(inc: HistoryItem, device: dict[str, Any]) -> int:
+    """CTAs of the incumbent one SM holds at once: from its profile's theoretical occupancy,
+    else computed from its registers (measured, or the estimate) and shared memory."""
+    p = inc.params
+    warps = -(-p.threads // 32)
+    max_warps = int(device.get("max_threads_per_sm") or 2048) // 32
+    occupancy = (inc.profile or {}).get("theoretical_occupancy_pct")
+    if occupancy is None:
+        regs = (inc.compile or {}).get("regs_per_thread") or p.est_regs_per_thread
+        occupancy, _ = theoretical_occupancy(p.threads, int(regs), p.smem_bytes, device)
+    return max(1, round(float(occupancy) / 100.0 * max_warps / warps))
