@@ -31,6 +31,11 @@ class Settings(BaseSettings):
     nvcc_extra_flags: list[str] = Field(default_factory=list)
 
     eval_timeout_s: float = Field(default=60.0, description="watchdog for one GPU evaluation")
+    compute_sanitizer: str = Field(
+        default="compute-sanitizer", description="compute-sanitizer executable (the sanitizer "
+                                                 "gate, `tuneforge sanitize`)")
+    sanitize_timeout_s: float = Field(
+        default=600.0, gt=0, description="time limit of one compute-sanitizer tool run")
 
     llm_url: str = ""
     llm_model: str = ""
