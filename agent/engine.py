@@ -60,6 +60,8 @@ class CampaignSpec:
     allowed_actions: list[str] | None = None
     arch: str = "sm_90"
     team_id: str | None = None
+    #: run the compute-sanitizer gate on the best kernel once the campaign is done
+    sanitize: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -170,6 +172,9 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         for name in spec.allowed_actions:
             if name not in family.transforms:
                 raise CampaignError(f"allowed_actions: unknown action {name!r}")
+    if spec.sanitize and backend != "gpu":
+        raise CampaignError(f"sanitize: the compute-sanitizer gate runs kernels on a GPU; this "
+                            f"campaign's backend is {backend}")
     campaign = Campaign(
         team_id=spec.team_id, kernel=spec.kernel, m=spec.m, n=spec.n, k=spec.k, arch=spec.arch,
         backend=backend, gpu_name=(device or {}).get("name"), device=device,
@@ -179,7 +184,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
         leaderboard=spec.leaderboard, start_from=spec.start_from,
         allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
-        status="queued",
+        sanitize=spec.sanitize, status="queued",
     )
     session.add(campaign)
     session.flush()

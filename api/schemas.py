@@ -71,6 +71,8 @@ class CampaignCreate(_In):
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     leaderboard: list[float | LeaderboardEntry] | None = Field(default=None, max_length=10_000)
     start_from: Literal["best"] | None = None
+    #: check the best kernel with compute-sanitizer (memcheck, racecheck) once done
+    sanitize: bool = False
     allowed_actions: list[str] | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("kernel")
@@ -182,6 +184,7 @@ class CampaignRead(BaseModel):
     vendor_us: float | None
     pct_of_vendor: float | None
     rank_est: int | None
+    sanitize: bool = False
 
 
 class CandidateRead(BaseModel):
@@ -210,6 +213,8 @@ class CandidateDetail(CandidateRead):
     source: str | None
     feedback: dict[str, Any] | None
     compile_log: str | None
+    #: the compute-sanitizer gate's record (``tuneforge sanitize``), when it was checked
+    sanitizer: dict[str, Any] | None = None
 
 
 class CandidatePage(BaseModel):

@@ -18,6 +18,7 @@ app = typer.Typer(
     "  tuneforge tune --budget 200 --db runs.db      # a campaign here (GPU, or a replay)\n\n"
     "  tuneforge report ID --db runs.db              # plots and a Markdown summary\n\n"
     "  tuneforge export ID --db runs.db --format kt  # for Kernel Tuner (also cu, json, t4)\n\n"
+    "  tuneforge sanitize ID --db runs.db            # compute-sanitizer on the best kernel\n\n"
     "  tuneforge serve                               # the API and the dashboard on :8000\n\n"
     "  tuneforge actions --json\n\n"
     "  tuneforge render --params '{\"smem\": true, \"coalesced\": true}'\n\n"
@@ -180,7 +181,7 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
-from cli import db, report  # noqa: E402
+from cli import db, report, sanitize  # noqa: E402
 from cli.service import register  # noqa: E402
 from cli.tune import evaluate, tune  # noqa: E402
 
@@ -189,6 +190,7 @@ app.command()(evaluate)
 register(app)
 report.register(app)
 db.register(app)
+sanitize.register(app)
 
 
 def main() -> NoReturn:

@@ -81,6 +81,9 @@ def tune(
     out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
         "tuneforge-out"),
     kernel: Annotated[str, typer.Option(help="kernel family")] = "gemm_bias_relu",
+    sanitize: Annotated[bool, typer.Option(
+        "--sanitize", help="check the final best kernel with compute-sanitizer (memcheck, "
+                           "racecheck) on the GPU; exit 1 unless it passes")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="last stdout line: one JSON")] = False,
 ) -> None:
     """Run an embedded tuning campaign and print its summary.
@@ -92,6 +95,8 @@ def tune(
       tuneforge tune --budget 200 --policy random --seed 3 --json
 
       tuneforge tune --actions apply_coalesce,apply_tiling,apply_shared_memory_load
+
+      tuneforge tune --backend gpu --budget 300 --sanitize
     """
     import math
 
@@ -128,6 +133,19 @@ def tune(
         backend, family, settings, [g.strip() for g in gpus.split(",") if g.strip()],
         tolerance=tolerance, profile=profile)
     device = evaluators[0].device
+    sanitizer_exe = None
+    if sanitize and used == "gpu":
+        from worker.sanitize import sanitizer_path
+
+        sanitizer_exe = sanitizer_path(settings.compute_sanitizer)
+        if sanitizer_exe is None:
+            for ev in evaluators:
+                ev.close()
+            fail(f"--sanitize: {settings.compute_sanitizer} not found (it comes with the CUDA "
+                 "toolkit; TUNEFORGE_COMPUTE_SANITIZER names another executable)")
+    elif sanitize:
+        err_console.print("[yellow]--sanitize:[/] the replay backend has no GPU to run "
+                          "compute-sanitizer on: the best kernel will not be checked")
     if used == "replay":
         ev = evaluators[0]
         try:  # before the panel: a bad shape is a one-line error
@@ -148,7 +166,7 @@ def tune(
         policy=policy, accept_threshold_pct=threshold, seed=seed, budget_iterations=budget,
         budget_wall_s=wall_seconds, budget_gpu_s=gpu_seconds, leaderboard=board,
         start_from=start_from, allowed_actions=allowed, parallel=len(evaluators), profile=profile,
-        arch=settings.arch,
+        arch=settings.arch, sanitize=sanitizer_exe is not None,
     )
     with sessions.begin() as s:
         try:
@@ -202,12 +220,45 @@ def tune(
     result["files"] = [str(p) for p in [*files, plot]]
     if runner.errors:
         result["error"] = repr(runner.errors[0])
+    if sanitize:
+        result["sanitizer"] = _sanitize_best(sessions, campaign_id, sanitizer_exe, gpus,
+                                             quiet=as_json)
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         _print_summary(result)
-    if result["status"] == "failed":
+    if result["status"] == "failed" or (result.get("sanitizer") or {}).get("status") in (
+            "flagged", "error"):
         raise typer.Exit(1)
+
+
+def _sanitize_best(sessions: Any, campaign_id: str, exe: str | None, gpus: str, *,
+                   quiet: bool) -> dict[str, Any]:
+    """``--sanitize``: the gate on the campaign's best kernel (stored with it); a short
+    summary for the campaign's result."""
+    from cli.sanitize import gate_candidate, print_record
+    from core.models import Campaign
+    from worker.sanitize import DEFAULT_TOOLS, SanitizerUnavailable, probe_gpu
+
+    if exe is None:
+        return {"status": "skipped", "reason": "the replay backend has no GPU"}
+    with sessions() as s:
+        campaign = s.get(Campaign, campaign_id)
+        best_id = campaign.best_id if campaign is not None else None
+    if best_id is None:
+        return {"status": "skipped", "reason": "the campaign has no correct kernel"}
+    gpu = gpus.split(",")[0].strip() or "0"
+    try:
+        device = probe_gpu(gpu)
+    except SanitizerUnavailable as exc:
+        return {"status": "error", "reason": f"no usable GPU: {exc}", "candidate_id": best_id}
+    settings = get_settings()
+    record = gate_candidate(sessions, best_id, tools=DEFAULT_TOOLS, shapes=None, gpu=gpu,
+                            timeout_s=settings.sanitize_timeout_s, exe=exe, device=device)
+    if not quiet:
+        print_record(record, f"sanitizer gate · best kernel {best_id[:8]} · "
+                             f"compute-sanitizer {record['sanitizer_version']}")
+    return {"status": record["status"], "summary": record["summary"], "candidate_id": best_id}
 
 
 def _print_summary(r: dict[str, Any]) -> None:
@@ -229,6 +280,10 @@ def _print_summary(r: dict[str, Any]) -> None:
         ("rank estimate", str(r["rank_est"]) if r["rank_est"] else "– (no --leaderboard)"),
         ("files", "\n".join(r["files"])),
     ]
+    if r.get("sanitizer"):
+        san = r["sanitizer"]
+        rows.append(("sanitizer gate", f"{san['status']}: "
+                                       f"{san.get('summary') or san.get('reason')}"))
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -113,6 +114,8 @@ class Campaign(Base):
     next_iteration: Mapped[int] = mapped_column(Integer, default=0)
     vendor_us: Mapped[float | None] = mapped_column(Float)
     device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: run the compute-sanitizer gate (``worker/sanitize.py``) on the best kernel once done
+    sanitize: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     candidates: Mapped[list[Candidate]] = relationship(
         back_populates="campaign", order_by="Candidate.iteration"
@@ -159,6 +162,9 @@ class Candidate(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    #: the compute-sanitizer gate's record of this kernel (``worker/sanitize.py``: status,
+    #: each tool's counts and first messages, shapes, versions), once it was checked
+    sanitizer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     campaign: Mapped[Campaign] = relationship(back_populates="candidates")
 
 

@@ -59,7 +59,7 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
         created_at=campaign.created_at, started_at=campaign.started_at,
         finished_at=campaign.finished_at, best=s["best"], baseline=s["baseline"],
         speedup_vs_baseline=s["speedup_vs_baseline"], vendor_us=campaign.vendor_us,
-        pct_of_vendor=s["pct_of_vendor"], rank_est=s["rank_est"],
+        pct_of_vendor=s["pct_of_vendor"], rank_est=s["rank_est"], sanitize=campaign.sanitize,
     )
 
 
@@ -86,6 +86,7 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
         budget_wall_s=body.budget.wall_seconds, budget_gpu_s=body.budget.gpu_seconds,
         leaderboard=leaderboard, start_from=body.start_from,
         allowed_actions=body.allowed_actions, arch=settings.arch, team_id=team.team_id,
+        sanitize=body.sanitize,
     )
     try:
         campaign = engine.create_campaign(session, spec, backend=settings.backend)
@@ -141,7 +142,7 @@ def candidate(campaign: CampaignDep, session: SessionDep, candidate_id: str) -> 
                                                        f"campaign {campaign.id}")
     return CandidateDetail(**_candidate_fields(c), params=c.params, reason=c.reason,
                            source_hash=c.source_hash, source=c.source, feedback=c.feedback,
-                           compile_log=c.compile_log)
+                           compile_log=c.compile_log, sanitizer=c.sanitizer)
 
 
 @router.get("/{campaign_id}/best", response_model=BestRead)
