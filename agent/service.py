@@ -28,6 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from agent import engine
+from agent import sanitize as sanitize_gate
 from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
@@ -53,6 +54,8 @@ class Plan:
 
     compile: list[str] = field(default_factory=list)
     evaluate: list[tuple[str, str]] = field(default_factory=list)  # (candidate id, queue)
+    #: the compute-sanitizer gate on a done campaign's best kernel: (candidate id, queue)
+    sanitize: list[tuple[str, str]] = field(default_factory=list)
 
 
 @lru_cache(maxsize=16)
@@ -146,8 +149,10 @@ def plan(session: Session, campaign: Campaign) -> Plan:
         Candidate.campaign_id == campaign.id, Candidate.status.in_(("pending", "compiled")),
     ).order_by(Candidate.iteration)).all()
     queue = gpu_queue(campaign.arch)
+    gate = sanitize_gate.wanted(session, campaign)
     return Plan(compile=[cid for cid, status in rows if status == "pending"],
-                evaluate=[(cid, queue) for cid, status in rows if status == "compiled"])
+                evaluate=[(cid, queue) for cid, status in rows if status == "compiled"],
+                sanitize=[(gate, queue)] if gate else [])
 
 
 def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
@@ -208,9 +213,17 @@ def stalled(session: Session, *, quiet_s: float) -> list[str]:
     return [cid for (cid,) in rows]
 
 
+def on_sanitized(session: Session, candidate_id: str, record: dict[str, Any]) -> Plan:
+    """Store the compute-sanitizer gate's record of a candidate (reported by a GPU worker)."""
+    sanitize_gate.record_result(session, candidate_id, record)
+    return Plan()
+
+
 def send(plan: Plan) -> None:
     """Enqueue the plan's steps, each at most once (call after the commit)."""
     for cid in plan.compile:
         enqueue_once(TaskName.COMPILE, cid, cid)
     for cid, queue in plan.evaluate:
         enqueue_once(TaskName.EVALUATE, cid, cid, queue=queue)
+    for cid, queue in plan.sanitize:
+        enqueue_once(TaskName.SANITIZE, cid, cid, queue=queue)

@@ -164,3 +164,11 @@ def measured(candidate_id: str, payload: dict[str, Any]) -> None:
     """Record a measurement reported by a GPU worker, decide, send the next candidates."""
     _run(_campaign_of_candidate(candidate_id),
          lambda s: service.on_measured(s, candidate_id, payload))
+
+
+@app.task(name=TaskName.SANITIZED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
+          max_retries=8)
+def sanitized(candidate_id: str, record: dict[str, Any]) -> None:
+    """Store the compute-sanitizer gate's record that a GPU worker reported."""
+    _run(_campaign_of_candidate(candidate_id),
+         lambda s: service.on_sanitized(s, candidate_id, record))

@@ -52,13 +52,19 @@ class TaskName(enum.StrEnum):
     MEASURED = "agent.measured"
     COMPILE = "worker.compile"
     EVALUATE = "worker.evaluate"
+    #: the compute-sanitizer gate on a done campaign's best kernel (a GPU worker), and its
+    #: record (the agent)
+    SANITIZE = "worker.sanitize"
+    SANITIZED = "agent.sanitized"
 
 
-#: Where each task goes; ``worker.evaluate`` is routed per call to the campaign's arch queue.
+#: Where each task goes; ``worker.evaluate`` and ``worker.sanitize`` are routed per call to the
+#: campaign's arch queue.
 ROUTES: dict[str, str] = {
     TaskName.DECIDE: CeleryQueue.AGENT,
     TaskName.COMPILED: CeleryQueue.AGENT,
     TaskName.MEASURED: CeleryQueue.AGENT,
+    TaskName.SANITIZED: CeleryQueue.AGENT,
     TaskName.COMPILE: CeleryQueue.COMPILE,
 }
 
@@ -87,12 +93,17 @@ def time_limits(settings: Settings) -> dict[str, tuple[float, float]]:
     compile_soft = settings.compile_timeout_s + 30.0
     # GPU child start-up (support kernels, inputs) + candidate and incumbent under the watchdog
     evaluate_soft = 120.0 + 4 * settings.eval_timeout_s
+    # compile again (a cache hit), probe the GPU, then memcheck and racecheck, each under its
+    # own time limit
+    sanitize_soft = settings.compile_timeout_s + 120.0 + 2 * settings.sanitize_timeout_s
     return {
         TaskName.DECIDE: (60.0, 90.0),
         TaskName.COMPILED: (60.0, 90.0),
         TaskName.MEASURED: (60.0, 90.0),
+        TaskName.SANITIZED: (60.0, 90.0),
         TaskName.COMPILE: (compile_soft, compile_soft + 30.0),
         TaskName.EVALUATE: (evaluate_soft, evaluate_soft + 60.0),
+        TaskName.SANITIZE: (sanitize_soft, sanitize_soft + 60.0),
     }
 
 

@@ -256,6 +256,62 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
     return m
 
 
+# ---- the compute-sanitizer gate -------------------------------------------------------------
+@dataclass
+class SanitizeJob:
+    """What a GPU worker needs to check a candidate with compute-sanitizer."""
+
+    candidate_id: str
+    kernel: str
+    backend: str
+    params: dict[str, Any]
+    source: str
+    shape: Shape
+
+
+def start_sanitize(session: Session, candidate_id: str) -> SanitizeJob | None:
+    """The gate's job for a correct candidate not checked yet; None otherwise (a redelivered
+    message, or a candidate that never passed)."""
+    cand = session.get(Candidate, candidate_id)
+    if cand is None or cand.status != "ok" or not cand.source or cand.sanitizer is not None:
+        return None
+    campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
+    assert campaign is not None
+    return SanitizeJob(cand.id, campaign.kernel, campaign.backend, dict(cand.params),
+                       cand.source, Shape(campaign.m, campaign.n, campaign.k))
+
+
+def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
+    """The gate's record: compile the stored source again (a cache hit), then memcheck and
+    racecheck on this worker's GPU; a gate that cannot run is an ``error`` record saying why."""
+    from worker.sanitize import (
+        DEFAULT_TOOLS,
+        SanitizerUnavailable,
+        check,
+        error_record,
+        sanitizer_path,
+    )
+
+    if runtime.backend != "gpu" or job.backend != "gpu":
+        return error_record(f"a {runtime.backend} worker cannot run compute-sanitizer on a "
+                            f"{job.backend} campaign's kernel")
+    family = get_family(job.kernel)
+    params = family.params_from_dict(job.params)
+    compiled = runtime.compiler.compile(job.source, entry=family.name,
+                                        dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)))
+    if compiled.status != "ok":
+        return error_record(f"the source did not compile again: {compiled.status}: "
+                            f"{compiled.error}")
+    settings = runtime.settings
+    try:
+        return check(family, params, compiled.cubin(), tools=DEFAULT_TOOLS,
+                     campaign_shape=job.shape, gpu=runtime.gpu,
+                     exe=sanitizer_path(settings.compute_sanitizer),
+                     timeout_s=settings.sanitize_timeout_s)
+    except SanitizerUnavailable as exc:
+        return error_record(str(exc))
+
+
 # ---- heartbeats -----------------------------------------------------------------------------
 def worker_name(role: str) -> str:
     """``role@host:pid`` (one row per worker process)."""

@@ -136,3 +136,23 @@ def evaluate_candidate(candidate_id: str) -> None:
         payload = jobs.measurement_to_dict(m)
     enqueue(TaskName.MEASURED, candidate_id, payload)
     runtime().count_evaluation()  # written with the next heartbeat
+
+
+@app.task(name=TaskName.SANITIZE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
+          max_retries=8)
+def sanitize_candidate(candidate_id: str) -> None:
+    """The compute-sanitizer gate on a done campaign's best kernel; the record to the agent."""
+    from worker.sanitize import error_record
+
+    with session_scope(_url()) as s:
+        job = jobs.start_sanitize(s, candidate_id)
+    if job is None:
+        return  # already checked (a redelivered message), or not a correct kernel
+    try:
+        record = jobs.run_sanitize(runtime(), job)
+    except SoftTimeLimitExceeded:
+        record = error_record("the sanitize task hit its soft time limit")
+    except Exception as exc:  # recorded with the candidate, never lost in a log
+        log.exception("sanitizer gate of %s failed", candidate_id)
+        record = error_record(f"GPU worker error: {exc!r}"[:500])
+    enqueue(TaskName.SANITIZED, candidate_id, record)
