@@ -11,6 +11,10 @@ Embedded mode (:mod:`agent.embedded`) and the Celery tasks call the same functio
 
 Every decision and its reason is stored with the candidate and as an event, so the decision
 chain can be read back and replayed.
+
+A process keeps the decoded history of the campaigns it decides for (:class:`HistoryCache`):
+a decision reads only the candidates that may have changed since its last read, not the whole
+campaign, and decides exactly as it would from a full read (:func:`history`).
 """
 
 from __future__ import annotations
@@ -18,15 +22,25 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import event, func, or_, select
+from sqlalchemy.orm import Session, SessionTransaction, defer, load_only
 
 from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
 from core.feedback import FeedbackRecord
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, utcnow
+from core.models import (
+    CANDIDATE_FINAL,
+    CANDIDATE_IN_FLIGHT,
+    Campaign,
+    Candidate,
+    Event,
+    new_id,
+    utcnow,
+)
 from kernels import get_family
 from kernels.base import Action, Shape, UnknownAction
 from worker import jobs
@@ -96,6 +110,20 @@ def rank_estimate(leaderboard: list[Any] | None, best_us: float | None,
     return faster + 1
 
 
+#: What a policy never reads of a candidate (kilobytes of text and JSON per row).
+_NOT_FOR_POLICIES = (Candidate.source, Candidate.compile_log, Candidate.feedback, Candidate.perf,
+                     Candidate.reason)
+
+#: What recording a result reads of the candidate (the feedback record's inputs; the large
+#: columns it only writes stay unloaded).
+RECORD_LOAD = [defer(c) for c in (*_NOT_FOR_POLICIES, Candidate.correctness, Candidate.profile,
+                                   Candidate.decision)]
+
+
+#: What recording a successful compile reads of the campaign.
+COMPILE_RECORD_LOAD = load_only(Campaign.id, Campaign.kernel, Campaign.arch)
+
+
 def _history_item(family: Any, c: Candidate) -> HistoryItem:
     return HistoryItem(
         id=c.id, iteration=c.iteration, params=family.params_from_dict(c.params),
@@ -106,18 +134,149 @@ def _history_item(family: Any, c: Candidate) -> HistoryItem:
     )
 
 
+def _history_query(campaign_id: str) -> Any:
+    # a policy never reads the large columns; loading them at every decision made a campaign
+    # quadratic in its length
+    return (select(Candidate).where(Candidate.campaign_id == campaign_id)
+            .options(*(defer(c) for c in _NOT_FOR_POLICIES)).order_by(Candidate.iteration))
+
+
 def history(session: Session, campaign: Campaign) -> list[HistoryItem]:
-    """Every candidate of the campaign as a policy sees it."""
+    """Every candidate of the campaign as a policy sees it, read in full from the database."""
     family = get_family(campaign.kernel)
-    rows = session.scalars(
-        select(Candidate).where(Candidate.campaign_id == campaign.id)
-        # a policy never reads these large columns; loading them at every decision made a
-        # campaign quadratic in its length
-        .options(defer(Candidate.source), defer(Candidate.compile_log),
-                 defer(Candidate.feedback), defer(Candidate.perf))
-        .order_by(Candidate.iteration)
-    ).all()
-    return [_history_item(family, c) for c in rows]
+    return [_history_item(family, c) for c in session.scalars(_history_query(campaign.id))]
+
+
+# ---- what one transaction knows ---------------------------------------------------------------
+_SCRATCH = "tuneforge.transaction"
+
+
+def _scratch(session: Session) -> dict[str, Any]:
+    """Per-transaction notes of this module (locks taken, history read), forgotten when the
+    transaction ends (see the listeners below)."""
+    notes: dict[str, Any] = session.info.setdefault(_SCRATCH, {})
+    return notes
+
+
+@event.listens_for(Session, "after_commit")
+def _on_commit(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint released: the transaction may still roll back
+    for apply in _scratch(session).pop("on_commit", {}).values():
+        apply()
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _on_rollback(session: Session, _previous: SessionTransaction) -> None:
+    session.info.pop(_SCRATCH, None)  # even a savepoint's rollback releases its row locks
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _on_transaction_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:
+        session.info.pop(_SCRATCH, None)
+
+
+def lock_campaign(session: Session, campaign_id: str) -> Campaign:
+    """The campaign row, locked for the rest of the transaction (``SELECT … FOR UPDATE`` and
+    fresh from the database the first time in a transaction; from the session after that: the
+    lock keeps every other writer out)."""
+    locked: set[str] = _scratch(session).setdefault("locked", set())
+    if campaign_id in locked:
+        campaign = session.get(Campaign, campaign_id)
+    else:
+        campaign = session.get(Campaign, campaign_id, with_for_update=True,
+                               populate_existing=True)
+        if campaign is not None:
+            locked.add(campaign_id)
+    if campaign is None:
+        raise CampaignError(f"no campaign {campaign_id}")
+    return campaign
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What a process knows of one campaign's candidates as of a committed read."""
+
+    final: dict[str, HistoryItem]  # id -> item of every finished candidate read so far
+    max_iteration: int  # every iteration up to here is in ``final`` or in ``open_ids``
+    open_ids: tuple[str, ...]  # candidates in flight when read (they may have changed since)
+
+
+class HistoryCache:
+    """The decoded history of the campaigns this process decides for, read incrementally.
+
+    What a policy reads of a finished candidate never changes again (only the engine's record
+    of a result writes a final status and its figures, and only to a candidate in flight; the
+    sanitizer gate's later record is not policy input), so each read fetches only the
+    candidates proposed since the last read and those that were in flight then: a handful of
+    rows, however long the campaign. The caller holds the campaign's row lock, so every
+    candidate proposed before the read is committed and visible to it.
+
+    What a transaction read enters the cache only when that transaction commits: a decision
+    rolled back (with the results it recorded) leaves nothing behind. The list returned equals
+    :func:`history`'s full read; ``tests/service/test_history_cache.py`` holds it to that.
+    """
+
+    def __init__(self, max_campaigns: int = 64) -> None:
+        self.max_campaigns = max_campaigns
+        self._known: OrderedDict[tuple[str, str], _Known] = OrderedDict()
+        self._mutex = threading.Lock()
+        self.rows_read = 0  # candidate rows decoded so far (a figure for tests and benches)
+
+    def clear(self) -> None:
+        """Forget every campaign."""
+        with self._mutex:
+            self._known.clear()
+
+    def read(self, session: Session, campaign: Campaign) -> list[HistoryItem]:
+        """Every candidate of ``campaign`` as a policy sees it, in iteration order (call with
+        the campaign's row locked)."""
+        key = (str(session.get_bind().engine.url), campaign.id)
+        with self._mutex:
+            known = self._known.get(key)
+            if known is not None:
+                self._known.move_to_end(key)
+        query = _history_query(campaign.id)
+        if known is not None:
+            query = query.where(or_(Candidate.iteration > known.max_iteration,
+                                    Candidate.id.in_(known.open_ids)))
+        family = get_family(campaign.kernel)
+        rows = [_history_item(family, c) for c in session.scalars(query)]
+        self.rows_read += len(rows)
+        base = known.final if known is not None else {}
+        fresh_final = {h.id: h for h in rows if h.status in CANDIDATE_FINAL}
+        after = _Known(
+            final={**base, **fresh_final} if fresh_final else base,
+            max_iteration=max([h.iteration for h in rows],
+                              default=known.max_iteration if known is not None else -1),
+            open_ids=tuple(h.id for h in rows if h.status not in CANDIDATE_FINAL),
+        )
+        _scratch(session).setdefault("on_commit", {})[("history", key)] = (
+            lambda: self._store(key, known, after))
+        items = [*base.values(), *rows]
+        items.sort(key=lambda h: h.iteration)
+        return items
+
+    def final_item(self, session: Session, campaign_id: str,
+                   candidate_id: str) -> HistoryItem | None:
+        """A finished candidate as a committed read found it (it cannot have changed since),
+        or None when this process has not read it."""
+        known = self._known.get((str(session.get_bind().engine.url), campaign_id))
+        return known.final.get(candidate_id) if known is not None else None
+
+    def _store(self, key: tuple[str, str], before: _Known | None, after: _Known) -> None:
+        with self._mutex:
+            if self._known.get(key) is not before:
+                return  # another transaction of this process stored a newer read first
+            self._known[key] = after
+            self._known.move_to_end(key)
+            while len(self._known) > self.max_campaigns:
+                self._known.popitem(last=False)
+
+
+#: The history cache of this process (decisions of the agent workers and of embedded mode).
+HISTORY = HistoryCache()
 
 
 def in_flight(session: Session, campaign_id: str) -> int:
@@ -135,6 +294,7 @@ def _new_candidate(session: Session, campaign: Campaign, family: Any, params: An
     rejection = family.validate(params, campaign.arch)
     source = family.render(params) if rejection is None else None
     cand = Candidate(
+        id=new_id(),  # known now: the row is written with the transaction's other changes
         campaign_id=campaign.id, iteration=campaign.next_iteration, parent_id=parent_id,
         action=action, proposed_by=proposed_by, reason=reason, params=params.to_dict(),
         params_key=key_of(params), source=source,
@@ -142,19 +302,11 @@ def _new_candidate(session: Session, campaign: Campaign, family: Any, params: An
     )
     campaign.next_iteration += 1
     session.add(cand)
-    session.flush()
     emit(session, campaign.id, "proposed", {
         "candidate_id": cand.id, "iteration": cand.iteration, "action": action,
         "reason": reason, "proposed_by": proposed_by, "params": cand.params,
     })
     return cand
-
-
-def _lock(session: Session, campaign_id: str) -> Campaign:
-    campaign = session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
-    if campaign is None:
-        raise CampaignError(f"no campaign {campaign_id}")
-    return campaign
 
 
 # ---- lifecycle ------------------------------------------------------------------------------
@@ -216,7 +368,7 @@ def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, A
 
 def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
     """Running: the seed's baseline first (and the team's best earlier point if asked)."""
-    campaign = _lock(session, campaign_id)
+    campaign = lock_campaign(session, campaign_id)
     if campaign.status != "queued":
         return []
     family = get_family(campaign.kernel)
@@ -273,14 +425,14 @@ def finish_campaign(session: Session, campaign: Campaign, status: str, reason: s
 
 def cancel_campaign(session: Session, campaign_id: str) -> Campaign:
     """Stop proposing; in-flight candidates are recorded as they finish."""
-    campaign = _lock(session, campaign_id)
+    campaign = lock_campaign(session, campaign_id)
     finish_campaign(session, campaign, "cancelled", "cancelled by a user")
     return campaign
 
 
 def inject_actions(session: Session, campaign_id: str, actions: list[str]) -> Campaign:
     """Give a running campaign new actions (the seed's human adding register blocking)."""
-    campaign = _lock(session, campaign_id)
+    campaign = lock_campaign(session, campaign_id)
     family = get_family(campaign.kernel)
     parsed = []
     for text in actions:
@@ -302,19 +454,29 @@ def inject_actions(session: Session, campaign_id: str, actions: list[str]) -> Ca
 
 # ---- the loop's steps -----------------------------------------------------------------------
 def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
-                       space: SearchSpace, slots: int, settings: Any = None) -> list[Candidate]:
-    """Up to ``slots`` new candidates from the policy (the campaign row is locked)."""
-    campaign = _lock(session, campaign_id)
-    if campaign.status != "running" or slots <= 0:
+                       space: SearchSpace, slots: int | None = None,
+                       top_up_to: int | None = None, settings: Any = None,
+                       cache: HistoryCache | None = HISTORY) -> list[Candidate]:
+    """New candidates from the policy (the campaign row is locked): ``slots`` of them, or as
+    many as keep ``top_up_to`` candidates in flight. ``cache=None`` reads the whole history."""
+    campaign = lock_campaign(session, campaign_id)
+    if campaign.status != "running":
         return []
     family = get_family(campaign.kernel)
     left, spent = budget_left(campaign)
-    pending = in_flight(session, campaign.id)
     if spent is not None:
-        if pending == 0:
+        if in_flight(session, campaign.id) == 0:
             finish_campaign(session, campaign, "done", spent)
         return []
-    items = history(session, campaign)
+    with session.no_autoflush:  # this transaction's changes are written once, at its end;
+        # the rows it changed are read from the session, where they hold the new state
+        items = (cache.read(session, campaign) if cache is not None
+                 else history(session, campaign))
+    pending = sum(1 for h in items if h.status in CANDIDATE_IN_FLIGHT)
+    if top_up_to is not None:
+        slots = top_up_to - pending
+    if slots is None or slots <= 0:
+        return []
     incumbent = next((h for h in items if h.id == campaign.incumbent_id), None)
     if incumbent is None:
         return []  # the baseline is still being measured
@@ -365,12 +527,12 @@ def mark_status(session: Session, candidate_id: str, status: str) -> Candidate |
 
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
     """Store the compile figures (idempotent); a failed compile is the candidate's outcome."""
-    cand = session.get(Candidate, candidate_id)
+    cand = session.get(Candidate, candidate_id, options=RECORD_LOAD)
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
     if cand.status not in ("pending", "compiling"):
         return cand  # a redelivered task: the result is already there
-    campaign = session.get(Campaign, cand.campaign_id)
+    campaign = session.get(Campaign, cand.campaign_id, options=[COMPILE_RECORD_LOAD])
     assert campaign is not None
     family = get_family(campaign.kernel)
     cand.compile = result.summary(family.max_smem_limit(campaign.arch))
@@ -386,7 +548,7 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
 
 def record_measurement(session: Session, candidate_id: str, m: Measurement) -> Candidate:
     """Store the measurement (idempotent), decide, check the budget."""
-    cand = session.get(Candidate, candidate_id)
+    cand = session.get(Candidate, candidate_id, options=RECORD_LOAD)
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
     if cand.status not in CANDIDATE_IN_FLIGHT:
@@ -400,8 +562,8 @@ def record_failure(session: Session, candidate_id: str, status: str, error: str)
     return record_measurement(session, candidate_id, Measurement(status, error=error))
 
 
-def _decide(campaign: Campaign, cand: Candidate, incumbent: Candidate | None,
-            m: Measurement) -> dict[str, Any]:
+def _decide(campaign: Campaign, m: Measurement, *, first: bool,
+            incumbent_us: float | None) -> dict[str, Any]:
     if m.status != "ok" or not m.perf:
         why = m.error or m.status
         if m.status == "wrong" and m.correctness:
@@ -409,7 +571,7 @@ def _decide(campaign: Campaign, cand: Candidate, incumbent: Candidate | None,
         return {"accepted": False, "improvement_pct": None,
                 "reason": f"{m.status}: {why}"[:500]}
     cand_us = float(m.perf["avg_us"])
-    if incumbent is None:
+    if first:
         return {"accepted": True, "improvement_pct": None,
                 "reason": "first correct kernel: the incumbent"}
     runs = [float(r) for r in m.perf["runs_us"]]
@@ -419,7 +581,7 @@ def _decide(campaign: Campaign, cand: Candidate, incumbent: Candidate | None,
         confident = max(runs) < min(inc_runs)
         basis = "interleaved A/B in one process"
     else:
-        inc_us = float(incumbent.avg_us or math.inf)
+        inc_us = float(incumbent_us or math.inf)
         confident = True
         basis = "against the incumbent's recorded time"
     improvement = 100.0 * (inc_us - cand_us) / inc_us
@@ -439,8 +601,12 @@ def _decide(campaign: Campaign, cand: Candidate, incumbent: Candidate | None,
 
 def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
               m: Measurement) -> None:
-    campaign = _lock(session, campaign_id)
-    incumbent = session.get(Candidate, campaign.incumbent_id) if campaign.incumbent_id else None
+    campaign = lock_campaign(session, campaign_id)
+    incumbent: Any = None  # what the decision reads of the incumbent: its avg_us
+    if campaign.incumbent_id:
+        incumbent = HISTORY.final_item(session, campaign.id, campaign.incumbent_id) or \
+            session.execute(select(Candidate.avg_us).where(
+                Candidate.id == campaign.incumbent_id)).first()
     cand.status = status
     cand.correctness = m.correctness
     cand.perf = m.perf
@@ -449,7 +615,8 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
     cand.gpu_seconds = m.gpu_seconds
     cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
     cand.finished_at = utcnow()
-    decision = _decide(campaign, cand, incumbent, m)
+    decision = _decide(campaign, m, first=incumbent is None,
+                       incumbent_us=incumbent.avg_us if incumbent is not None else None)
     cand.decision = decision
     cand.accepted = bool(decision["accepted"])
     campaign.evaluations += 1

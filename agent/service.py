@@ -34,7 +34,6 @@ from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
 from core.models import (
     CANDIDATE_FINAL,
-    CANDIDATE_IN_FLIGHT,
     Campaign,
     Candidate,
     Event,
@@ -116,15 +115,14 @@ def prepare(session: Session, campaign: Campaign, settings: Settings) -> str | N
     return None
 
 
-def decide(session: Session, campaign_id: str, settings: Settings | None = None, *,
-           locked: bool = False) -> Plan:
+def decide(session: Session, campaign_id: str, settings: Settings | None = None) -> Plan:
     """Start a queued campaign, top its in-flight candidates up to its share, and plan their
-    next steps (the campaign row is locked for the whole transaction; ``locked``: this
-    transaction already holds the lock, as after recording a result)."""
+    next steps (the campaign row is locked for the whole transaction: once, when recording a
+    result took the lock already)."""
     settings = settings or get_settings()
-    campaign = (session.get(Campaign, campaign_id) if locked else
-                session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True))
-    if campaign is None:
+    try:
+        campaign = engine.lock_campaign(session, campaign_id)
+    except engine.CampaignError:
         return Plan()
     if campaign.status == "queued":
         reason = prepare(session, campaign, settings)
@@ -134,10 +132,9 @@ def decide(session: Session, campaign_id: str, settings: Settings | None = None,
         engine.start_campaign(session, campaign_id)
     if campaign.status == "running":
         share = min(campaign.parallel, max(1, len(live_gpus(session, campaign.arch, settings))))
-        slots = share - engine.in_flight(session, campaign_id)
         space = space_for(campaign.kernel, campaign.arch, campaign.backend, campaign.shape_text)
         engine.propose_candidates(session, campaign_id, policy=policy_for(campaign.policy),
-                                  space=space, slots=max(slots, 0), settings=settings)
+                                  space=space, top_up_to=share, settings=settings)
     return plan(session, campaign)
 
 
@@ -157,27 +154,21 @@ def plan(session: Session, campaign: Campaign) -> Plan:
 
 def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
     """Record a compile; a compiled candidate goes to the GPUs, a failed one frees its slot."""
-    fresh = _in_flight(session, candidate_id, ("pending", "compiling"))
+    found = session.get(Candidate, candidate_id, options=engine.RECORD_LOAD)
+    # loaded here, kept by this frame, so that the engine's record finds both in the session
+    campaign = session.get(Campaign, found.campaign_id, options=[engine.COMPILE_RECORD_LOAD]) \
+        if found is not None else None
     cand = engine.record_compile(session, candidate_id, compile_result_from_dict(result))
-    campaign = session.get(Campaign, cand.campaign_id)
     assert campaign is not None
     if cand.status == "compiled":
         return Plan(evaluate=[(cand.id, gpu_queue(campaign.arch))])
     if cand.status in CANDIDATE_FINAL:  # a failed compile ends the candidate: free its slot
-        return decide(session, campaign.id, locked=fresh)  # recorded under the lock if fresh
+        return decide(session, campaign.id)
     return Plan()
-
-
-def _in_flight(session: Session, candidate_id: str, statuses: tuple[str, ...]) -> bool:
-    """Whether the candidate is in one of ``statuses`` (then the engine's record of its result
-    locks the campaign in this transaction; a redelivered record does not)."""
-    cand = session.get(Candidate, candidate_id)  # the engine's record reads this same object
-    return cand is not None and cand.status in statuses
 
 
 def on_measured(session: Session, candidate_id: str, payload: dict[str, Any]) -> Plan:
     """Record a measurement (or a failure such as the redelivery cap), then decide."""
-    fresh = _in_flight(session, candidate_id, CANDIDATE_IN_FLIGHT)
     if payload.get("failure"):
         cand = engine.record_failure(session, candidate_id, str(payload["status"]),
                                      str(payload.get("error")))
@@ -188,7 +179,7 @@ def on_measured(session: Session, candidate_id: str, payload: dict[str, Any]) ->
         if campaign is not None and campaign.vendor_us is None and m.perf:
             vendor = m.perf.get("vendor_us")
             campaign.vendor_us = float(vendor) if vendor is not None else None
-    return decide(session, cand.campaign_id, locked=fresh)
+    return decide(session, cand.campaign_id)
 
 
 def fail(session: Session, campaign_id: str, reason: str) -> None:

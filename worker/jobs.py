@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import delete
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session, aliased, load_only
 
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.settings import Settings
@@ -158,23 +158,35 @@ class CompileJob:
     backend: str
 
 
-#: What the workers read of a candidate and its campaign (not the large source, logs, records).
-_CANDIDATE_COLUMNS = load_only(Candidate.id, Candidate.campaign_id, Candidate.status,
-                               Candidate.params, Candidate.iteration, Candidate.attempts)
+#: What the GPU workers read of a campaign.
 _CAMPAIGN_COLUMNS = load_only(Campaign.id, Campaign.kernel, Campaign.backend, Campaign.m,
                               Campaign.n, Campaign.k, Campaign.seed, Campaign.tolerance,
                               Campaign.profile, Campaign.incumbent_id)
 
 
+def _take(session: Session, candidate_id: str, waiting: tuple[str, ...],
+          status: str) -> Any:
+    """Move the candidate from one of ``waiting`` to ``status`` in one statement (a delivery
+    of an evaluation counts in ``attempts``); its row, or None when it no longer waits."""
+    values: dict[str, Any] = {"status": status}
+    if status == "measuring":
+        values["attempts"] = Candidate.attempts + 1
+    return session.execute(
+        update(Candidate).where(Candidate.id == candidate_id, Candidate.status.in_(waiting))
+        .values(**values).returning(Candidate.id, Candidate.campaign_id, Candidate.params,
+                                    Candidate.iteration, Candidate.attempts)
+        .execution_options(synchronize_session=False)
+    ).first()
+
+
 def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
     """Mark the candidate compiling; None when it is no longer waiting for a compile."""
-    cand = session.get(Candidate, candidate_id, options=[_CANDIDATE_COLUMNS])
-    if cand is None or cand.status not in ("pending", "compiling"):
+    cand = _take(session, candidate_id, ("pending", "compiling"), "compiling")
+    if cand is None:
         return None
-    campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
-    assert campaign is not None
-    mark_status(session, candidate_id, "compiling")
-    return CompileJob(cand.id, campaign.kernel, dict(cand.params), campaign.backend)
+    kernel, backend = session.execute(select(Campaign.kernel, Campaign.backend).where(
+        Campaign.id == cand.campaign_id)).one()
+    return CompileJob(cand.id, kernel, dict(cand.params), backend)
 
 
 def run_compile(runtime: WorkerRuntime, job: CompileJob) -> CompileResult:
@@ -206,19 +218,19 @@ class EvaluateJob:
 
 def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
     """Mark the candidate measuring (one more delivery attempt); None when it is finished."""
-    cand = session.get(Candidate, candidate_id, options=[_CANDIDATE_COLUMNS])
-    if cand is None or cand.status not in ("compiled", "measuring"):
+    cand = _take(session, candidate_id, ("compiled", "measuring"), "measuring")
+    if cand is None:
         return None
-    mark_status(session, candidate_id, "measuring")
-    campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
-    assert campaign is not None
-    incumbent = None
-    if campaign.incumbent_id and campaign.incumbent_id != cand.id:
-        inc = session.get(Candidate, campaign.incumbent_id, options=[_CANDIDATE_COLUMNS])
-        incumbent = dict(inc.params) if inc is not None else None
+    incumbent = aliased(Candidate)
+    campaign, incumbent_params = session.execute(
+        select(Campaign, incumbent.params).options(_CAMPAIGN_COLUMNS)
+        .outerjoin(incumbent, (incumbent.id == Campaign.incumbent_id)
+                   & (incumbent.id != cand.id))
+        .where(Campaign.id == cand.campaign_id)).one()
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
-        params=dict(cand.params), incumbent_params=incumbent,
+        params=dict(cand.params),
+        incumbent_params=dict(incumbent_params) if incumbent_params is not None else None,
         shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
