@@ -237,6 +237,18 @@ def test_memcheck_out_of_bounds_reports_are_flagged_with_their_first_messages() 
     assert "Access at 0x503600080 is out of bounds" in captured["messages"][0]
 
 
+def test_how_the_target_ended_does_not_hide_or_replace_the_findings() -> None:
+    # the lines compute-sanitizer adds when its target exits non-zero (wording from the
+    # documentation's "Memory Footprint" section), after the findings of a faulting kernel
+    ended = MEMCHECK_OOB_CAPTURED.replace(
+        "========= ERROR SUMMARY", "========= Error: process didn't terminate successfully\n"
+        "========= Target application returned an error\n========= ERROR SUMMARY")
+    found = parse_report("memcheck", ended)
+    assert found["errors"] == 3
+    assert found["flagged"]
+    assert found["kinds"] == {"memory_access": 1, "api_error": 1}
+
+
 def test_the_total_counts_errors_past_the_print_limit() -> None:
     found = parse_report("memcheck", MEMCHECK_PRINT_LIMIT)
     assert found["errors"] == 1258  # thousands separators read
@@ -291,6 +303,9 @@ def test_initcheck_and_synccheck_reports() -> None:
                                                 "0 hazards displayed (0 errors"),
      "printed 1 race reports but its summary displays 0"),
     ("memcheck", INTERNAL_ERROR, "did not check everything"),
+    ("memcheck", "========= COMPUTE-SANITIZER\n========= Error: Target application terminated "
+     "before first instrumented API call\n========= ERROR SUMMARY: 0 errors\n",
+     "did not check everything"),
     ("memcheck", "\x00\x9f\x1b[0m=====\x00garbage\n", "no compute-sanitizer output"),
     ("memcheck", "========= COMPUTE-SANITIZER\n========= \x00\x9f\x1b garbage ERR\x00R SUMM\n",
      "no ERROR SUMMARY line"),
@@ -386,15 +401,20 @@ def test_launcher_result_takes_the_last_marked_line() -> None:
 
 def test_tool_options_follow_what_the_installed_version_knows() -> None:
     full = frozenset({"target-processes", "show-backtrace", "report-api-errors", "padding",
-                      "racecheck-report"})
+                      "racecheck-report", "check-exit-code", "destroy-on-device-error"})
     mem = tool_command("cs", "memcheck", Path("/tmp/m.log"), full)
     assert mem[:9] == ["cs", "--tool", "memcheck", "--log-file", "/tmp/m.log",
                        "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", "50"]
     assert ["--padding", "4096"] == mem[mem.index("--padding"):mem.index("--padding") + 2]
     assert "--report-api-errors" in mem
     assert "--racecheck-report" not in mem
+    assert ["--destroy-on-device-error", "kernel"] == mem[
+        mem.index("--destroy-on-device-error"):mem.index("--destroy-on-device-error") + 2]
+    assert ["--check-exit-code", "no"] == mem[
+        mem.index("--check-exit-code"):mem.index("--check-exit-code") + 2]
     race = tool_command("cs", "racecheck", Path("/tmp/r.log"), full)
     assert "--padding" not in race
+    assert "--destroy-on-device-error" not in race
     assert "--racecheck-report" in race
     bare = tool_command("cs", "memcheck", Path("/tmp/m.log"), frozenset())
     assert len(bare) == 9  # only the options every version has

@@ -97,10 +97,12 @@ _FINDINGS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("api_error", re.compile(r"^Program hit ")),
     ("leak", re.compile(r"^Leaked ")),
 )
-#: Lines that say the tool did not check everything it was asked to.
+#: Lines that say the tool did not check everything it was asked to. (How the target ended —
+#: "process didn't terminate successfully", "Target application returned an error" — is the
+#: launcher's result line's to say: memcheck stops a faulting kernel on purpose.)
 _INCOMPLETE = re.compile(r"Internal Sanitizer Error|didn't track the launch|"
-                         r"Errors might go undetected|process didn't terminate successfully",
-                         re.IGNORECASE)
+                         r"Errors might go undetected|before first instrumented API call|"
+                         r"No attachable process", re.IGNORECASE)
 
 
 def _count(text: str) -> int:
@@ -324,6 +326,12 @@ def tool_command(exe: str, tool: str, log_file: Path, options: frozenset[str]) -
         cmd += ["--target-processes", "application-only"]
     if "show-backtrace" in options:
         cmd += ["--show-backtrace", "device"]
+    if "check-exit-code" in options:  # the launcher's exit is judged from its result line
+        cmd += ["--check-exit-code", "no"]
+    if tool in ("memcheck", "synccheck") and "destroy-on-device-error" in options:
+        # stop the faulting kernel, not the context: the other launches still run and are
+        # checked, and the launcher still prints its result line
+        cmd += ["--destroy-on-device-error", "kernel"]
     if tool == "memcheck":
         # the launcher checks every API call itself (pycuda raises): API errors would only
         # report pycuda's own probing, never the kernel
