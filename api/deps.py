@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Path, status
+from fastapi import Depends, HTTPException, Path, Query, Security, status
+from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from api.schemas import MAX_OFFSET
 from api.security import Authenticated, authenticate
 from core.db import session_factory
 from core.models import Campaign
@@ -28,11 +31,17 @@ async def get_db() -> AsyncIterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+OffsetQuery = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="rows to skip")]
+
+
+#: The team's key, in the ``X-API-Key`` header (an OpenAPI security scheme: the docs page and
+#: API clients know where it goes); checked by :func:`get_team`, which says what is wrong.
+API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False,
+                       description="the team's API key (`tuneforge admin create-team`)")
 
 
 def get_team(session: SessionDep,
-             x_api_key: Annotated[str | None, Header(alias="X-API-Key")] = None
-             ) -> Authenticated:
+             x_api_key: Annotated[str | None, Security(API_KEY)] = None) -> Authenticated:
     """The team of the request's ``X-API-Key`` (401 when missing, unknown or revoked)."""
     if not x_api_key:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED,
@@ -48,12 +57,22 @@ def get_team(session: SessionDep,
 TeamDep = Annotated[Authenticated, Depends(get_team)]
 
 
+#: What :func:`core.models.new_id` makes (uuid4 hex): any other id names nothing, and is a 404
+#: without a query (a NUL byte, which PostgreSQL text cannot hold, would fail it).
+ID_RE = re.compile(r"[0-9a-f]{32}")
+
+
+def is_id(text: str) -> bool:
+    """Whether ``text`` is the form of a row id."""
+    return ID_RE.fullmatch(text) is not None
+
+
 def get_campaign(campaign_id: Annotated[str, Path(max_length=64)], session: SessionDep,
                  team: TeamDep) -> Campaign:
     """The campaign, if the caller's team owns it (another team's campaign is a 404)."""
-    campaign = session.get(Campaign, campaign_id)
+    campaign = session.get(Campaign, campaign_id) if is_id(campaign_id) else None
     if campaign is None or campaign.team_id != team.team_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {campaign_id}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {campaign_id!r}")
     return campaign
 
 

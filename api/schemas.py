@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -22,10 +22,22 @@ CampaignStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 assert set(get_args(CampaignStatus)) == set(CAMPAIGN_STATUSES)
 
 MAX_DIM = 65536
+#: Largest ``offset`` of a paged listing (a row count no table reaches; a larger one would
+#: overflow the database's integer).
+MAX_OFFSET = 2**31 - 1
+#: Largest event id (the database's ``bigint``).
+MAX_EVENT_ID = 2**63 - 1
+#: Text without control characters (PostgreSQL text cannot hold NUL; none belongs in a name).
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+#: An action as written in ``POST /campaigns/{id}/actions``, e.g. ``apply_unroll(4)``.
+ActionText = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and so are values of the wrong JSON type
+    (``"8"`` or ``true`` for a size, ``4.5`` for an integer)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ShapeModel(_In):
@@ -54,7 +66,7 @@ class LeaderboardEntry(_In):
 
     avg_us: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     tflops: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    name: str | None = Field(default=None, max_length=200)
+    name: str | None = Field(default=None, max_length=200, pattern=PRINTABLE)
 
 
 class CampaignCreate(_In):
@@ -73,7 +85,7 @@ class CampaignCreate(_In):
     start_from: Literal["best"] | None = None
     #: check the best kernel with compute-sanitizer (memcheck, racecheck) once done
     sanitize: bool = False
-    allowed_actions: list[str] | None = Field(default=None, min_length=1, max_length=64)
+    allowed_actions: list[ActionText] | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("kernel")
     @classmethod
@@ -89,7 +101,8 @@ class CampaignCreate(_In):
         need = buffer_bytes(shape.m, shape.n, shape.k)
         if need > limit_gib * 2**30:
             raise ValueError(
-                f"{shape.m}x{shape.n}x{shape.k} needs {need / 2**30:.1f} GiB for A, B, C, bias "
+                f"{shape.m}x{shape.n}x{shape.k} needs {math.ceil(need / 2**30 * 10) / 10:g} GiB "
+                "for A, B, C, bias "
                 f"and the fp64 reference, more than the {limit_gib:g} GiB a campaign may use "
                 "(TUNEFORGE_GPU_MEMORY_GIB)")
         return shape
@@ -239,7 +252,7 @@ class BestRead(BaseModel):
 class ActionsIn(_In):
     """``POST /campaigns/{id}/actions``: transforms given to a running campaign."""
 
-    actions: list[str] = Field(min_length=1, max_length=32)
+    actions: list[ActionText] = Field(min_length=1, max_length=32)
 
 
 class HistoryEntry(BaseModel):
@@ -268,3 +281,24 @@ class WorkerRead(BaseModel):
     gpu: dict[str, Any] | None
     last_seen: dt.datetime
     evaluations: int
+
+
+class ErrorRead(BaseModel):
+    """A refused request (every 4xx but 422): what is wrong, and what to do about it."""
+
+    detail: str
+
+
+ERROR_DESCRIPTIONS = {
+    400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
+    401: "No X-API-Key header, or an unknown or revoked key",
+    404: "No such campaign or candidate among the caller's team's",
+    409: "The campaign is finished: it takes no new actions",
+    413: "The body is larger than TUNEFORGE_MAX_BODY_BYTES",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error codes an operation may answer."""
+    return {code: {"model": ErrorRead, "description": ERROR_DESCRIPTIONS[code]}
+            for code in codes}

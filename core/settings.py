@@ -65,6 +65,9 @@ class Settings(BaseSettings):
                                   "may take (bounds the accepted shapes)",
     )
     max_parallel: int = Field(default=64, description="upper bound of a campaign's `parallel`")
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=0, description="largest request body the API reads (larger: 413)",
+    )
 
     @property
     def cache_dir(self) -> Path:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, status
 from fastapi.responses import StreamingResponse
+from pydantic import Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 
 from agent import engine
 from agent.report import best_kernel, summary
-from api.deps import CampaignDep, SessionDep, SettingsDep, TeamDep
+from api.deps import CampaignDep, OffsetQuery, SessionDep, SettingsDep, TeamDep, is_id
 from api.events import event_stream
 from api.schemas import (
+    MAX_EVENT_ID,
     ActionsIn,
     BestRead,
     BudgetModel,
@@ -25,6 +27,7 @@ from api.schemas import (
     CandidateRead,
     CandidateStatus,
     ShapeModel,
+    error_responses,
 )
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
@@ -70,7 +73,8 @@ def _candidate_fields(c: Candidate) -> dict[str, Any]:
             "created_at": c.created_at, "finished_at": c.finished_at}
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=CampaignCreated)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=CampaignCreated,
+             responses=error_responses(400, 401, 413))
 def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
            settings: SettingsDep) -> CampaignCreated:
     """Queue a campaign; the agent starts it (the API never compiles or touches a GPU)."""
@@ -92,16 +96,19 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
         campaign = engine.create_campaign(session, spec, backend=settings.backend)
     except engine.CampaignError as exc:
         session.rollback()
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+        field = str(exc).split(":", 1)[0]  # the engine's messages start with the field's name
+        loc = ["body", field] if field in CampaignCreate.model_fields else ["body"]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+            {"loc": loc, "msg": str(exc), "type": "value_error"}]) from None
     session.commit()
     enqueue(TaskName.DECIDE, campaign.id)
     return CampaignCreated(id=campaign.id, status="queued")
 
 
-@router.get("", response_model=list[CampaignRead])
+@router.get("", response_model=list[CampaignRead], responses=error_responses(401))
 def list_campaigns(session: SessionDep, team: TeamDep,
                    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                   offset: Annotated[int, Query(ge=0)] = 0) -> list[CampaignRead]:
+                   offset: OffsetQuery = 0) -> list[CampaignRead]:
     """The team's campaigns, newest first."""
     rows = session.scalars(
         select(Campaign).where(Campaign.team_id == team.team_id)
@@ -110,16 +117,17 @@ def list_campaigns(session: SessionDep, team: TeamDep,
     return [campaign_read(session, c) for c in rows]
 
 
-@router.get("/{campaign_id}", response_model=CampaignRead)
+@router.get("/{campaign_id}", response_model=CampaignRead, responses=error_responses(401, 404))
 def read(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
     """Status, evaluations and the best result so far."""
     return campaign_read(session, campaign)
 
 
-@router.get("/{campaign_id}/candidates", response_model=CandidatePage)
+@router.get("/{campaign_id}/candidates", response_model=CandidatePage,
+            responses=error_responses(401, 404))
 def candidates(campaign: CampaignDep, session: SessionDep,
                limit: Annotated[int, Query(ge=1, le=500)] = 100,
-               offset: Annotated[int, Query(ge=0)] = 0,
+               offset: OffsetQuery = 0,
                status_filter: Annotated[CandidateStatus | None,
                                         Query(alias="status")] = None) -> CandidatePage:
     """Candidates by iteration, a page at a time, optionally of one status."""
@@ -133,19 +141,21 @@ def candidates(campaign: CampaignDep, session: SessionDep,
                          total=total, limit=limit, offset=offset)
 
 
-@router.get("/{campaign_id}/candidates/{candidate_id}", response_model=CandidateDetail)
-def candidate(campaign: CampaignDep, session: SessionDep, candidate_id: str) -> CandidateDetail:
+@router.get("/{campaign_id}/candidates/{candidate_id}", response_model=CandidateDetail,
+            responses=error_responses(401, 404))
+def candidate(campaign: CampaignDep, session: SessionDep,
+              candidate_id: Annotated[str, Path(max_length=64)]) -> CandidateDetail:
     """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
-    c = session.get(Candidate, candidate_id)
+    c = session.get(Candidate, candidate_id) if is_id(candidate_id) else None
     if c is None or c.campaign_id != campaign.id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {candidate_id} in "
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {candidate_id!r} in "
                                                        f"campaign {campaign.id}")
     return CandidateDetail(**_candidate_fields(c), params=c.params, reason=c.reason,
                            source_hash=c.source_hash, source=c.source, feedback=c.feedback,
                            compile_log=c.compile_log, sanitizer=c.sanitizer)
 
 
-@router.get("/{campaign_id}/best", response_model=BestRead)
+@router.get("/{campaign_id}/best", response_model=BestRead, responses=error_responses(401, 404))
 def best(campaign: CampaignDep, session: SessionDep) -> BestRead:
     """The best kernel so far: source, launch configuration, provenance."""
     found = best_kernel(session, campaign)
@@ -158,7 +168,8 @@ def best(campaign: CampaignDep, session: SessionDep) -> BestRead:
                     provenance=found["provenance"])
 
 
-@router.post("/{campaign_id}/actions", response_model=CampaignRead)
+@router.post("/{campaign_id}/actions", response_model=CampaignRead,
+             responses=error_responses(400, 401, 404, 409, 413))
 def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> CampaignRead:
     """Give the running campaign new actions (the agent tries them next)."""
     try:
@@ -175,7 +186,8 @@ def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> Campa
     return campaign_read(session, updated)
 
 
-@router.post("/{campaign_id}/cancel", response_model=CampaignRead)
+@router.post("/{campaign_id}/cancel", response_model=CampaignRead,
+             responses=error_responses(401, 404))
 def cancel(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
     """Stop proposing; candidates in flight are recorded as they finish."""
     updated = engine.cancel_campaign(session, campaign.id)
@@ -183,20 +195,23 @@ def cancel(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
     return campaign_read(session, updated)
 
 
-@router.get("/{campaign_id}/events")
+EventId = Annotated[int, Field(ge=0, le=MAX_EVENT_ID)]
+
+
+@router.get("/{campaign_id}/events", response_class=StreamingResponse, responses={
+    200: {"description": "The event stream: `id`, `event` and a JSON `data` line per event",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    **error_responses(401, 404)})
 async def events(campaign: CampaignDep, session: SessionDep, request: Request,
-                 last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None
+                 after: Annotated[EventId | None, Query(
+                     description="resume after this event id")] = None,
+                 last_event_id: Annotated[EventId | None, Header(
+                     alias="Last-Event-ID", description="resume after this event id")] = None
                  ) -> StreamingResponse:
     """Server-sent events of the campaign (from its event log), until it finishes.
 
-    Resumes after ``Last-Event-ID`` (header) or ``?after=`` when given."""
-    after = request.query_params.get("after") or last_event_id or "0"
-    try:
-        start = int(after)
-    except ValueError:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                            [{"loc": ["header", "Last-Event-ID"], "msg": "must be an integer",
-                              "type": "int_parsing"}]) from None
+    Resumes after ``?after=`` or else the ``Last-Event-ID`` header, when given."""
+    start = after if after is not None else last_event_id or 0
     session.rollback()  # no transaction stays open while the stream lasts
     return StreamingResponse(event_stream(campaign.id, start, request),
                              media_type="text/event-stream",

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from agent.exports import aware, campaign_points, peak_tflops, tflops
-from api.deps import CampaignDep, SessionDep
-from api.schemas import CandidateStatus
+from api.deps import CampaignDep, OffsetQuery, SessionDep
+from api.schemas import CandidateStatus, error_responses
 
 router = APIRouter(prefix="/campaigns", tags=["dashboard"])
 
@@ -64,10 +64,11 @@ class PointPage(BaseModel):
     offset: int
 
 
-@router.get("/{campaign_id}/points", response_model=PointPage)
+@router.get("/{campaign_id}/points", response_model=PointPage,
+            responses=error_responses(401, 404))
 def points(campaign: CampaignDep, session: SessionDep,
            limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
-           offset: Annotated[int, Query(ge=0)] = 0) -> PointPage:
+           offset: OffsetQuery = 0) -> PointPage:
     """Every candidate as a compact point, by iteration, a page at a time (``elapsed_s``:
     seconds from the campaign's start to the candidate's result)."""
     items, total = campaign_points(session, campaign, limit=limit, offset=offset)

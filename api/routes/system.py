@@ -6,23 +6,31 @@ import datetime as dt
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
 
 from api.deps import SessionDep, SettingsDep, TeamDep
-from api.schemas import HistoryEntry, ShapeModel, WorkerRead
+from api.schemas import (
+    MAX_DIM,
+    PRINTABLE,
+    HistoryEntry,
+    ShapeModel,
+    WorkerRead,
+    error_responses,
+)
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
 
 router = APIRouter(tags=["system"])
 
 
-@router.get("/history", response_model=list[HistoryEntry])
-def history(session: SessionDep, team: TeamDep,
-            kernel: str | None = None,
-            m: Annotated[int | None, Query(ge=1)] = None,
-            n: Annotated[int | None, Query(ge=1)] = None,
-            k: Annotated[int | None, Query(ge=1)] = None,
-            gpu: str | None = None) -> list[HistoryEntry]:
+Size = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
+Name = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)]
+
+
+@router.get("/history", response_model=list[HistoryEntry], responses=error_responses(401))
+def history(session: SessionDep, team: TeamDep, kernel: Name = None, m: Size = None,
+            n: Size = None, k: Size = None, gpu: Name = None) -> list[HistoryEntry]:
     """The team's best result per kernel, shape and GPU, across all its campaigns."""
     query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None)))
@@ -52,7 +60,7 @@ def history(session: SessionDep, team: TeamDep,
                                                 e.gpu or ""))
 
 
-@router.get("/workers", response_model=list[WorkerRead])
+@router.get("/workers", response_model=list[WorkerRead], responses=error_responses(401))
 def workers(session: SessionDep, _team: TeamDep, settings: SettingsDep) -> list[WorkerRead]:
     """Worker processes seen within three heartbeats."""
     since = utcnow() - dt.timedelta(seconds=3 * settings.heartbeat_s)
@@ -62,7 +70,8 @@ def workers(session: SessionDep, _team: TeamDep, settings: SettingsDep) -> list[
                        last_seen=r.last_seen, evaluations=r.evaluations) for r in rows]
 
 
-@router.get("/healthz")
+@router.get("/healthz", responses={503: {"model": dict[str, str], "description":
+                                         "The database or the broker cannot be reached"}})
 def healthz(session: SessionDep, response: Response) -> dict[str, str]:
     """Database and broker reachable (503 otherwise)."""
     result = {"status": "ok", "database": "ok", "redis": "ok"}
@@ -80,7 +89,7 @@ def healthz(session: SessionDep, response: Response) -> dict[str, str]:
     return result
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 def metrics(session: SessionDep, settings: SettingsDep) -> Response:
     """Prometheus text: campaigns by status, candidates evaluated, queue lengths, workers."""
     lines = ["# HELP tuneforge_campaigns Campaigns by status.",
