@@ -371,6 +371,10 @@ def test_a_run_killed_at_its_limit_or_with_an_unreadable_report_is_an_error() ->
                    timed_out=True, timeout_s=600.0)
     assert killed["status"] == "error"
     assert "killed after 600 s" in killed["error"]
+    refused = judge("memcheck", "========= COMPUTE-SANITIZER\n========= Error: Debugger "
+                    "interface initialization failed\n", exit_code=1, launcher=None, launches=3)
+    assert refused["status"] == "error"
+    assert "it last said: Error: Debugger interface initialization failed" in refused["error"]
     gone = judge("racecheck", "", exit_code=1, launches=3,
                  launcher={"status": "unavailable", "error": "pycuda cannot be imported"})
     assert gone["status"] == "error"

@@ -230,6 +230,9 @@ def judge(tool: str, report: str, *, exit_code: int | None, launcher: dict[str, 
         figures = parse_report(tool, report)
     except ReportError as exc:
         why = str(exc)
+        said = [ln.strip() for ln in sanitizer_lines(report) if ln.strip()]
+        if said and "SUMMARY" not in said[-1]:
+            why += f"; it last said: {said[-1][:200]}"
         if launcher is not None and launcher.get("status") not in (None, "ok"):
             why += f"; the target said {launcher.get('status')}: {launcher.get('error')}"
         elif output_tail.strip():
