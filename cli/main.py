@@ -47,8 +47,10 @@ def _family(name: str) -> Any:
         fail(str(exc))
 
 
-def resolve_params(family: Any, params: str | None, actions: str | None) -> Any:
-    """Parameters from ``--params`` JSON and/or ``--actions``; exit 2 naming a bad input."""
+def resolve_params(family: Any, params: str | None, actions: str | None,
+                   shape: Any = None) -> Any:
+    """Parameters from ``--params`` JSON and/or ``--actions``; exit 2 naming a bad input.
+    ``shape``: the problem shape the actions are applied for (``specialize_shape`` needs it)."""
     from kernels.base import Action, Candidate, Rejection, UnknownAction
 
     start = family.baseline
@@ -67,7 +69,7 @@ def resolve_params(family: Any, params: str | None, actions: str | None) -> Any:
         return start
     try:
         parsed = Action.parse_many(actions)
-        node = Candidate(start)
+        node = Candidate(start, shape=shape)
         for action in parsed:
             family.transforms.check(action)
             result = family.apply(node, action)

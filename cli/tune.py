@@ -329,7 +329,7 @@ def evaluate(
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if profile not in ("light", "full"):
         fail(f"--profile must be light or full, not {profile!r}")
-    point = resolve_params(family, params, actions)
+    point = resolve_params(family, params, actions, problem)
     evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],
                                                     tolerance=tolerance, profile=profile)
     ev = evaluators[0]

@@ -55,3 +55,22 @@ def test_evaluate_rejected_point_carries_its_numbers(tmp_path: Path) -> None:
     assert record["status"] == "rejected"
     assert record["compile"]["rejection"]["reason"] == "smem_over_limit"
     assert record["compile"]["rejection"]["smem_bytes"] > record["compile"]["max_smem_limit"]
+
+
+def test_evaluate_applies_actions_at_its_shape(tmp_path: Path) -> None:
+    """--shape reaches the transforms: specialize_shape compiles that shape in, and a split-K
+    that leaves a split without a K tile at that shape is rejected with its numbers."""
+    done = tuneforge(tmp_path, "evaluate", "--backend", "replay", "--shape", "256x256x4096",
+                     "--actions", "apply_coalesce(true);apply_shared_memory_load(true);"
+                     "apply_split_k(4);specialize_shape(true)", "--json")
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["params"]["split_k"] == 4
+    assert (record["params"]["shape_m"], record["params"]["shape_n"],
+            record["params"]["shape_k"]) == (256, 256, 4096)
+    assert record["status"] in ("not_measured", "compile_error")  # not in the replay dataset
+    short = tuneforge(tmp_path, "evaluate", "--backend", "replay", "--shape", "64x64x100",
+                      "--actions", "apply_shared_memory_load(true);apply_split_k(16)", "--json")
+    assert short.returncode == 1
+    rejection = json.loads(short.stdout.strip().splitlines()[-1])["compile"]["rejection"]
+    assert rejection["reason"] == "split_k_exceeds_k_tiles"
+    assert (rejection["k"], rejection["k_tiles"], rejection["split_k"]) == (100, 7, 16)
