@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import event, func, or_, select
+from sqlalchemy import bindparam, event, func, or_, select
 from sqlalchemy.orm import Session, SessionTransaction, defer, load_only
 
 from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
@@ -134,17 +134,25 @@ def _history_item(family: Any, c: Candidate) -> HistoryItem:
     )
 
 
-def _history_query(campaign_id: str) -> Any:
-    # a policy never reads the large columns; loading them at every decision made a campaign
-    # quadratic in its length
-    return (select(Candidate).where(Candidate.campaign_id == campaign_id)
+# Statements built once (building one costs more CPU than running it); values are bound.
+# A policy never reads the large columns: loading them at every decision made a campaign
+# quadratic in its length.
+_HISTORY = (select(Candidate).where(Candidate.campaign_id == bindparam("campaign_id"))
             .options(*(defer(c) for c in _NOT_FOR_POLICIES)).order_by(Candidate.iteration))
+#: the candidates proposed after ``after`` and those of ``open_ids`` (in flight when last read)
+_HISTORY_SINCE = _HISTORY.where(or_(Candidate.iteration > bindparam("after"),
+                                    Candidate.id.in_(bindparam("open_ids", expanding=True))))
+_AVG_US = select(Candidate.avg_us).where(Candidate.id == bindparam("candidate_id"))
+_IN_FLIGHT = select(func.count()).select_from(Candidate).where(
+    Candidate.campaign_id == bindparam("campaign_id"),
+    Candidate.status.in_(CANDIDATE_IN_FLIGHT))
 
 
 def history(session: Session, campaign: Campaign) -> list[HistoryItem]:
     """Every candidate of the campaign as a policy sees it, read in full from the database."""
     family = get_family(campaign.kernel)
-    return [_history_item(family, c) for c in session.scalars(_history_query(campaign.id))]
+    return [_history_item(family, c)
+            for c in session.scalars(_HISTORY, {"campaign_id": campaign.id})]
 
 
 # ---- what one transaction knows ---------------------------------------------------------------
@@ -237,12 +245,12 @@ class HistoryCache:
             known = self._known.get(key)
             if known is not None:
                 self._known.move_to_end(key)
-        query = _history_query(campaign.id)
-        if known is not None:
-            query = query.where(or_(Candidate.iteration > known.max_iteration,
-                                    Candidate.id.in_(known.open_ids)))
+        found = (session.scalars(_HISTORY, {"campaign_id": campaign.id}) if known is None else
+                 session.scalars(_HISTORY_SINCE, {
+                     "campaign_id": campaign.id, "after": known.max_iteration,
+                     "open_ids": list(known.open_ids)}))
         family = get_family(campaign.kernel)
-        rows = [_history_item(family, c) for c in session.scalars(query)]
+        rows = [_history_item(family, c) for c in found]
         self.rows_read += len(rows)
         base = known.final if known is not None else {}
         fresh_final = {h.id: h for h in rows if h.status in CANDIDATE_FINAL}
@@ -281,10 +289,7 @@ HISTORY = HistoryCache()
 
 def in_flight(session: Session, campaign_id: str) -> int:
     """Candidates proposed but not finished."""
-    return int(session.scalar(
-        select(func.count()).select_from(Candidate).where(
-            Candidate.campaign_id == campaign_id, Candidate.status.in_(CANDIDATE_IN_FLIGHT))
-    ) or 0)
+    return int(session.scalar(_IN_FLIGHT, {"campaign_id": campaign_id}) or 0)
 
 
 def _new_candidate(session: Session, campaign: Campaign, family: Any, params: Any, *,
@@ -534,9 +539,8 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
         return cand  # a redelivered task: the result is already there
     campaign = session.get(Campaign, cand.campaign_id, options=[COMPILE_RECORD_LOAD])
     assert campaign is not None
-    family = get_family(campaign.kernel)
-    cand.compile = result.summary(family.max_smem_limit(campaign.arch))
-    cand.compile_log = result.log[-20000:] if result.log else None
+    for name, value in jobs.compile_columns(campaign.kernel, campaign.arch, result).items():
+        setattr(cand, name, value)
     if result.status == "ok":
         cand.status = "compiled"
         return cand
@@ -605,8 +609,7 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
     incumbent: Any = None  # what the decision reads of the incumbent: its avg_us
     if campaign.incumbent_id:
         incumbent = HISTORY.final_item(session, campaign.id, campaign.incumbent_id) or \
-            session.execute(select(Candidate.avg_us).where(
-                Candidate.id == campaign.incumbent_id)).first()
+            session.execute(_AVG_US, {"candidate_id": campaign.incumbent_id}).first()
     cand.status = status
     cand.correctness = m.correctness
     cand.perf = m.perf

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from agent import engine
@@ -138,13 +138,17 @@ def decide(session: Session, campaign_id: str, settings: Settings | None = None)
     return plan(session, campaign)
 
 
+#: Candidates waiting for their next step (built once: building costs more than running it).
+_WAITING = select(Candidate.id, Candidate.status).where(
+    Candidate.campaign_id == bindparam("campaign_id"),
+    Candidate.status.in_(("pending", "compiled"))).order_by(Candidate.iteration)
+
+
 def plan(session: Session, campaign: Campaign) -> Plan:
     """The next step of every candidate waiting for one (in-flight candidates finish even when
     the campaign was cancelled: the engine records them as they come)."""
     session.flush()
-    rows = session.execute(select(Candidate.id, Candidate.status).where(
-        Candidate.campaign_id == campaign.id, Candidate.status.in_(("pending", "compiled")),
-    ).order_by(Candidate.iteration)).all()
+    rows = session.execute(_WAITING, {"campaign_id": campaign.id}).all()
     queue = gpu_queue(campaign.arch)
     gate = sanitize_gate.wanted(session, campaign)
     return Plan(compile=[cid for cid, status in rows if status == "pending"],
@@ -153,7 +157,8 @@ def plan(session: Session, campaign: Campaign) -> Plan:
 
 
 def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
-    """Record a compile; a compiled candidate goes to the GPUs, a failed one frees its slot."""
+    """Record a compile reported to the agent (a failure: the compile workers record a success
+    themselves); a compiled candidate goes to the GPUs, a failed one frees its slot."""
     found = session.get(Candidate, candidate_id, options=engine.RECORD_LOAD)
     # loaded here, kept by this frame, so that the engine's record finds both in the session
     campaign = session.get(Campaign, found.campaign_id, options=[engine.COMPILE_RECORD_LOAD]) \

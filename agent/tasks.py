@@ -153,7 +153,8 @@ def decide(campaign_id: str) -> None:
 @app.task(name=TaskName.COMPILED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def compiled(candidate_id: str, result: dict[str, Any]) -> None:
-    """Record a compile reported by a compile worker, then send the candidate on."""
+    """Record a failed compile reported by a compile worker (the candidate's outcome), then
+    decide (a compile worker records a successful compile itself)."""
     _run(_campaign_of_candidate(candidate_id),
          lambda s: service.on_compiled(s, candidate_id, result))
 

@@ -6,12 +6,16 @@ never imports a higher one to enqueue: the API and the workers only call :func:`
 
 Flow of one candidate (every arrow is a commit, then an enqueue)::
 
-    agent.decide ─► compile.run (queue compile) ─► agent.compiled ─► gpu.evaluate (gpu.<arch>)
-         ▲                                                                  │
-         └────────────────────────── agent.measured ◄───────────────────────┘
+    agent.decide ─► worker.compile (queue compile) ──compiled──► worker.evaluate (gpu.<arch>)
+         ▲                   │ failed                                   │
+         │                   ▼                                          │
+         ├──────────── agent.compiled                                   │
+         └────────────────────────── agent.measured ◄───────────────────┘
 
-Workers only compute and report; every write to a campaign's state goes through the engine in
-the agent queue, under the campaign's row lock.
+Workers compute and report; every write to a campaign's state goes through the engine in the
+agent queue, under the campaign's row lock. The one write a worker makes besides its progress
+is a successful compile (nothing is decided by it): the compile worker records it and sends the
+evaluation itself, one hop fewer per candidate.
 """
 
 from __future__ import annotations
@@ -173,7 +177,10 @@ def redis_client(settings: Settings | None = None) -> Any:
 
 def enqueue(name: TaskName, *args: Any, queue: str | None = None) -> None:
     """Send a task by name (after the caller committed the state it depends on)."""
-    app.send_task(str(name), args=list(args), queue=queue or ROUTES.get(name))
+    # argsrepr (what monitors show) names the ids only: Celery's own repr of a result payload
+    # costs more CPU than sending it
+    app.send_task(str(name), args=list(args), queue=queue or ROUTES.get(name),
+                  argsrepr=repr([a for a in args if isinstance(a, str)]), kwargsrepr="{}")
 
 
 #: How long the enqueue guard remembers that a step was sent (longer than any queue wait).

@@ -384,6 +384,7 @@ class ReplayDataset:
         opener = gzip.open if self.path.suffix == ".gz" else open
         self.meta: dict[str, Any] = {}
         self.points: dict[tuple[str, str], dict[str, Any]] = {}
+        self._shapes: list[str] | None = None
         with opener(self.path, "rt") as fh:
             for line in fh:
                 if not line.strip():
@@ -406,14 +407,18 @@ class ReplayDataset:
             return
         self._normalize = family
         self.points = {(self._key(r["params"]), s): r for (_, s), r in self.points.items()}
+        self._shapes = None
 
     def get(self, params: dict[str, Any], shape: Shape) -> dict[str, Any] | None:
         """The measurement of a point, or None when it was not measured."""
         return self.points.get((self._key(params), str(shape)))
 
     def shapes(self) -> list[str]:
-        """Shapes present in the dataset."""
-        return sorted({s for _, s in self.points})
+        """Shapes present in the dataset (listed once: a replay compile asks for every
+        candidate)."""
+        if self._shapes is None:
+            self._shapes = sorted({s for _, s in self.points})
+        return self._shapes
 
     def best(self, shape: Shape) -> dict[str, Any] | None:
         """The fastest correct point at ``shape``."""

@@ -15,9 +15,9 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session, aliased, load_only
 
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, WorkerHeartbeat, utcnow
@@ -45,9 +45,14 @@ def replay_dataset(kernel: str) -> ReplayDataset:
     return ReplayDataset(get_family(kernel).replay_dataset_path())
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    # shallow: the values are JSON already (``dataclasses.asdict`` deep-copies every dict)
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
 def compile_result_to_dict(result: CompileResult) -> dict[str, Any]:
     """A JSON-ready compile result (the message the agent records)."""
-    return dataclasses.asdict(result)
+    return _fields(result)
 
 
 def compile_result_from_dict(data: dict[str, Any]) -> CompileResult:
@@ -58,7 +63,7 @@ def compile_result_from_dict(data: dict[str, Any]) -> CompileResult:
 
 def measurement_to_dict(m: Measurement) -> dict[str, Any]:
     """A JSON-ready measurement."""
-    return dataclasses.asdict(m)
+    return _fields(m)
 
 
 def measurement_from_dict(data: dict[str, Any]) -> Measurement:
@@ -156,6 +161,7 @@ class CompileJob:
     kernel: str
     params: dict[str, Any]
     backend: str
+    arch: str
 
 
 #: What the GPU workers read of a campaign.
@@ -164,29 +170,75 @@ _CAMPAIGN_COLUMNS = load_only(Campaign.id, Campaign.kernel, Campaign.backend, Ca
                               Campaign.profile, Campaign.incumbent_id)
 
 
-def _take(session: Session, candidate_id: str, waiting: tuple[str, ...],
-          status: str) -> Any:
-    """Move the candidate from one of ``waiting`` to ``status`` in one statement (a delivery
-    of an evaluation counts in ``attempts``); its row, or None when it no longer waits."""
-    values: dict[str, Any] = {"status": status}
-    if status == "measuring":
-        values["attempts"] = Candidate.attempts + 1
-    return session.execute(
-        update(Candidate).where(Candidate.id == candidate_id, Candidate.status.in_(waiting))
-        .values(**values).returning(Candidate.id, Candidate.campaign_id, Candidate.params,
-                                    Candidate.iteration, Candidate.attempts)
-        .execution_options(synchronize_session=False)
-    ).first()
+# Statements built once (building an ORM statement costs up to a millisecond of CPU, more
+# than running it): the values come in as bound parameters.
+# Writes go to the table (Core), not through the ORM: no object of the session is involved.
+_CANDIDATE_TABLE = cast(Table, Candidate.__table__)
+_CANDIDATES = _CANDIDATE_TABLE.c
+_TAKEN = (_CANDIDATES.id, _CANDIDATES.campaign_id, _CANDIDATES.params, _CANDIDATES.iteration,
+          _CANDIDATES.attempts)
+_TAKE_FOR_COMPILE = (
+    update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
+                                      _CANDIDATES.status.in_(("pending", "compiling")))
+    .values(status="compiling").returning(*_TAKEN))
+_TAKE_FOR_EVALUATION = (
+    update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
+                                      _CANDIDATES.status.in_(("compiled", "measuring")))
+    .values(status="measuring", attempts=_CANDIDATES.attempts + 1).returning(*_TAKEN))
+_RECORD_COMPILED = (
+    update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
+                                      _CANDIDATES.status.in_(("pending", "compiling")))
+    .values(status="compiled", compile=bindparam("compile"),
+            compile_log=bindparam("compile_log")))
+_COMPILE_CONTEXT = select(Campaign.kernel, Campaign.backend, Campaign.arch).where(
+    Campaign.id == bindparam("campaign_id"))
+_INCUMBENT = aliased(Candidate)
+_EVALUATION_CONTEXT = (
+    select(Campaign.kernel, Campaign.backend, Campaign.m, Campaign.n, Campaign.k,
+           Campaign.seed, Campaign.tolerance, Campaign.profile, _INCUMBENT.params)
+    .outerjoin(_INCUMBENT, (_INCUMBENT.id == Campaign.incumbent_id)
+               & (_INCUMBENT.id != bindparam("candidate_id")))
+    .where(Campaign.id == bindparam("campaign_id")))
 
 
 def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
-    """Mark the candidate compiling; None when it is no longer waiting for a compile."""
-    cand = _take(session, candidate_id, ("pending", "compiling"), "compiling")
+    """Mark the candidate compiling (one statement); None when it is no longer waiting for a
+    compile."""
+    cand = session.execute(_TAKE_FOR_COMPILE, {"candidate_id": candidate_id}).first()
     if cand is None:
         return None
-    kernel, backend = session.execute(select(Campaign.kernel, Campaign.backend).where(
-        Campaign.id == cand.campaign_id)).one()
-    return CompileJob(cand.id, kernel, dict(cand.params), backend)
+    kernel, backend, arch = session.execute(
+        _COMPILE_CONTEXT, {"campaign_id": cand.campaign_id}).one()
+    return CompileJob(cand.id, kernel, dict(cand.params), backend, arch)
+
+
+def compile_columns(kernel: str, arch: str, result: CompileResult) -> dict[str, Any]:
+    """What a compile result writes to its candidate: the feedback record's ``compile`` block
+    and the tail of the log."""
+    return {"compile": result.summary(get_family(kernel).max_smem_limit(arch)),
+            "compile_log": result.log[-20000:] if result.log else None}
+
+
+def record_compiled(session: Session, job: CompileJob, result: CompileResult) -> bool:
+    """Record a successful compile: the candidate is ``compiled``, ready for the GPUs. Nothing
+    is decided by a success (a failure is the candidate's outcome: the agent records it), so the
+    compile worker writes it itself and sends the evaluation, one hop fewer per candidate.
+    False when the candidate no longer waits for its compile (another delivery recorded it)."""
+    assert result.status == "ok"
+    done = session.execute(_RECORD_COMPILED, {
+        "candidate_id": job.candidate_id, **compile_columns(job.kernel, job.arch, result)})
+    return bool(getattr(done, "rowcount", 0))
+
+
+def queue_if_compiled(session: Session, candidate_id: str) -> str | None:
+    """The GPU queue of a candidate that is compiled and waits for its evaluation, else None
+    (a compile message delivered again after its record: the evaluation may not have been
+    sent)."""
+    row = session.execute(select(Candidate.status, Campaign.arch).join(
+        Campaign, Campaign.id == Candidate.campaign_id).where(
+        Candidate.id == candidate_id)).first()
+    # the name of core.queues.gpu_queue, without importing the Celery app into embedded mode
+    return f"gpu.{row.arch}" if row is not None and row.status == "compiled" else None
 
 
 def run_compile(runtime: WorkerRuntime, job: CompileJob) -> CompileResult:
@@ -217,20 +269,17 @@ class EvaluateJob:
 
 
 def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
-    """Mark the candidate measuring (one more delivery attempt); None when it is finished."""
-    cand = _take(session, candidate_id, ("compiled", "measuring"), "measuring")
+    """Mark the candidate measuring, counting one more delivery attempt (one statement); None
+    when it is finished."""
+    cand = session.execute(_TAKE_FOR_EVALUATION, {"candidate_id": candidate_id}).first()
     if cand is None:
         return None
-    incumbent = aliased(Candidate)
-    campaign, incumbent_params = session.execute(
-        select(Campaign, incumbent.params).options(_CAMPAIGN_COLUMNS)
-        .outerjoin(incumbent, (incumbent.id == Campaign.incumbent_id)
-                   & (incumbent.id != cand.id))
-        .where(Campaign.id == cand.campaign_id)).one()
+    campaign = session.execute(_EVALUATION_CONTEXT, {
+        "campaign_id": cand.campaign_id, "candidate_id": cand.id}).one()
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
-        incumbent_params=dict(incumbent_params) if incumbent_params is not None else None,
+        incumbent_params=dict(campaign.params) if campaign.params is not None else None,
         shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,

@@ -1,8 +1,9 @@
 """Celery tasks of the compile and GPU workers: thin adapters over :mod:`worker.jobs`.
 
 Ids in; each opens its own session, commits the candidate's progress, computes, then reports to
-the agent queue by task name. The evaluator (GPU child or replay) is built once per worker
-process, in ``worker_process_init``, never per task.
+the agent queue by task name (a successful compile, which decides nothing, is recorded by the
+compile worker, which sends the evaluation itself). The evaluator (GPU child or replay) is built
+once per worker process, in ``worker_process_init``, never per task.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from core.db import get_engine, session_scope
-from core.queues import INFRA_ERRORS, MAX_EVALUATION_ATTEMPTS, TaskName, app, enqueue
+from core.queues import (
+    INFRA_ERRORS,
+    MAX_EVALUATION_ATTEMPTS,
+    TaskName,
+    app,
+    enqueue,
+    enqueue_once,
+    gpu_queue,
+)
 from core.settings import get_settings
 from worker import jobs
 from worker.compile import CompileResult
@@ -95,11 +104,15 @@ def _heartbeat_loop() -> None:
 @app.task(name=TaskName.COMPILE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def compile_candidate(candidate_id: str) -> None:
-    """Compile one candidate and report the figures to the agent."""
+    """Compile one candidate: a success is recorded here and sent to the GPUs, a failure is
+    reported to the agent (which records the outcome and decides)."""
     with session_scope(_url()) as s:
         job = jobs.start_compile(s, candidate_id)
-    if job is None:
-        return  # already compiled (a redelivered message)
+        queue = jobs.queue_if_compiled(s, candidate_id) if job is None else None
+    if job is None:  # already compiled (a redelivered message): the evaluation may be unsent
+        if queue is not None:
+            enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id, queue=queue)
+        return
     try:
         result = jobs.run_compile(runtime(), job)
     except SoftTimeLimitExceeded:
@@ -107,6 +120,13 @@ def compile_candidate(candidate_id: str) -> None:
     except Exception as exc:  # a bug here must not strand the candidate: record it
         log.exception("compile of %s failed", candidate_id)
         result = CompileResult("error", 0.0, error=f"compile worker error: {exc!r}"[:400])
+    if result.status == "ok":
+        with session_scope(_url()) as s:
+            recorded = jobs.record_compiled(s, job, result)
+        if recorded:  # else another delivery recorded it and sent the evaluation
+            enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id,
+                         queue=gpu_queue(job.arch))
+        return
     enqueue(TaskName.COMPILED, candidate_id, jobs.compile_result_to_dict(result))
 
 
