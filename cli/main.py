@@ -159,7 +159,7 @@ def compile_cmd(
 
     settings = get_settings()
     family = _family(kernel)
-    arch = arch or settings.arch
+    arch = settings.arch if arch is None else arch
     try:
         limit = family.max_smem_limit(arch)
     except ValueError as exc:

@@ -44,6 +44,10 @@ def serve(
 
     from core.db import upgrade_database
 
+    if not 0 <= port <= 65535:
+        fail(f"--port must be a TCP port number 0..65535, got {port}")
+    if workers < 1:
+        fail(f"--workers must be at least 1, got {workers}")
     settings = get_settings()
     url = settings.effective_database_url
     if url.startswith("sqlite"):
@@ -235,9 +239,11 @@ def _check(response: Any) -> Any:
         fail(f"{detail} (is it your team's campaign? `tuneforge` lists none of the others)",
              code=4)
     if code == 422 and isinstance(detail, list):
-        lines = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
-                 for d in detail]
-        fail("the server refused the request:\n  " + "\n  ".join(lines))
+        problems = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: "
+                    f"{d.get('msg')}" for d in detail]
+        fail("the server refused the request: " + "; ".join(problems))
+    if code in (400, 413, 422):  # the request itself is bad
+        fail(f"the server refused the request (HTTP {code}): {detail}")
     fail(f"HTTP {code}: {detail}", code=1)
 
 
@@ -267,11 +273,13 @@ def submit(
       tuneforge watch "$(tuneforge submit spec.json)"
     """
     try:
-        body = json.loads(spec.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = spec.read_bytes()
+        json.loads(raw)
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         fail(f"{spec}: {exc}")
-    with _client(url, key) as client:
-        created = _call(client, "POST", "/campaigns", json=body)
+    with _client(url, key) as client:  # sent as written: the server judges (NaN included)
+        created = _call(client, "POST", "/campaigns", content=raw,
+                        headers={"Content-Type": "application/json"})
     sys.stdout.write(created["id"] + "\n")
 
 

@@ -32,6 +32,44 @@ def _load_leaderboard(path: Path | None) -> list[Any] | None:
     return data
 
 
+#: The options of ``tune`` and ``evaluate`` by the campaign field (``api.schemas.CampaignCreate``)
+#: each sets: a value the service would refuse is refused here too, naming the option.
+OPTION_OF: dict[tuple[str, ...], str] = {
+    ("kernel",): "--kernel", ("shape",): "--shape", ("tolerance",): "--tolerance",
+    ("budget", "iterations"): "--budget", ("budget", "wall_seconds"): "--wall-seconds",
+    ("budget", "gpu_seconds"): "--gpu-seconds", ("policy",): "--policy",
+    ("accept_threshold_pct",): "--threshold", ("profile",): "--profile", ("seed",): "--seed",
+    ("parallel",): "--gpus", ("leaderboard",): "--leaderboard", ("start_from",): "--start-from",
+    ("allowed_actions",): "--actions",
+}
+
+
+def check_campaign(fields: dict[str, Any]) -> None:
+    """Exit 2 with one line naming the option when ``fields`` break a rule of the service's
+    campaign schema (sizes, GPU memory, tolerance, budgets, names)."""
+    from pydantic import ValidationError
+
+    from api.schemas import CampaignCreate
+
+    try:
+        CampaignCreate.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(str(part) for part in error["loc"])
+        field = next((loc[:n] for n in (2, 1) if loc[:n] in OPTION_OF), loc[:1])
+        where = ".".join(loc[len(field):])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        fail(f"{OPTION_OF.get(field, '.'.join(field))}: {f'{where}: ' if where else ''}{message}")
+
+
+def gpu_indices(gpus: str) -> list[str]:
+    """``--gpus 0,1`` as indices; exit 2 on anything else."""
+    indices = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not indices or not all(g.isascii() and g.isdigit() for g in indices):
+        fail(f"--gpus must list GPU indices like 0,1, got {gpus!r}")
+    return indices
+
+
 def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *,
                     tolerance: float, profile: str = "light"
                     ) -> tuple[list[Any], str, str | None]:
@@ -61,7 +99,7 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
 
 def tune(
     shape: Annotated[str, typer.Option(help="problem shape MxNxK")] = "4096x4096x4096",
-    budget: Annotated[int, typer.Option(help="evaluations (iterations)", min=1)] = 600,
+    budget: Annotated[int, typer.Option(help="evaluations (iterations)")] = 600,
     wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
     gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
     policy: Annotated[str, typer.Option(help="expert | optuna | random | llm")] = "expert",
@@ -98,7 +136,6 @@ def tune(
 
       tuneforge tune --backend gpu --budget 300 --sanitize
     """
-    import math
 
     from agent.embedded import EmbeddedRunner
     from agent.engine import CampaignError, CampaignSpec, create_campaign
@@ -121,17 +158,22 @@ def tune(
         fail(f"--profile must be light or full, not {profile!r}")
     if backend not in ("auto", "gpu", "replay"):
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
-    if not (math.isfinite(tolerance) and 0 < tolerance < 1):
-        fail(f"--tolerance must be a number in (0, 1), got {tolerance}")
+    indices = gpu_indices(gpus)
     allowed = [a.strip() for a in actions.split(",") if a.strip()] if actions else None
     board = _load_leaderboard(leaderboard)
+    check_campaign({
+        "kernel": kernel, "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+        "tolerance": tolerance, "policy": policy, "accept_threshold_pct": threshold,
+        "profile": profile, "seed": seed, "parallel": len(indices), "leaderboard": board,
+        "start_from": start_from, "allowed_actions": allowed,
+        "budget": {"iterations": budget, "wall_seconds": wall_seconds,
+                   "gpu_seconds": gpu_seconds}})
     url = f"sqlite:///{db.resolve()}" if db else settings.effective_database_url
     upgrade_database(url)
     sessions = session_factory(url)
 
-    evaluators, used, why_not_gpu = make_evaluators(
-        backend, family, settings, [g.strip() for g in gpus.split(",") if g.strip()],
-        tolerance=tolerance, profile=profile)
+    evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, indices,
+                                                    tolerance=tolerance, profile=profile)
     device = evaluators[0].device
     sanitizer_exe = None
     if sanitize and used == "gpu":
@@ -329,6 +371,8 @@ def evaluate(
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if profile not in ("light", "full"):
         fail(f"--profile must be light or full, not {profile!r}")
+    check_campaign({"kernel": kernel, "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+                    "tolerance": tolerance, "profile": profile, "seed": seed})
     point = resolve_params(family, params, actions, problem)
     evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],
                                                     tolerance=tolerance, profile=profile)

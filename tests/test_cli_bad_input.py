@@ -1,0 +1,163 @@
+"""The CLI's bad input, command by command: each exits non-zero (2: bad input, 4: no such
+campaign, 1: a point the space rejects) with one stderr line naming the option and the problem,
+no traceback, and nothing written (no database, no output folder). Through the real ``tuneforge``
+app (Typer's runner, in-process: the console script is the same object); ``tuneforge submit``
+against a server is in ``tests/service/test_bad_input.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.db import upgrade_database
+
+#: (args, exit code, words of the one line that says what is wrong). ``{db}`` is a migrated
+#: database with no campaign, ``{missing}`` a path that does not exist, ``{nan_board}`` a
+#: leaderboard holding NaN, ``{out}`` where an output would go (it must stay absent).
+CASES: list[tuple[list[str], int, str]] = [
+    # tune: sizes, names, budgets, tolerances — each refused before anything runs
+    (["tune", "--shape", "0x4x4"], 2, "error: shape.m must be an integer >= 1, got 0"),
+    (["tune", "--shape", "axb"], 2,
+     "shape must look like MxNxK (e.g. 4096x4096x4096), got 'axb'"),
+    (["tune", "--shape", "-1x2x3"], 2, "shape must look like MxNxK"),
+    (["tune", "--shape", "4096x4096"], 2, "shape must look like MxNxK"),
+    (["tune", "--shape", "70000x1x1"], 2,
+     "error: --shape: m: Input should be less than or equal to 65536"),
+    (["tune", "--shape", "65536x65536x65536"], 2,
+     "error: --shape: 65536x65536x65536 needs 80.1 GiB for A, B, C, bias and the fp64 "
+     "reference, more than the 80 GiB a campaign may use (TUNEFORGE_GPU_MEMORY_GIB)"),
+    (["tune", "--policy", "genius"], 2,
+     "error: unknown policy 'genius'; known: expert, optuna, random, llm"),
+    (["tune", "--budget", "0"], 2, "error: --budget: Input should be greater than or equal to 1"),
+    (["tune", "--budget", "-3"], 2, "error: --budget: Input should be greater than or equal to 1"),
+    (["tune", "--budget", "200000"], 2,
+     "error: --budget: Input should be less than or equal to 100000"),
+    (["tune", "--budget", "ten"], 2,
+     "Invalid value for '--budget': Input should be a valid integer"),  # Typer's usage error
+    (["tune", "--backend", "tpu"], 2, "error: --backend must be auto, gpu or replay, not 'tpu'"),
+    (["tune", "--tolerance", "nan"], 2, "error: --tolerance: Input should be a finite number"),
+    (["tune", "--tolerance", "inf"], 2, "error: --tolerance: Input should be a finite number"),
+    (["tune", "--tolerance", "-1e-4"], 2, "error: --tolerance: Input should be greater than 0"),
+    (["tune", "--tolerance", "0.5"], 2,
+     "error: --tolerance: Input should be less than or equal to 0.1"),
+    (["tune", "--wall-seconds", "-1"], 2, "error: --wall-seconds: Input should be greater than 0"),
+    (["tune", "--gpu-seconds", "nan"], 2, "error: --gpu-seconds: Input should be a finite number"),
+    (["tune", "--threshold", "500"], 2,
+     "error: --threshold: Input should be less than or equal to 100"),
+    (["tune", "--seed", "-1"], 2, "error: --seed: Input should be greater than or equal to 0"),
+    (["tune", "--actions", "apply_magic"], 2,
+     "error: --actions: unknown action(s) 'apply_magic'; known: apply_tiling"),
+    (["tune", "--start-from", "worst"], 2, "error: --start-from: Input should be 'best'"),
+    (["tune", "--gpus", "x"], 2, "error: --gpus must list GPU indices like 0,1, got 'x'"),
+    (["tune", "--profile", "heavy"], 2, "error: --profile must be light or full, not 'heavy'"),
+    (["tune", "--kernel", "conv2d"], 2,
+     "error: unknown kernel family 'conv2d'; known: gemm_bias_relu"),
+    (["tune", "--leaderboard", "{nan_board}"], 2,
+     "error: --leaderboard: leaderboard times must be finite numbers > 0 (µs)"),
+    (["tune", "--colour", "blue"], 2, "No such option: --colour"),
+    # render / compile: unknown actions and parameters, bad arch
+    (["render", "--actions", "apply_magic(2)"], 2,
+     "error: --actions: unknown action 'apply_magic'; known actions: apply_tiling"),
+    (["render", "--actions", "apply_unroll(3)"], 2,
+     "error: --actions: apply_unroll(3): factor=3 is outside its domain [1, 2, 4, 8]"),
+    (["render", "--actions", "apply_unroll(x)"], 2, "argument 'x' is not an integer or bool"),
+    (["render", "--actions", "apply_unroll("], 2,
+     "error: --actions: cannot parse action 'apply_unroll('"),
+    (["render", "--params", "{block_x: 32}"], 2, "error: --params is not valid JSON"),
+    (["render", "--params", "[32, 8]"], 2,
+     "error: --params must be a JSON object of parameter names to values"),
+    (["render", "--params", '{"colour": 1}'], 2,
+     "error: --params: unknown parameter(s) ['colour']"),
+    (["render", "--params", '{"block_x": NaN}'], 2,
+     "error: --params: parameter block_x must be an integer, got nan"),
+    (["render", "--params", '{"smem": "yes"}'], 2,
+     "error: --params: parameter smem must be true/false, got 'yes'"),
+    (["render", "--params", '{"block_x": 7}'], 1,
+     "error: rejected: out_of_domain: block_x=7 is outside [8, 16, 32, 64, 128, 256]"),
+    (["render", "--kernel", "conv2d"], 2, "error: unknown kernel family 'conv2d'"),
+    (["compile", "--arch", "sm_1", "--json"], 2, "error: --arch: unknown arch 'sm_1'; known:"),
+    (["compile", "--arch", "", "--json"], 2, "error: --arch: unknown arch ''"),
+    (["compile", "--actions", "apply_magic()", "--json"], 2,
+     "error: --actions: unknown action 'apply_magic'"),
+    # evaluate
+    (["evaluate", "--shape", "0x1x1"], 2, "error: shape.m must be an integer >= 1, got 0"),
+    (["evaluate", "--shape", "99999999x8x8"], 2,
+     "error: --shape: m: Input should be less than or equal to 65536"),
+    (["evaluate", "--tolerance", "nan"], 2, "error: --tolerance: Input should be a finite number"),
+    (["evaluate", "--tolerance", "-1"], 2, "error: --tolerance: Input should be greater than 0"),
+    (["evaluate", "--backend", "tpu"], 2, "error: --backend must be auto, gpu or replay"),
+    (["evaluate", "--profile", "heavy"], 2, "error: --profile must be light or full"),
+    (["evaluate", "--actions", "apply_magic()"], 2,
+     "error: --actions: unknown action 'apply_magic'"),
+    (["evaluate", "--params", "{"], 2, "error: --params is not valid JSON"),
+    # campaigns, report and export of a local database
+    (["export", "0000", "--db", "{missing}"], 2, "error: no database at {missing}"),
+    (["export", "0000", "--format", "pdf", "--db", "{db}"], 2,
+     "error: --format must be one of cu, json, t4, kt, not 'pdf'"),
+    (["export", "zzzz", "--db", "{db}", "--out", "{out}/x.cu"], 4,
+     "error: no campaign 'zzzz' in {db}"),
+    (["report", "zzzz", "--db", "{db}", "--out", "{out}"], 4, "error: no campaign 'zzzz' in {db}"),
+    (["campaigns", "--db", "{db}", "--key", "tf_x"], 2,
+     "error: give either --db (a local database) or --url/--key (the service), not both"),
+    (["db", "check", "--db", "{missing}"], 2, "error: no database at {missing}"),
+    (["db", "check", "--db", "nonsense://x"], 2,
+     "error: --db 'nonsense://x' is neither a database URL nor a file"),
+    (["db", "check", "--db", "{empty}"], 2, "no such table: campaigns (not a tuneforge database?"),
+    # service commands, before they start anything
+    (["submit", "{missing}"], 2, "error: {missing}: [Errno 2] No such file or directory"),
+    (["submit", "{nan_board}", "--url", "http://127.0.0.1:9"], 2,
+     "error: no API key: set TUNEFORGE_API_KEY or pass --key"),
+    (["serve", "--port", "99999"], 2,
+     "error: --port must be a TCP port number 0..65535, got 99999"),
+    (["serve", "--port", "-1"], 2, "error: --port must be a TCP port number 0..65535, got -1"),
+    (["serve", "--workers", "0"], 2, "error: --workers must be at least 1, got 0"),
+    (["worker", "--role", "boss"], 2,
+     "error: --role must be one of compile, gpu, agent, not 'boss'"),
+    (["worker", "--role", "gpu", "--gpus", "0,x"], 2,
+     "error: --gpus must list GPU indices like 0,1, got '0,x'"),
+    (["worker", "--role", "gpu", "--backend", "tpu"], 2,
+     "error: --backend must be gpu or replay, not 'tpu'"),
+]
+
+
+def files(folder: Path) -> list[str]:
+    """The files under ``folder`` (SQLite's -wal and -shm beside a database it opened aside)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if not p.name.endswith(("-wal", "-shm")))
+
+
+@pytest.mark.parametrize(("args", "code", "words"), CASES,
+                         ids=[f"{i:02d}-{' '.join(c[0])[:40]}" for i, c in enumerate(CASES)])
+def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
+                                         args: list[str], code: int, words: str) -> None:
+    db = tmp_path / "runs.db"
+    upgrade_database(f"sqlite:///{db}")
+    (tmp_path / "empty.db").write_bytes(b"")
+    (tmp_path / "board.json").write_text("[NaN, 1000]")
+    paths = {"db": str(db), "missing": str(tmp_path / "missing.json"),
+             "empty": str(tmp_path / "empty.db"), "nan_board": str(tmp_path / "board.json"),
+             "out": str(tmp_path / "out")}
+
+    def fill(text: str) -> str:
+        for name, path in paths.items():
+            text = text.replace(f"{{{name}}}", path)
+        return text
+
+    args = [fill(a) for a in args]
+    words = fill(words)
+    if args[0] == "tune":  # where a campaign would write, were it to start
+        args += ["--out", paths["out"], "--db", str(tmp_path / "t.db")]
+    before = files(tmp_path)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "300", "TUNEFORGE_API_KEY": ""})
+    assert result.exit_code == code, (result.exit_code, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if words in line], result.stderr
+    if result.stderr.startswith("error:"):  # ours (Typer's usage errors come in a box)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert files(tmp_path) == before  # nothing written
+    assert not list(tuneforge_home.iterdir()), list(tuneforge_home.iterdir())
