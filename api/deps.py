@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Annotated
+from weakref import WeakKeyDictionary
 
 from fastapi import Depends, HTTPException, Path, Query, Security, status
 from fastapi.security import APIKeyHeader
@@ -17,16 +19,38 @@ from core.db import session_factory
 from core.models import Campaign
 from core.settings import Settings, get_settings
 
+#: Requests that hold a database session at once (the others wait for a turn, holding
+#: nothing). A request takes a worker thread for each of its steps (key check, endpoint,
+#: teardown) and holds its connection from the first query to the teardown: with fewer
+#: sessions than threads (``api.main.API_THREADS``) and than pooled connections
+#: (``core.db``: 10 + 20), one that holds a connection always gets a thread and one in a
+#: thread always gets a connection. Without it, 100 clients at once took every connection
+#: with requests waiting for a thread, and every thread with requests waiting for a
+#: connection: the API stood still until the pool's 30 s timeout.
+MAX_SESSIONS = 16
+
+_turns: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = WeakKeyDictionary()
+
+
+def _turn() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()  # one per event loop (a test client runs its own)
+    turns = _turns.get(loop)
+    if turns is None:
+        turns = _turns[loop] = asyncio.Semaphore(MAX_SESSIONS)
+    return turns
+
 
 async def get_db() -> AsyncIterator[Session]:
-    """One session per request (the endpoint commits what it writes). Opening one does no I/O
-    (it connects at its first query, in the endpoint's thread); closing it returns the
-    connection to the pool, in a worker thread."""
-    session = session_factory(get_settings().effective_database_url)()
-    try:
-        yield session
-    finally:
-        await run_in_threadpool(session.close)
+    """One session per request (the endpoint commits what it writes), once it is this
+    request's turn (:data:`MAX_SESSIONS`). Opening one does no I/O (it connects at its first
+    query, in the endpoint's thread); closing it returns the connection to the pool, in a
+    worker thread."""
+    async with _turn():
+        session = session_factory(get_settings().effective_database_url)()
+        try:
+            yield session
+        finally:
+            await run_in_threadpool(session.close)
 
 
 SessionDep = Annotated[Session, Depends(get_db)]
