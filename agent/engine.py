@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, event, func, or_, select
 from sqlalchemy.orm import Session, SessionTransaction, defer, load_only
+from sqlalchemy.orm.util import identity_key
 
 from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
 from core.feedback import FeedbackRecord
@@ -116,7 +117,7 @@ _NOT_FOR_POLICIES = (Candidate.source, Candidate.compile_log, Candidate.feedback
 
 #: What recording a result reads of the candidate (the feedback record's inputs; the large
 #: columns it only writes stay unloaded).
-RECORD_LOAD = [defer(c) for c in (*_NOT_FOR_POLICIES, Candidate.correctness, Candidate.profile,
+_RECORD_LOAD = [defer(c) for c in (*_NOT_FOR_POLICIES, Candidate.correctness, Candidate.profile,
                                    Candidate.decision)]
 
 
@@ -143,6 +144,18 @@ _HISTORY = (select(Candidate).where(Candidate.campaign_id == bindparam("campaign
 _HISTORY_SINCE = _HISTORY.where(or_(Candidate.iteration > bindparam("after"),
                                     Candidate.id.in_(bindparam("open_ids", expanding=True))))
 _AVG_US = select(Candidate.avg_us).where(Candidate.id == bindparam("candidate_id"))
+_LOCK = (select(Campaign).where(Campaign.id == bindparam("id")).with_for_update()
+         .execution_options(populate_existing=True))
+_FOR_RECORD = select(Candidate).where(Candidate.id == bindparam("id")).options(*_RECORD_LOAD)
+
+
+def candidate_for_record(session: Session, candidate_id: str) -> Candidate | None:
+    """The candidate whose result is being recorded, without the large columns that recording
+    only writes (from the session when this transaction loaded it already)."""
+    found = session.identity_map.get(identity_key(Candidate, candidate_id))
+    if isinstance(found, Candidate):
+        return found
+    return session.scalars(_FOR_RECORD, {"id": candidate_id}).first()
 _IN_FLIGHT = select(func.count()).select_from(Candidate).where(
     Candidate.campaign_id == bindparam("campaign_id"),
     Candidate.status.in_(CANDIDATE_IN_FLIGHT))
@@ -193,8 +206,7 @@ def lock_campaign(session: Session, campaign_id: str) -> Campaign:
     if campaign_id in locked:
         campaign = session.get(Campaign, campaign_id)
     else:
-        campaign = session.get(Campaign, campaign_id, with_for_update=True,
-                               populate_existing=True)
+        campaign = session.scalars(_LOCK, {"id": campaign_id}).first()
         if campaign is not None:
             locked.add(campaign_id)
     if campaign is None:
@@ -510,7 +522,20 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     if not created and pending == 0:
         finish_campaign(session, campaign, "done",
                         "search space exhausted: no unexplored point left to propose")
+    # what waits for its next step, as this transaction read it under the lock (the service's
+    # plan needs no query of its own)
+    _scratch(session).setdefault("waiting", {})[campaign.id] = [
+        *((h.id, h.status) for h in items if h.status in ("pending", "compiled")),
+        *((c.id, c.status) for c in created)]
     return created
+
+
+def waiting(session: Session, campaign_id: str) -> list[tuple[str, str]] | None:
+    """Candidates waiting for their next step (id, ``pending`` or ``compiled``) as this
+    transaction's decision read them, or None when it read none. A candidate that moved on
+    since (a worker took it) was sent already: sending it again is a no-op of the guard."""
+    found: list[tuple[str, str]] | None = _scratch(session).get("waiting", {}).get(campaign_id)
+    return found
 
 
 def _still_applicable(family: Any, ctx: PolicyContext, text: str) -> bool:
@@ -532,7 +557,7 @@ def mark_status(session: Session, candidate_id: str, status: str) -> Candidate |
 
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
     """Store the compile figures (idempotent); a failed compile is the candidate's outcome."""
-    cand = session.get(Candidate, candidate_id, options=RECORD_LOAD)
+    cand = candidate_for_record(session, candidate_id)
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
     if cand.status not in ("pending", "compiling"):
@@ -552,7 +577,7 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
 
 def record_measurement(session: Session, candidate_id: str, m: Measurement) -> Candidate:
     """Store the measurement (idempotent), decide, check the budget."""
-    cand = session.get(Candidate, candidate_id, options=RECORD_LOAD)
+    cand = candidate_for_record(session, candidate_id)
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
     if cand.status not in CANDIDATE_IN_FLIGHT:

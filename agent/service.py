@@ -147,8 +147,11 @@ _WAITING = select(Candidate.id, Candidate.status).where(
 def plan(session: Session, campaign: Campaign) -> Plan:
     """The next step of every candidate waiting for one (in-flight candidates finish even when
     the campaign was cancelled: the engine records them as they come)."""
-    session.flush()
-    rows = session.execute(_WAITING, {"campaign_id": campaign.id}).all()
+    rows = engine.waiting(session, campaign.id)  # read by this transaction's decision
+    if rows is None:
+        session.flush()
+        rows = [(cid, status) for cid, status in
+                session.execute(_WAITING, {"campaign_id": campaign.id})]
     queue = gpu_queue(campaign.arch)
     gate = sanitize_gate.wanted(session, campaign)
     return Plan(compile=[cid for cid, status in rows if status == "pending"],
@@ -159,7 +162,7 @@ def plan(session: Session, campaign: Campaign) -> Plan:
 def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
     """Record a compile reported to the agent (a failure: the compile workers record a success
     themselves); a compiled candidate goes to the GPUs, a failed one frees its slot."""
-    found = session.get(Candidate, candidate_id, options=engine.RECORD_LOAD)
+    found = engine.candidate_for_record(session, candidate_id)
     # loaded here, kept by this frame, so that the engine's record finds both in the session
     campaign = session.get(Campaign, found.campaign_id, options=[engine.COMPILE_RECORD_LOAD]) \
         if found is not None else None

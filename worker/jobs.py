@@ -202,7 +202,8 @@ _EVALUATION_CONTEXT = (
 
 
 def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
-    """Mark the candidate compiling (one statement); None when it is no longer waiting for a
+    """Mark the candidate compiling (one statement, which may commit on its own: the read that
+    follows is of columns that never change); None when it is no longer waiting for a
     compile."""
     cand = session.execute(_TAKE_FOR_COMPILE, {"candidate_id": candidate_id}).first()
     if cand is None:
@@ -269,8 +270,8 @@ class EvaluateJob:
 
 
 def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
-    """Mark the candidate measuring, counting one more delivery attempt (one statement); None
-    when it is finished."""
+    """Mark the candidate measuring, counting one more delivery attempt (one statement, which
+    may commit on its own); None when it is finished."""
     cand = session.execute(_TAKE_FOR_EVALUATION, {"candidate_id": candidate_id}).first()
     if cand is None:
         return None

@@ -15,7 +15,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from core.db import get_engine, session_scope
+from core.db import autocommit_scope, get_engine, session_scope
 from core.queues import (
     INFRA_ERRORS,
     MAX_EVALUATION_ATTEMPTS,
@@ -106,7 +106,9 @@ def _heartbeat_loop() -> None:
 def compile_candidate(candidate_id: str) -> None:
     """Compile one candidate: a success is recorded here and sent to the GPUs, a failure is
     reported to the agent (which records the outcome and decides)."""
-    with session_scope(_url()) as s:
+    # each step of a worker is one UPDATE that commits as it runs (and reads that need no
+    # transaction): no BEGIN and COMMIT round trips
+    with autocommit_scope(_url()) as s:
         job = jobs.start_compile(s, candidate_id)
         queue = jobs.queue_if_compiled(s, candidate_id) if job is None else None
     if job is None:  # already compiled (a redelivered message): the evaluation may be unsent
@@ -121,7 +123,7 @@ def compile_candidate(candidate_id: str) -> None:
         log.exception("compile of %s failed", candidate_id)
         result = CompileResult("error", 0.0, error=f"compile worker error: {exc!r}"[:400])
     if result.status == "ok":
-        with session_scope(_url()) as s:
+        with autocommit_scope(_url()) as s:
             recorded = jobs.record_compiled(s, job, result)
         if recorded:  # else another delivery recorded it and sent the evaluation
             enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id,
@@ -134,7 +136,7 @@ def compile_candidate(candidate_id: str) -> None:
           max_retries=8)
 def evaluate_candidate(candidate_id: str) -> None:
     """Measure one compiled candidate (incumbent interleaved) and report to the agent."""
-    with session_scope(_url()) as s:
+    with autocommit_scope(_url()) as s:
         job = jobs.start_evaluation(s, candidate_id)
     if job is None:
         return  # already recorded (a redelivered message)
