@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
@@ -202,15 +203,30 @@ _EVALUATION_CONTEXT = (
 
 
 def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
-    """Mark the candidate compiling (one statement, which may commit on its own: the read that
-    follows is of columns that never change); None when it is no longer waiting for a
-    compile."""
+    """Mark the candidate compiling (one statement, which may commit on its own: what else it
+    needs are columns of the campaign that never change); None when it is no longer waiting
+    for a compile."""
     cand = session.execute(_TAKE_FOR_COMPILE, {"candidate_id": candidate_id}).first()
     if cand is None:
         return None
-    kernel, backend, arch = session.execute(
-        _COMPILE_CONTEXT, {"campaign_id": cand.campaign_id}).one()
+    kernel, backend, arch = _compile_context(session, cand.campaign_id)
     return CompileJob(cand.id, kernel, dict(cand.params), backend, arch)
+
+
+#: campaign id -> (kernel, backend, arch): set when the campaign is created and never changed,
+#: so a compile worker reads them once per campaign.
+_COMPILE_CONTEXTS: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+
+
+def _compile_context(session: Session, campaign_id: str) -> tuple[str, str, str]:
+    found = _COMPILE_CONTEXTS.get(campaign_id)
+    if found is None:
+        kernel, backend, arch = session.execute(
+            _COMPILE_CONTEXT, {"campaign_id": campaign_id}).one()
+        found = _COMPILE_CONTEXTS[campaign_id] = (kernel, backend, arch)
+        while len(_COMPILE_CONTEXTS) > 1024:
+            _COMPILE_CONTEXTS.popitem(last=False)
+    return found
 
 
 def compile_columns(kernel: str, arch: str, result: CompileResult) -> dict[str, Any]:
