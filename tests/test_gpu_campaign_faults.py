@@ -1,0 +1,137 @@
+"""GPU faults inside a real campaign (issue 7, item 1): run on the lent GPU (``pytest -m gpu``).
+
+An embedded campaign (the engine, the expert policy, SQLite, the GPU child and its watchdog, all
+real) in which two of the kernels the agent asked for are swapped, at compile time, for planted
+ones: one writes to an illegal address (the CUDA context is lost), one never returns. The
+campaign must record them ``crashed`` and ``timeout``, restart the evaluation child, and go on
+to spend its whole budget with a correct best. The swap happens in the evaluator's ``compile``,
+the way the compile tests put a fake ``nvcc`` on the PATH: everything after it is the real path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from agent.embedded import EmbeddedRunner
+from agent.engine import CampaignSpec, create_campaign
+from agent.policies import make_policy
+from agent.spaces import FullSpace
+from core.db import session_factory, upgrade_database
+from core.models import Campaign, Candidate
+from core.settings import get_settings
+from kernels.base import Shape
+from kernels.gemm_bias_relu import FAMILY
+from worker.compile import Compiler, CompileResult
+from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.gpu_runner import ChildUnavailable
+
+pytestmark = pytest.mark.gpu
+
+ILLEGAL = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ C[(size_t)1 << 38] = A[0]; }
+'''
+SPIN = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ volatile float* v = C; while (v[0] == v[0] || true) { v[1] = v[0]; } }
+'''
+#: new valid points (counted from 1, the baseline first) whose kernels are swapped for planted ones
+PLANT = {3: ("crashed", ILLEGAL), 6: ("timeout", SPIN)}
+SHAPE = Shape(1024, 1024, 1024)
+#: read at import: the autouse fixture clears TUNEFORGE_* variables for each test
+OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
+BUDGET = 14
+
+
+class PlantingEvaluator(GpuEvaluator):
+    """A GPU evaluator whose n-th compile of a new valid point returns a planted kernel instead
+    (the n-th candidate the agent proposed; the incumbent's recompiles are not counted)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.valid_compiles = 0
+        self.seen: set[str] = set()
+        self.planted: dict[str, str] = {}  # params key -> expected status
+
+    def compile(self, params: Any) -> Future[CompileResult]:
+        key = json.dumps(params.to_dict(), sort_keys=True)
+        if self.family.validate(params, self.compiler.arch) is not None or key in self.seen:
+            return super().compile(params)  # the incumbent is compiled again (a cache hit)
+        self.seen.add(key)
+        self.valid_compiles += 1
+        plant = PLANT.get(self.valid_compiles)
+        if plant is None:
+            return super().compile(params)
+        status, source = plant
+        self.planted[key] = status
+        return self.compiler.submit(source, entry=self.family.name)
+
+
+def test_illegal_address_and_spinning_kernels_inside_a_campaign(
+        compiler: Compiler, tmp_path: Path) -> None:
+    try:
+        ev = PlantingEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=5.0))
+    except ChildUnavailable as exc:
+        pytest.skip(f"no GPU evaluation here: {exc}")
+    settings = get_settings()
+    url = f"sqlite:///{tmp_path / 'faults.db'}"
+    upgrade_database(url)
+    sessions = session_factory(url)
+    try:
+        restarts = ev.child.restarts
+        with sessions.begin() as s:
+            campaign = create_campaign(
+                s, CampaignSpec(m=SHAPE.m, n=SHAPE.n, k=SHAPE.k, budget_iterations=BUDGET),
+                backend="gpu", device=ev.device, vendor_us=ev.vendor_us(SHAPE))
+            cid = campaign.id
+        runner = EmbeddedRunner(sessions, [ev], policy=make_policy("expert", settings),
+                                space=FullSpace(FAMILY, settings.arch), settings=settings,
+                                lookahead=0)
+        runner.run(cid)
+        restarts_after = ev.child.restarts
+    finally:
+        ev.close()
+    assert not runner.errors, runner.errors
+    with sessions() as s:
+        camp = s.get(Campaign, cid)
+        assert camp is not None
+        rows = s.scalars(select(Candidate).where(Candidate.campaign_id == cid)
+                         .order_by(Candidate.iteration)).all()
+        table: list[dict[str, Any]] = [
+                 {"iteration": r.iteration, "action": r.action, "status": r.status,
+                  "avg_us": r.avg_us, "error": (r.error or "")[:160],
+                  "planted": ev.planted.get(json.dumps(
+                      FAMILY.params_from_dict(r.params).to_dict(), sort_keys=True))}
+                 for r in rows]
+        best = s.get(Candidate, camp.best_id) if camp.best_id else None
+        summary: dict[str, Any] = {"status": camp.status, "reason": camp.status_reason,
+                   "evaluations": camp.evaluations, "restarts": restarts_after - restarts,
+                   "best_us": camp.best_us, "best_status": best.status if best else None,
+                   "candidates": table}
+    out = OUT
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "campaign_faults.json").write_text(json.dumps(summary, indent=1, default=str))
+
+    assert len(ev.planted) == len(PLANT), ev.planted
+    planted_rows = [r for r in table if r["planted"]]
+    assert sorted(r["status"] for r in planted_rows) == ["crashed", "timeout"], planted_rows
+    assert all(r["status"] == r["planted"] for r in planted_rows), planted_rows
+    assert summary["restarts"] >= 2, summary
+    assert camp.status == "done", summary
+    assert camp.evaluations == BUDGET, summary
+    assert all(r["status"] not in ("pending", "compiled", "running") for r in table), table
+    assert best is not None
+    assert best.status == "ok", summary
+    assert [r["iteration"] for r in table] == list(range(len(table)))
+    # the campaign went on after each fault: evaluations that passed come after both
+    last_fault = max(r["iteration"] for r in planted_rows)
+    assert any(r["status"] == "ok" for r in table if r["iteration"] > last_fault), table
