@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from core.queues import (
     redis_client,
 )
 from core.settings import get_settings
+from worker import tasks as worker_tasks
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ def _url() -> str:
 
 def _run(campaign_of: Callable[[Session], str | None],
          step: Callable[[Session], service.Plan]) -> None:
+    started = time.monotonic()
     try:
         with session_scope(_url()) as s:
             plan = step(s)
@@ -55,6 +58,9 @@ def _run(campaign_of: Callable[[Session], str | None],
                 service.fail(s, campaign_id, f"internal error in the agent: {exc!r}")
         return
     service.send(plan)
+    # an agent's heartbeat carries the steps it took and the seconds they took (its
+    # utilization: busy / wall time)
+    worker_tasks.runtime().count_evaluation(time.monotonic() - started)
 
 
 def _campaign_of_candidate(candidate_id: str) -> Callable[[Session], str | None]:

@@ -191,4 +191,8 @@ class WorkerHeartbeat(Base):
     gpu: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     backend: Mapped[str | None] = mapped_column(String(16))
     last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: evaluations done (a GPU worker), or steps taken (an agent: results recorded, decisions)
     evaluations: Mapped[int] = mapped_column(Integer, default=0)
+    #: seconds spent on them (task taken to its result sent): busy / wall time is the process's
+    #: utilization, and 1 - that a GPU worker's idle fraction
+    busy_seconds: Mapped[float] = mapped_column(Float, default=0.0)

@@ -88,6 +88,7 @@ class WorkerRuntime:
         self._evaluators: dict[str, Evaluator] = {}
         self._replay_compiles: dict[tuple[str, str], CompileResult] = {}
         self._evaluations = 0  # done since the last heartbeat (written with the next one)
+        self._busy_s = 0.0  # seconds spent on them (from taking the task to sending the result)
         self._count_lock = threading.Lock()
 
     @property
@@ -113,16 +114,19 @@ class WorkerRuntime:
                     vendor_cache=self.settings.home / "vendor.json")
         return self._evaluators[kernel]
 
-    def count_evaluation(self) -> None:
-        """One more evaluation done (reported with the next heartbeat)."""
+    def count_evaluation(self, busy_s: float = 0.0, evaluations: int = 1) -> None:
+        """Evaluations done and the seconds this process spent on them (reported with the
+        next heartbeat)."""
         with self._count_lock:
-            self._evaluations += 1
+            self._evaluations += evaluations
+            self._busy_s += busy_s
 
-    def take_evaluations(self) -> int:
-        """Evaluations done since the last call."""
+    def take_evaluations(self) -> tuple[int, float]:
+        """Evaluations done and seconds busy since the last call."""
         with self._count_lock:
             done, self._evaluations = self._evaluations, 0
-            return done
+            busy, self._busy_s = self._busy_s, 0.0
+            return done, busy
 
     def compile(self, kernel: str, params: Any) -> CompileResult:
         """The compile result of a point: nvcc (disk cache) on the GPU backend; the recorded
@@ -397,15 +401,17 @@ def worker_name(role: str) -> str:
 
 
 def heartbeat(session: Session, *, name: str, role: str, backend: str,
-              gpu: dict[str, Any] | None, evaluations: int = 0,
+              gpu: dict[str, Any] | None, evaluations: int = 0, busy_s: float = 0.0,
               forget_after_s: float = 600.0) -> None:
-    """Refresh this process's row, adding ``evaluations`` done since the last beat (and forget
-    processes silent for ``forget_after_s``)."""
+    """Refresh this process's row, adding ``evaluations`` done since the last beat and the
+    seconds spent on them (and forget processes silent for ``forget_after_s``)."""
     row = session.get(WorkerHeartbeat, name)
     if row is None:
-        row = WorkerHeartbeat(name=name, role=role, host=socket.gethostname(), evaluations=0)
+        row = WorkerHeartbeat(name=name, role=role, host=socket.gethostname(), evaluations=0,
+                              busy_seconds=0.0)
         session.add(row)
     row.evaluations = (row.evaluations or 0) + evaluations
+    row.busy_seconds = (row.busy_seconds or 0.0) + busy_s
     row.backend = backend
     row.gpu = gpu
     row.last_seen = utcnow()

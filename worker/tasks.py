@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -86,14 +87,13 @@ def _heartbeat_loop() -> None:
     assert _name is not None
     while True:
         try:
-            done = rt.take_evaluations()
+            done, busy = rt.take_evaluations()
             try:
                 with session_scope(_url()) as s:
                     jobs.heartbeat(s, name=_name, role=rt.role, backend=rt.backend,
-                                   gpu=rt.device(), evaluations=done)
+                                   gpu=rt.device(), evaluations=done, busy_s=busy)
             except Exception:
-                for _ in range(done):  # counted at the next beat
-                    rt.count_evaluation()
+                rt.count_evaluation(busy, evaluations=done)  # counted at the next beat
                 raise
         except Exception:  # the database is away: try again at the next beat
             log.warning("heartbeat failed", exc_info=True)
@@ -136,6 +136,7 @@ def compile_candidate(candidate_id: str) -> None:
           max_retries=8)
 def evaluate_candidate(candidate_id: str) -> None:
     """Measure one compiled candidate (incumbent interleaved) and report to the agent."""
+    started = time.monotonic()
     with autocommit_scope(_url()) as s:
         job = jobs.start_evaluation(s, candidate_id)
     if job is None:
@@ -157,7 +158,7 @@ def evaluate_candidate(candidate_id: str) -> None:
             m = Measurement("crashed", error=f"GPU worker error: {exc!r}"[:500])
         payload = jobs.measurement_to_dict(m)
     enqueue(TaskName.MEASURED, candidate_id, payload)
-    runtime().count_evaluation()  # written with the next heartbeat
+    runtime().count_evaluation(time.monotonic() - started)  # written with the next heartbeat
 
 
 @app.task(name=TaskName.SANITIZE, autoretry_for=INFRA_ERRORS, retry_backoff=True,

@@ -67,7 +67,8 @@ def workers(session: SessionDep, _team: TeamDep, settings: SettingsDep) -> list[
     rows = session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.last_seen >= since)
                            .order_by(WorkerHeartbeat.role, WorkerHeartbeat.name)).all()
     return [WorkerRead(name=r.name, role=r.role, host=r.host, backend=r.backend, gpu=r.gpu,
-                       last_seen=r.last_seen, evaluations=r.evaluations) for r in rows]
+                       last_seen=r.last_seen, evaluations=r.evaluations,
+                       busy_seconds=r.busy_seconds) for r in rows]
 
 
 @router.get("/healthz", responses={503: {"model": dict[str, str], "description":
