@@ -61,7 +61,8 @@ def pct(values: list[float], q: float) -> float:
 class BenchStack:
     """A private service stack (database, Redis db, API, workers) torn down on exit."""
 
-    def __init__(self, agent_concurrency: int, api_workers: int) -> None:
+    def __init__(self, agent_concurrency: int, api_workers: int, *, gpus: int = 1,
+                 replay_speed: float = 0.0, compile_concurrency: int = 1) -> None:
         self.db_name = f"tuneforge_bench_{secrets.token_hex(4)}"
         self.db_url = f"{PG}/{self.db_name}"
         self.redis_url = self._claim_redis()
@@ -77,6 +78,9 @@ class BenchStack:
                          "TUNEFORGE_HEARTBEAT_S": "1", "PYTHONUNBUFFERED": "1"})
         self.agent_concurrency = agent_concurrency
         self.api_workers = api_workers
+        self.gpus = gpus  # replay GPU worker processes, sleeping gpu_seconds / replay_speed
+        self.replay_speed = replay_speed
+        self.compile_concurrency = compile_concurrency
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @staticmethod
@@ -98,8 +102,11 @@ class BenchStack:
         for args in (["serve", "--port", str(self.port), "--workers", str(self.api_workers)],
                      ["worker", "--role", "agent", "--concurrency",
                       str(self.agent_concurrency)],
-                     ["worker", "--role", "compile", "--concurrency", "1"],
-                     ["worker", "--role", "gpu", "--backend", "replay", "--gpus", "0"]):
+                     ["worker", "--role", "compile", "--concurrency",
+                      str(self.compile_concurrency)],
+                     ["worker", "--role", "gpu", "--backend", "replay", "--gpus",
+                      ",".join(str(i) for i in range(self.gpus)),
+                      "--replay-speed", f"{self.replay_speed:g}"]):
             log = (self.home / f"{args[0]}-{args[2] if len(args) > 2 else ''}.log").open("wb")
             self.procs.append(subprocess.Popen([*TUNEFORGE, *args], env=self.env, cwd=ROOT,
                                                stdout=log, stderr=subprocess.STDOUT))
@@ -115,10 +122,10 @@ class BenchStack:
             except httpx.TransportError:
                 up = False
             with engine.connect() as conn:
-                roles = {r for (r,) in conn.execute(text(
+                roles = [r for (r,) in conn.execute(text(
                     "SELECT role FROM worker_heartbeats WHERE last_seen > now() - "
-                    "interval '5 seconds'"))}
-            if up and roles >= {"agent", "compile", "gpu"}:
+                    "interval '5 seconds'"))]
+            if up and {"agent", "compile"} <= set(roles) and roles.count("gpu") >= self.gpus:
                 engine.dispose()
                 return
             time.sleep(0.3)
