@@ -127,7 +127,8 @@ def run_one(workers: int, policy: str, args: argparse.Namespace) -> dict[str, An
     """One stack with ``workers`` replay GPU workers, campaigns of ``policy``; the figures of
     its window."""
     with BenchStack(args.agent_concurrency, 1, gpus=workers, replay_speed=args.replay_speed,
-                    compile_concurrency=args.compile_concurrency) as stack:
+                    compile_concurrency=args.compile_concurrency,
+                    heartbeat_s=1.0) as stack:  # busy seconds at 1 s resolution
         key = stack.team_key()
         with httpx.Client(base_url=f"{stack.api}/api/v1", headers={"X-API-Key": key},
                           timeout=30) as client:

@@ -62,7 +62,8 @@ class BenchStack:
     """A private service stack (database, Redis db, API, workers) torn down on exit."""
 
     def __init__(self, agent_concurrency: int, api_workers: int, *, gpus: int = 1,
-                 replay_speed: float = 0.0, compile_concurrency: int = 1) -> None:
+                 replay_speed: float = 0.0, compile_concurrency: int = 1,
+                 heartbeat_s: float = 5.0) -> None:
         self.db_name = f"tuneforge_bench_{secrets.token_hex(4)}"
         self.db_url = f"{PG}/{self.db_name}"
         self.redis_url = self._claim_redis()
@@ -75,7 +76,9 @@ class BenchStack:
         self.env.update({"TUNEFORGE_DATABASE_URL": self.db_url,
                          "TUNEFORGE_REDIS_URL": self.redis_url,
                          "TUNEFORGE_BACKEND": "replay", "TUNEFORGE_HOME": str(self.home),
-                         "TUNEFORGE_HEARTBEAT_S": "1", "PYTHONUNBUFFERED": "1"})
+                         "TUNEFORGE_HEARTBEAT_S": f"{heartbeat_s:g}",
+                         "PYTHONUNBUFFERED": "1"})
+        self.heartbeat_s = heartbeat_s
         self.agent_concurrency = agent_concurrency
         self.api_workers = api_workers
         self.gpus = gpus  # replay GPU worker processes, sleeping gpu_seconds / replay_speed
@@ -124,7 +127,7 @@ class BenchStack:
             with engine.connect() as conn:
                 roles = [r for (r,) in conn.execute(text(
                     "SELECT role FROM worker_heartbeats WHERE last_seen > now() - "
-                    "interval '5 seconds'"))]
+                    "make_interval(secs => :s)"), {"s": 3 * self.heartbeat_s})]
             if up and {"agent", "compile"} <= set(roles) and roles.count("gpu") >= self.gpus:
                 engine.dispose()
                 return
@@ -165,7 +168,7 @@ class BenchStack:
         while time.monotonic() < deadline:
             if client.get(f"/campaigns/{cid}").json()["status"] in ("done", "failed"):
                 return str(cid)
-            time.sleep(0.2)
+            time.sleep(1.0)  # an httpx request costs the box ~9 ms of CPU: poll seldom
         raise SystemExit(f"campaign {cid} did not finish")
 
 
@@ -415,7 +418,8 @@ def write_markdown(f: dict[str, Any], path: Path, before: dict[str, Any] | None)
 
 Replay backend without replay sleep (a compile and a measurement are lookups), one GPU worker,
 one compile worker, {f['agent_concurrency']} agent process, `tuneforge serve --workers
-{f['api_workers']}`, Postgres and Redis on the same host. A campaign of {f['candidates'] + 2}
+{f['api_workers']}`, Postgres and Redis on the same host, heartbeats every 5 s (the default;
+the run polls the campaign once a second). A campaign of {f['candidates'] + 2}
 candidates with `parallel = 1` and the `random` policy (whose decision costs almost nothing):
 the time from one candidate's proposal to the next one's is the service's own cost per
 candidate (agent → compile queue → GPU queue → agent: three Celery hops; a successful compile
