@@ -457,6 +457,11 @@ earlier saturation figures).
 #: What changed between the two runs of the table, and where the time goes now (profiled with
 #: py-spy and cProfile on the same box, 2026-11-29; kept with the section when it is rewritten).
 WHERE_THE_TIME_GOES = """
+This section first reported (commit d817bd7, load average 2.0-3.5, the httpx client) 93 ms per
+candidate and an API p99 of 6.6 s with 100 clients each reading once a second; the "before"
+column is the code of commit 7ded1a6 (which already had the API's session opened without a
+thread hop) measured again with this command, at the load shown.
+
 What made the difference (issue #5):
 
 - The agent decoded the campaign's whole history at every decision (10 ms at 100 candidates,
@@ -481,8 +486,9 @@ What made the difference (issue #5):
   (PostgreSQL `xmin`, one small query with the team check; the best and baseline it shows are
   finished candidates); 16 requests at most hold a database session at once. With 100 clients
   truly in flight (the raw client), requests holding connections waited for threads while the
-  threads waited for connections: the API stood still until the pool's 30 s timeout (the
-  "before" saturation figures).
+  threads waited for connections: the API stood still until the pool's 30 s timeout, then
+  answered 500 and dropped the connection (in the "before" column the failed requests are such
+  clients, which gave up; its latencies are those of the reads that were answered).
 
 Repeated runs of this command on the same day gave medians of 22–25 ms (the box is shared).
 Where that time goes (traced per task with Celery's signals, 2-core box, load ~2): of about
