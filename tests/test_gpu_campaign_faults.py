@@ -11,12 +11,12 @@ the way the compile tests put a fake ``nvcc`` on the PATH: everything after it i
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gpu_support import ILLEGAL, SPIN, save
 from sqlalchemy import select
 
 from agent.embedded import EmbeddedRunner
@@ -34,21 +34,9 @@ from worker.gpu_runner import ChildUnavailable
 
 pytestmark = pytest.mark.gpu
 
-ILLEGAL = r'''
-extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
-                                          float* C, int M, int N, int K)
-{ C[(size_t)1 << 38] = A[0]; }
-'''
-SPIN = r'''
-extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
-                                          float* C, int M, int N, int K)
-{ volatile float* v = C; while (v[0] == v[0] || true) { v[1] = v[0]; } }
-'''
 #: new valid points (counted from 1, the baseline first) whose kernels are swapped for planted ones
 PLANT = {3: ("crashed", ILLEGAL), 6: ("timeout", SPIN)}
 SHAPE = Shape(1024, 1024, 1024)
-#: read at import: the autouse fixture clears TUNEFORGE_* variables for each test
-OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
 BUDGET = 14
 
 
@@ -117,9 +105,7 @@ def test_illegal_address_and_spinning_kernels_inside_a_campaign(
                    "evaluations": camp.evaluations, "restarts": restarts_after - restarts,
                    "best_us": camp.best_us, "best_status": best.status if best else None,
                    "candidates": table}
-    out = OUT
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "campaign_faults.json").write_text(json.dumps(summary, indent=1, default=str))
+    save("campaign_faults", summary)
 
     assert len(ev.planted) == len(PLANT), ev.planted
     planted_rows = [r for r in table if r["planted"]]

@@ -6,54 +6,31 @@ Figures go to ``$TUNEFORGE_GPU_OUT`` (default a temp dir) as JSON so they can be
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gpu_support import ILLEGAL, SPIN, gpu_evaluator, save
 
 from kernels.base import Action, Candidate, Rejection, Shape
 from kernels.gemm_bias_relu import FAMILY
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
-from worker.gpu_runner import ChildUnavailable
 
 pytestmark = pytest.mark.gpu
 
 BIG = Shape(4096, 4096, 4096)
 SHAPES = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(1000, 1002, 999), Shape(4096, 4095, 31))
-OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
-
-ILLEGAL = r'''
-extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
-                                          float* C, int M, int N, int K)
-{ C[(size_t)1 << 38] = A[0]; }
-'''
-SPIN = r'''
-extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
-                                          float* C, int M, int N, int K)
-{ volatile float* v = C; while (v[0] == v[0] || true) { v[1] = v[0]; } }
-'''
-
-
-def save(name: str, data: Any) -> None:
-    """Keep a figure for docs/."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
 
 
 @pytest.fixture(scope="module")
-def evaluator(compiler: Compiler) -> Any:
-    try:
-        ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=20.0))
-    except ChildUnavailable as exc:
-        pytest.skip(f"no GPU evaluation here: {exc}")
-    yield ev
-    ev.child.close()
+def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
+    yield from gpu_evaluator(compiler, timeout_s=20.0)
 
 
 def sampled_points(n_random: int = 40) -> list[tuple[str, Any]]:

@@ -14,21 +14,20 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
+from gpu_support import OUT, gpu_evaluator, save
 
 from kernels.base import Rejection, Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from worker.compile import Compiler, CompileResult
 from worker.evaluate import SUPPORT_SOURCE, EvalOptions, GpuEvaluator
-from worker.gpu_runner import ChildUnavailable
 
 pytestmark = pytest.mark.gpu
 
-OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
 ROOT = Path(__file__).resolve().parent.parent
 
 SKINNY = Shape(256, 256, 65536)
@@ -44,19 +43,9 @@ TC = GemmParams(tf32x3=True, block_x=64, block_y=2, warp_m=32, warp_n=64, tile_k
                 stages=2).canonical()
 
 
-def save(name: str, data: Any) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
-
-
 @pytest.fixture(scope="module")
-def evaluator(compiler: Compiler) -> Any:
-    try:
-        ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=60.0))
-    except ChildUnavailable as exc:
-        pytest.skip(f"no GPU evaluation here: {exc}")
-    yield ev
-    ev.child.close()
+def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
+    yield from gpu_evaluator(compiler, timeout_s=60.0)
 
 
 def checker(evaluator: GpuEvaluator, edges: tuple[Shape, ...], bench: bool = False

@@ -1,0 +1,48 @@
+"""What the GPU tests share: where their figures go, the planted fault kernels, the evaluator."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernels.gemm_bias_relu import FAMILY
+from worker.compile import Compiler
+from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.gpu_runner import ChildUnavailable
+
+#: read at import: the autouse fixture clears TUNEFORGE_* variables for each test
+OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
+
+#: a kernel that writes to an illegal address (the CUDA context is lost)
+ILLEGAL = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ C[(size_t)1 << 38] = A[0]; }
+'''
+#: a kernel that never returns
+SPIN = r'''
+extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const float* bias,
+                                          float* C, int M, int N, int K)
+{ volatile float* v = C; while (v[0] == v[0] || true) { v[1] = v[0]; } }
+'''
+
+
+def save(name: str, data: Any) -> None:
+    """Keep a figure for docs/."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+def gpu_evaluator(compiler: Compiler, timeout_s: float) -> Iterator[GpuEvaluator]:
+    """A GPU evaluator for a module's tests (skips where there is no GPU evaluation)."""
+    try:
+        ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=timeout_s))
+    except ChildUnavailable as exc:
+        pytest.skip(f"no GPU evaluation here: {exc}")
+    yield ev
+    ev.child.close()
