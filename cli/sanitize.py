@@ -27,7 +27,7 @@ def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
     from core.models import Campaign, Candidate
     from kernels import get_family
     from kernels.base import Shape
-    from worker.compile import compiler_from_settings
+    from worker.compile import compiler_from_settings, target_arch
     from worker.sanitize import check
 
     with sessions() as s:
@@ -40,7 +40,8 @@ def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
     compiler = compiler_from_settings(get_settings(), arch=arch)
     try:
         compiled = compiler.compile(source, entry=family.name,
-                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)))
+                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+                                    arch=target_arch(family, params, arch))
     finally:
         compiler.close()
     if compiled.status != "ok":

@@ -43,7 +43,8 @@ BROKEN_SOURCE = (
 
 def submit(compiler: Compiler, params: GemmParams) -> Future[CompileResult]:
     return compiler.submit(FAMILY.render(params), entry=FAMILY.name,
-                           dynamic_smem_bytes=params.smem_bytes)
+                           dynamic_smem_bytes=params.smem_bytes,
+                           arch=FAMILY.compile_arch(params, compiler.arch))
 
 
 def any_action() -> st.SearchStrategy[Action]:

@@ -49,6 +49,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_warp_tiling": [("wm", (32, 64)), ("wn", (32, 64))],
     "apply_split_k": [("splits", (1, 2, 4, 8, 16, 32))],
     "specialize_shape": [("on", (False, True))],
+    "apply_wgmma": [("n", (0, 64, 128))],
 }
 
 

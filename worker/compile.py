@@ -180,24 +180,23 @@ class Compiler:
 
     @property
     def gencode(self) -> list[str]:
-        """The target flags; ``sm_90a`` needs the ``-gencode`` form (see HOPPER.md)."""
-        if self.arch.endswith("a"):
-            num = self.arch.removeprefix("sm_")
-            return [f"-gencode=arch=compute_{num},code=sm_{num}"]
-        return [f"-arch={self.arch}"]
+        """The target flags of the compiler's own arch."""
+        return gencode_flags(self.arch)
 
-    def cache_key(self, source: str) -> str:
+    def cache_key(self, source: str, arch: str | None = None) -> str:
         """Covers everything that changes the cubin: source, nvcc version, arch, flags."""
         blob = json.dumps(
             [hashlib.sha256(source.encode()).hexdigest(), nvcc_version(self.nvcc),
-             self.gencode, self.flags]
+             gencode_flags(arch or self.arch), self.flags]
         )
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def compile(self, source: str, *, entry: str | None = None,
-                dynamic_smem_bytes: int = 0) -> CompileResult:
-        """Compile ``source``; a hit in the cache costs no nvcc run."""
-        key = self.cache_key(source)
+                dynamic_smem_bytes: int = 0, arch: str | None = None) -> CompileResult:
+        """Compile ``source`` for ``arch`` (default the compiler's; a kernel that uses the
+        ``a`` features of its GPU, wgmma say, asks for ``sm_90a``); a hit in the cache costs no
+        nvcc run."""
+        key = self.cache_key(source, arch)
         entry_dir = self.cache_dir / key[:2] / key
         meta_path = entry_dir / "result.json"
         if meta_path.exists():
@@ -207,25 +206,27 @@ class Compiler:
             result.dynamic_smem_bytes = dynamic_smem_bytes  # a launch property, not the cubin's
             result.cubin_path = str(entry_dir / "kernel.cubin") if result.status == "ok" else None
             return result
-        result = self._run_nvcc(source, entry=entry, dynamic_smem_bytes=dynamic_smem_bytes)
+        result = self._run_nvcc(source, entry=entry, dynamic_smem_bytes=dynamic_smem_bytes,
+                                arch=arch or self.arch)
         # a timeout, a signal-killed nvcc or a missing executable may pass next time: not cached
         if result.status == "ok" or (result.status == "error" and result.log):
             self._store(entry_dir, result)
         return result
 
     def _run_nvcc(self, source: str, *, entry: str | None,
-                  dynamic_smem_bytes: int) -> CompileResult:
+                  dynamic_smem_bytes: int, arch: str) -> CompileResult:
         source_hash = hashlib.sha256(source.encode()).hexdigest()
+        gencode = gencode_flags(arch)
         common: dict[str, Any] = {
-            "source_hash": source_hash, "arch": self.arch,
-            "nvcc_version": nvcc_version(self.nvcc), "flags": [*self.gencode, *self.flags],
+            "source_hash": source_hash, "arch": arch,
+            "nvcc_version": nvcc_version(self.nvcc), "flags": [*gencode, *self.flags],
             "dynamic_smem_bytes": dynamic_smem_bytes,
         }
         with tempfile.TemporaryDirectory(prefix="tf-nvcc-") as tmp:
             src = Path(tmp) / "kernel.cu"
             out = Path(tmp) / "kernel.cubin"
             src.write_text(source)
-            cmd = [self.nvcc, *self.gencode, *self.flags, str(src), "-o", str(out)]
+            cmd = [self.nvcc, *gencode, *self.flags, str(src), "-o", str(out)]
             start = time.perf_counter()
             try:
                 proc = subprocess.Popen(
@@ -279,13 +280,13 @@ class Compiler:
 
     # ---- the pool ------------------------------------------------------------------------
     def submit(self, source: str, *, entry: str | None = None,
-               dynamic_smem_bytes: int = 0) -> Future[CompileResult]:
+               dynamic_smem_bytes: int = 0, arch: str | None = None) -> Future[CompileResult]:
         """Compile in the background (one nvcc per pool thread; nvcc runs outside the GIL)."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nvcc")
         return self._pool.submit(self.compile, source, entry=entry,
-                                 dynamic_smem_bytes=dynamic_smem_bytes)
+                                 dynamic_smem_bytes=dynamic_smem_bytes, arch=arch)
 
     def compile_many(self, sources: Iterable[str], *, entry: str | None = None
                      ) -> list[CompileResult]:
@@ -299,6 +300,21 @@ class Compiler:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+
+def gencode_flags(arch: str) -> list[str]:
+    """nvcc's target flags for ``arch``; ``sm_90a`` needs the ``-gencode`` form (HOPPER.md)."""
+    if arch.endswith("a"):
+        num = arch.removeprefix("sm_")
+        return [f"-gencode=arch=compute_{num},code=sm_{num}"]
+    return [f"-arch={arch}"]
+
+
+def target_arch(family: Any, params: Any, arch: str) -> str:
+    """The arch ``family`` builds ``params`` for on a GPU of ``arch`` (a family without
+    ``compile_arch`` builds everything for ``arch``)."""
+    pick = getattr(family, "compile_arch", None)
+    return pick(params, arch) if pick is not None else arch
 
 
 def compiler_from_settings(settings: Any, *, arch: str | None = None) -> Compiler:
@@ -323,4 +339,5 @@ def compile_candidate(compiler: Compiler, family: Any, params: Any) -> CompileRe
         data.setdefault("max_smem_limit", family.max_smem_limit(compiler.arch))
         return CompileResult.rejected(data, dynamic)
     return compiler.compile(family.render(params), entry=family.name,
-                            dynamic_smem_bytes=dynamic)
+                            dynamic_smem_bytes=dynamic,
+                            arch=target_arch(family, params, compiler.arch))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernels.base import LaunchConfig, Rejection, Shape, params_key
-from worker.compile import Compiler, CompileResult, compile_candidate
+from worker.compile import Compiler, CompileResult, compile_candidate, target_arch
 from worker.gpu_runner import GpuChild
 
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
@@ -231,7 +231,8 @@ class GpuEvaluator:
             future.set_result(compile_candidate(self.compiler, self.family, params))
             return future
         return self.compiler.submit(self.family.render(params), entry=self.family.name,
-                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)))
+                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+                                    arch=target_arch(self.family, params, self.compiler.arch))
 
     def _launches(self, params: Any, shapes: Iterable[Shape]) -> dict[Shape, LaunchConfig]:
         out: dict[Shape, LaunchConfig] = {}

@@ -23,6 +23,7 @@ from kernels.gemm_bias_relu.params import (
     SEED_DOMAINS,
     SPLITK_REDUCE_NAME,
     GemmParams,
+    compile_arch,
     enumerate_space,
     launch_config,
     max_smem_limit,
@@ -78,7 +79,10 @@ class GemmBiasRelu:
     def render(self, params: GemmParams) -> str:
         """Deterministic CUDA source of ``params`` (same params, same bytes)."""
         canonical = params.canonical()
-        template = "tf32x3.cu.j2" if canonical.tf32x3 else "gemm_bias_relu.cu.j2"
+        if canonical.tf32x3:
+            template = "tf32x3_wgmma.cu.j2" if canonical.wgmma else "tf32x3.cu.j2"
+        else:
+            template = "gemm_bias_relu.cu.j2"
         return _template(template).render(
             p=canonical,
             kernel_name=KERNEL_NAME,
@@ -86,6 +90,10 @@ class GemmBiasRelu:
             reduce_threads=REDUCE_THREADS,
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
         )
+
+    def compile_arch(self, params: GemmParams, arch: str) -> str:
+        """The arch to build ``params`` for on a GPU of ``arch`` (wgmma needs sm_90a)."""
+        return compile_arch(params.canonical(), arch)
 
     def source_hash(self, params: GemmParams) -> str:
         """SHA-256 of the rendered source."""

@@ -66,12 +66,16 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "warp_m": (32, 64),
     "warp_n": (32, 64),
     "split_k": (1, 2, 4, 8, 16, 32),
+    # Hopper warpgroup MMA for the 3xTF32 kernel: the instruction's N (rows of C per CTA);
+    # 0 = the mma.sync kernel
+    "wgmma": (0, 64, 128),
 }
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their identity, JSON and keys byte for byte.
-KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0}
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
+                                         "wgmma": 0}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -87,6 +91,16 @@ TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 #: Registers a tensor-core thread needs beyond its fragments.
 TC_REGISTER_OVERHEAD = 40
 MAX_REGS_PER_THREAD = 255
+#: The wgmma kernel: 128 threads per warpgroup, each warpgroup owns 64 columns of C; its K tile
+#: is one 128-byte swizzle row of fp32 and it keeps ``stages + 2`` shared-memory buffers.
+WG_THREADS = 128
+WG_COLUMNS = 64
+WG_TILE_K = 32
+#: Fields the wgmma kernel fixes (besides :data:`TC_FIXED`); its block must be (128, 1 or 2),
+#: which validation checks rather than canonicalization hides.
+WG_FIXED: dict[str, Any] = {"tile_k": WG_TILE_K, **TC_ONLY_DEFAULTS}
+#: Archs whose GPUs have wgmma (the kernel is built for the ``a`` variant of sm_90).
+WGMMA_ARCHS = ("sm_90", "sm_90a")
 
 
 def max_smem_limit(arch: str) -> int:
@@ -137,6 +151,10 @@ class GemmParams:
     #: warp tile of the tensor-core path (rows x columns of C per warp).
     warp_m: int = 32
     warp_n: int = 32
+    #: Hopper warpgroup MMA (``wgmma``, sm_90a) for the 3xTF32 kernel: the instruction's N, which
+    #: is the rows of C a CTA computes (64 or 128); 0 = the mma.sync kernel. Block (128, W):
+    #: W warpgroups of 128 threads, 64 columns of C each.
+    wgmma: int = 0
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -188,12 +206,21 @@ class GemmParams:
     @property
     def tc_block_m(self) -> int:
         """Rows of C a block computes on the tensor-core path."""
+        if self.wgmma:
+            return self.wgmma
         return self.tc_warps_m * self.warp_m
 
     @property
     def tc_block_n(self) -> int:
         """Columns of C a block computes on the tensor-core path."""
+        if self.wgmma:
+            return WG_COLUMNS * self.block_y
         return self.tc_warps_n * self.warp_n
+
+    @property
+    def wg_buffers(self) -> int:
+        """Shared-memory buffers of the wgmma kernel (``stages + 2``)."""
+        return self.stages + 2
 
     @property
     def fixed_shape(self) -> Shape | None:
@@ -209,6 +236,11 @@ class GemmParams:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory per block in bytes (0 without staging)."""
+        if self.tf32x3 and self.wgmma:  # big + small A tiles, raw B tile, 1 KB aligned; + 1 KB
+            a_tile = 4 * self.wgmma * WG_TILE_K
+            b_tile = 4 * WG_TILE_K * (self.tc_block_n + 8)
+            stage = -(-(2 * a_tile + b_tile) // 1024) * 1024
+            return self.wg_buffers * stage + 1024
         if self.tf32x3:  # stages + 1 cp.async buffers of padded A and B tiles
             tiles = self.tc_block_m * (self.tile_k + 4) + self.tile_k * (self.tc_block_n + 8)
             return 4 * (self.stages + 1) * tiles
@@ -220,6 +252,8 @@ class GemmParams:
     @property
     def est_regs_per_thread(self) -> int:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
+        if self.tf32x3 and self.wgmma:  # accumulators + promoted partial sums + B^T fragments
+            return self.wgmma + 8 * (WG_TILE_K // 8) + TC_REGISTER_OVERHEAD
         if self.tf32x3:  # accumulators + promoted partial sums + split fragments
             mt, nt = self.warp_m // 16, self.warp_n // 8
             return 2 * 4 * mt * nt + 8 * mt + 4 * nt + TC_REGISTER_OVERHEAD
@@ -231,9 +265,11 @@ class GemmParams:
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
         """The same kernel with fields that do not matter set to their canonical values."""
+        if self.tf32x3 and self.wgmma:
+            return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
             return replace(self, **TC_FIXED)
-        point = replace(self, **TC_ONLY_DEFAULTS)
+        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0)
         if point.smem:
             return point
         return replace(point, **SMEM_ONLY_DEFAULTS)
@@ -300,7 +336,17 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"threads_per_block": threads, "max_threads_per_block": MAX_THREADS_PER_BLOCK,
              "min_threads_per_block": MIN_THREADS_PER_BLOCK},
         )
-    if params.tf32x3:
+    if params.wgmma and not params.tf32x3:
+        return Rejection(
+            "requires_tensor_cores",
+            f"wgmma={params.wgmma} shapes the 3xTF32 tensor-core kernel, and tf32x3 is off",
+            {"wgmma": params.wgmma, "tf32x3": False},
+        )
+    if params.tf32x3 and params.wgmma:
+        rejection = _validate_wgmma(params, arch)
+        if rejection is not None:
+            return rejection
+    elif params.tf32x3:
         rejection = _validate_tc(params)
         if rejection is not None:
             return rejection
@@ -421,6 +467,41 @@ def _validate_tc(params: GemmParams) -> Rejection | None:
     return None
 
 
+def _validate_wgmma(params: GemmParams, arch: str) -> Rejection | None:
+    if arch not in WGMMA_ARCHS:
+        return Rejection(
+            "requires_sm90a",
+            f"wgmma is a Hopper instruction (sm_90a); {arch} has none: use the mma.sync kernel "
+            "(wgmma=0)",
+            {"wgmma": params.wgmma, "arch": arch, "archs": list(WGMMA_ARCHS)},
+        )
+    if params.block_x != WG_THREADS or params.block_y not in (1, 2):
+        return Rejection(
+            "warpgroup_layout",
+            f"the wgmma kernel runs 1 or 2 warpgroups of {WG_THREADS} threads: block "
+            f"({WG_THREADS}, 1) or ({WG_THREADS}, 2), not ({params.block_x}, {params.block_y})",
+            {"block_x": params.block_x, "block_y": params.block_y,
+             "warpgroup_threads": WG_THREADS, "max_warpgroups": 2},
+        )
+    if params.est_regs_per_thread > MAX_REGS_PER_THREAD:
+        return Rejection(
+            "register_file",
+            f"wgmma N={params.wgmma} needs about {params.est_regs_per_thread} registers per "
+            f"thread (max {MAX_REGS_PER_THREAD})",
+            {"est_regs_per_thread": params.est_regs_per_thread,
+             "max_regs_per_thread": MAX_REGS_PER_THREAD},
+        )
+    return None
+
+
+def compile_arch(params: GemmParams, arch: str) -> str:
+    """The arch ``params`` is built for on ``arch``: a wgmma kernel needs the ``a`` variant
+    (sm_90 -> sm_90a, whose cubin runs on the same GPUs); every other point ``arch`` itself."""
+    if params.tf32x3 and params.wgmma and arch == "sm_90":
+        return "sm_90a"
+    return arch
+
+
 def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
     """Grid, block and dynamic shared memory of ``params`` for ``shape``.
 
@@ -486,6 +567,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "warp_m": (32,),
     "warp_n": (32,),
     "split_k": (1,),
+    "wgmma": (0,),
 }
 
 
@@ -502,17 +584,19 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
              "tile_k", "pad", "interleave", "stages", "split_k"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
+    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
     "smem": {"smem": True, "tf32x3": False},
     "tc": {"tf32x3": True},
+    "wgmma": {"tf32x3": True, "block_x": WG_THREADS, **WG_FIXED},
 }
 
 #: The seed's space plus coalescing (no expert fields): small enough to enumerate whole.
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
-    "split_k": (1,),
+    "split_k": (1,), "wgmma": (0,),
 }
 
 
@@ -544,6 +628,8 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
         for values in itertools.product(*(domains[n] for n in names)):
             point = replace(base, **_PATH_BASE[path], **dict(zip(names, values, strict=True)))
             point = point.canonical()
+            if path == "wgmma" and not point.wgmma:
+                continue  # that is a point of the mma.sync path, walked there
             if validate(point, arch) is not None:
                 continue
             if replay and not in_replay_space(point):
@@ -567,6 +653,8 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90",
         path = rng.choices(paths, weights=weights)[0]
         values = {name: rng.choice(domains[name]) for name in PATH_FIELDS[path]}
         point = replace(base, **_PATH_BASE[path], **values).canonical()
+        if path == "wgmma" and not point.wgmma:
+            continue
         if validate(point, arch) is None:
             out[point] = None
     return list(out)

@@ -17,6 +17,7 @@ from kernels.gemm_bias_relu.params import (
     DOMAINS,
     SMEM_ONLY_DEFAULTS,
     TC_ONLY_DEFAULTS,
+    WG_THREADS,
     GemmParams,
     check_at_shape,
     validate,
@@ -215,6 +216,28 @@ def apply_warp_tiling(candidate: Candidate, wm: int, wn: int) -> Candidate | Rej
                          f"{action} shapes the tensor-core kernel; apply_tf32x3(true) first",
                          {"action": str(action), "tf32x3": False})
     return _step(candidate, action, warp_m=wm, warp_n=wn)
+
+
+@TRANSFORMS.register(
+    "apply_wgmma",
+    ArgSpec("n", DOMAINS["wgmma"], "Hopper warpgroup MMA (wgmma, sm_90a) for the 3xTF32 kernel: "
+            "rows of C per CTA, 64 or 128; 0 = mma.sync", "wgmma"),
+    origin="expert",
+)
+def apply_wgmma(candidate: Candidate, n: int) -> Candidate | Rejection:
+    """Run the 3xTF32 kernel on Hopper's warpgroup tensor cores (wgmma, built for sm_90a): one
+    or two warpgroups of 128 threads, 64 columns of C each, ``n`` rows; the A tile split once per
+    K-tile in shared memory, B's fragments in registers; partial sums promoted per K-tile."""
+    action = Action("apply_wgmma", (n,))
+    params: GemmParams = candidate.params
+    if not params.tf32x3:
+        return Rejection("requires_tensor_cores",
+                         f"{action} runs the 3xTF32 tensor-core kernel; apply_tf32x3(true) first",
+                         {"action": str(action), "tf32x3": False})
+    if n == 0:  # back to mma.sync: 4 x 2 warps of 32 x 32 (the kernel's usual shape)
+        return _step(candidate, action, wgmma=0, block_x=64, block_y=4)
+    warpgroups = 2 if params.threads >= 2 * WG_THREADS else 1
+    return _step(candidate, action, wgmma=n, block_x=WG_THREADS, block_y=warpgroups)
 
 
 @TRANSFORMS.register(

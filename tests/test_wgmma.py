@@ -1,0 +1,107 @@
+"""The wgmma 3xTF32 kernel without a GPU: its parameters, the transform and its rejections,
+canonical points and keys, launch shapes, and every variant compiled by the real nvcc for
+sm_90a with no spills (the GPU side is tests/test_gpu_wgmma.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from agent.policies.base import key_of
+from kernels.base import Candidate, Rejection, Shape
+from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.params import DOMAINS, enumerate_space, validate
+from worker.compile import Compiler, compile_candidate
+
+TC = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2).canonical()
+WG = GemmParams(tf32x3=True, wgmma=128, block_x=128, block_y=2, stages=2).canonical()
+
+
+def variants() -> list[GemmParams]:
+    """Every wgmma tile and buffer count, with swizzle, split-K and a specialized shape."""
+    out = [replace(WG, wgmma=n, block_y=w, stages=s)
+           for n in (64, 128) for w in (1, 2) for s in (1, 2)]
+    out += [replace(WG, swizzle=4), replace(WG, split_k=4),
+            replace(WG, shape_m=4096, shape_n=4096, shape_k=4096)]
+    return out
+
+
+def test_the_transform_moves_a_tensor_core_kernel_to_wgmma_and_back() -> None:
+    node = Candidate(TC)
+    on = FAMILY.apply(node, "apply_wgmma(128)")
+    assert isinstance(on, Candidate)
+    assert (on.params.wgmma, on.params.block_x, on.params.block_y) == (128, 128, 2)
+    assert on.params.tile_k == 32
+    narrow = FAMILY.apply(Candidate(replace(TC, block_x=64, block_y=2)), "apply_wgmma(64)")
+    assert isinstance(narrow, Candidate)
+    assert (narrow.params.block_y, narrow.params.tc_block_m, narrow.params.tc_block_n) == (
+        1, 64, 64)
+    off = FAMILY.apply(on, "apply_wgmma(0)")
+    assert isinstance(off, Candidate)
+    assert off.params.wgmma == 0
+    assert validate(off.params) is None
+
+
+def test_rejections_name_the_problem() -> None:
+    simt = Candidate(GemmParams(coalesced=True, smem=True, reg_m=8, reg_n=8, vec=4))
+    rej = FAMILY.apply(simt, "apply_wgmma(128)")
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "requires_tensor_cores"
+    assert "apply_tf32x3(true)" in rej.message
+    rej = FAMILY.apply(Candidate(WG), "change_block_config(64, 4)")
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "warpgroup_layout"
+    assert "(64, 4)" in rej.message
+    arch = validate(WG, "sm_80")
+    assert arch is not None
+    assert arch.reason == "requires_sm90a"
+    assert "sm_80" in arch.message
+    off = validate(GemmParams(wgmma=64))
+    assert off is not None
+    assert off.reason == "requires_tensor_cores"
+    with pytest.raises(ValueError, match="wgmma must be an integer"):
+        GemmParams.from_dict({"tf32x3": True, "wgmma": True})
+    assert validate(replace(WG, wgmma=96)) is not None  # outside the domain
+
+
+def test_keys_of_older_points_are_unchanged_and_wgmma_points_are_distinct() -> None:
+    assert "wgmma" not in TC.to_dict()
+    assert "wgmma" not in FAMILY.baseline.to_dict()
+    assert WG.to_dict()["wgmma"] == 128
+    assert len({key_of(p) for p in variants()}) == len(variants())
+    # fields the kernel does not read are canonical, so equal kernels have one key
+    assert replace(WG, warp_m=64, tile_k=8).canonical() == WG
+
+
+def test_launch_shapes_follow_the_tile() -> None:
+    for p in variants():
+        shape = Shape(4096, 4096, 4096)
+        launch = FAMILY.launch(p, shape)
+        assert not isinstance(launch, Rejection)
+        assert launch.block == (128, p.block_y, 1)
+        assert launch.grid[:2] == (-(-4096 // (64 * p.block_y)), -(-4096 // p.wgmma))
+        assert launch.dynamic_smem_bytes == p.smem_bytes <= 232448
+        assert p.smem_bytes % 1024 == 0
+
+
+def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
+    tensor_cores = {**DOMAINS, "tf32x3": (True,)}  # the SIMT paths hold millions: left out
+    hopper = [p for p in enumerate_space("sm_90", tensor_cores) if p.wgmma]
+    assert len(hopper) == 2 * 2 * 2 * 4 * 6  # tiles x warpgroups x buffers x swizzle x splits
+    assert len(set(hopper)) == len(hopper)
+    assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]
+    assert FAMILY.compile_arch(WG, "sm_90") == "sm_90a"
+    assert FAMILY.compile_arch(TC, "sm_90") == "sm_90"
+
+
+def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler) -> None:
+    results = [compile_candidate(compiler, FAMILY, p) for p in variants()]
+    for p, r in zip(variants(), results, strict=True):
+        assert r.status == "ok", (p, r.error)
+        assert r.arch == "sm_90a"
+        assert any("sm_90a" in f for f in r.flags)
+        assert r.spill_bytes == 0, (p, r.spill_bytes)
+        assert r.regs_per_thread is not None
+        assert r.regs_per_thread <= 255
+        assert "wgmma.mma_async" in FAMILY.render(p)
