@@ -23,7 +23,7 @@ from agent.policies import make_policy
 from agent.policies.base import HistoryItem, Policy, PolicyContext, key_of
 from agent.spaces import ReplaySpace
 from core.db import session_factory, upgrade_database
-from core.models import Campaign, Candidate, Event
+from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
 from kernels import get_family
 from worker.evaluate import ReplayDataset, ReplayEvaluator
 
@@ -145,6 +145,84 @@ def decision_chain(sessions: sessionmaker[Session], campaign_id: str) -> list[tu
     iteration_of = {c.id: c.iteration for c in rows}
     return [(c.iteration, c.action, c.params_key, c.status, c.accepted,
              (c.decision or {}).get("reason"), iteration_of.get(c.parent_id or ""))
+            for c in rows]
+
+
+class _RolledBack(Exception):
+    """Raised inside a step's transaction to roll it back on purpose."""
+
+
+def drive(sessions: sessionmaker[Session], campaign_ids: list[str],
+          policy_for: Callable[[int], Policy], *, parallel: int = 1,
+          rollback_every: int = 0) -> int:
+    """Run created campaigns to their ends as the service does, deterministically, in one
+    thread: each step records the result of a campaign's oldest candidate in flight (compile,
+    then measurement against the incumbent, from the replay) and decides in the same
+    transaction, keeping ``parallel`` candidates in flight. Campaigns take turns step by step;
+    step ``i`` decides with ``policy_for(i)`` (one policy object per agent process). With
+    ``rollback_every`` = k, every k-th step is first run with another reading of the
+    measurement (twice as fast) and rolled back, then run again with the dataset's: the policy
+    saw a history that never committed. Returns the number of steps."""
+    rp = replay()
+    evaluator = ReplayEvaluator(rp.family, rp.dataset)
+    with sessions.begin() as s:
+        for cid in campaign_ids:
+            engine.start_campaign(s, cid)
+    running = list(campaign_ids)
+    step = 0
+    while running:
+        for cid in list(running):
+            attempts = 2 if rollback_every and step % rollback_every == rollback_every - 1 else 1
+            for attempt in range(attempts):
+                try:
+                    with sessions.begin() as s:
+                        more = _step(s, cid, evaluator, policy_for(step), parallel,
+                                     faster=attempt + 1 < attempts)
+                        if attempt + 1 < attempts:
+                            raise _RolledBack
+                except _RolledBack:
+                    continue
+            if not more:
+                running.remove(cid)
+            step += 1
+    return step
+
+
+def _step(s: Session, campaign_id: str, evaluator: ReplayEvaluator, policy: Policy,
+          parallel: int, *, faster: bool = False) -> bool:
+    rp = replay()
+    campaign = engine.lock_campaign(s, campaign_id)
+    oldest = s.scalars(select(Candidate).where(
+        Candidate.campaign_id == campaign_id, Candidate.status.in_(CANDIDATE_IN_FLIGHT))
+        .order_by(Candidate.iteration).limit(1)).first()
+    if oldest is not None:
+        params = rp.family.params_from_dict(oldest.params)
+        compiled = evaluator.compile(params).result()
+        if engine.record_compile(s, oldest.id, compiled).status == "compiled":
+            incumbent = None
+            if campaign.incumbent_id and campaign.incumbent_id != oldest.id:
+                found = s.get(Candidate, campaign.incumbent_id)
+                assert found is not None
+                inc_params = rp.family.params_from_dict(found.params)
+                incumbent = (inc_params, evaluator.compile(inc_params).result())
+            measured = evaluator.measure(params, compiled, shape=_shape(),
+                                         iteration=oldest.iteration, seed=campaign.seed,
+                                         incumbent=incumbent)
+            if faster and measured.perf:
+                measured = replace(measured, perf={
+                    **measured.perf, "avg_us": measured.perf["avg_us"] / 2,
+                    "runs_us": [r / 2 for r in measured.perf["runs_us"]]})
+            engine.record_measurement(s, oldest.id, measured)
+    engine.propose_candidates(s, campaign_id, policy=policy, space=rp.space,
+                              top_up_to=parallel)
+    return campaign.status == "running" or engine.in_flight(s, campaign_id) > 0
+
+
+def proposals(sessions: sessionmaker[Session], campaign_id: str) -> list[tuple[Any, ...]]:
+    """What the policy proposed, in order: iteration, action, point, reason, parent."""
+    rows = candidates(sessions, campaign_id)
+    iteration_of = {c.id: c.iteration for c in rows}
+    return [(c.iteration, c.action, c.params_key, c.reason, iteration_of.get(c.parent_id or ""))
             for c in rows]
 
 

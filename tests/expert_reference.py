@@ -1,0 +1,133 @@
+"""The expert policy's search as it was computed before it kept anything between decisions
+(commit 9500f39): tabu, payoffs, rankings and neighbourhoods all recomputed from the whole
+history at every decision. The profile-driven rules (``_ruled``) are the policy's own, inherited.
+
+It is the oracle of ``tests/test_expert_memory.py``: the policy must propose exactly what this
+class proposes, from the same contexts. Slow by design (its decision grows with the history).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from itertools import chain
+
+from agent.policies.base import HistoryItem, PolicyContext, Proposal, key_of, take_unique
+from agent.policies.expert import ExpertPolicy, _context_key
+from kernels.base import Rejection
+
+
+def _payoffs(ctx: PolicyContext) -> dict[str, tuple[float, int]]:
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for h in ctx.history:
+        if h.action is None or h.improvement_pct is None:
+            continue
+        name = h.action.split("(")[0]
+        sums[name] += max(min(h.improvement_pct, 50.0), -50.0)
+        counts[name] += 1
+    return {k: (sums[k] / counts[k], counts[k]) for k in counts}
+
+
+def _failed_block_contexts(ctx: PolicyContext) -> set[tuple[str, int, int]]:
+    by_id = {h.id: h for h in ctx.history}
+    tabu: set[tuple[str, int, int]] = set()
+    for h in ctx.history:
+        if not (h.action or "").startswith("change_block_config") or h.accepted:
+            continue
+        if h.status in ("pending", "compiling", "compiled", "measuring"):
+            continue
+        parent = by_id.get(h.parent_id or "")
+        if parent is None:
+            continue
+        ctx_key = _context_key(parent.params)
+        x, y = h.params.block_x, h.params.block_y
+        for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
+            if nx >= 1 and ny >= 1:
+                tabu.add((ctx_key, nx, ny))
+    return tabu
+
+
+class ReferenceExpertPolicy(ExpertPolicy):
+    """The stateless search of 9500f39 (see the module docstring)."""
+
+    def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
+        """What the policy proposed before it kept a memory."""
+        if ctx.incumbent is None:
+            return []
+        tabu, payoffs = _failed_block_contexts(ctx), _payoffs(ctx)
+        out = list(self._ruled(ctx, tabu))
+        out += self._ref_local_search(ctx, ctx.incumbent, payoffs, tabu)
+        if ctx.stagnation >= self.stagnation_window:
+            out += self._ref_two_step(ctx)
+        if ctx.stagnation >= 3 * self.stagnation_window or not out:
+            for item in self._ref_top(ctx, 3):
+                out += self._ref_local_search(ctx, item, payoffs, tabu)
+        allowed = (p for p in chain(out, self._ref_everywhere(ctx, payoffs, tabu))
+                   if (_context_key(p.params), p.params.block_x, p.params.block_y) not in tabu)
+        return take_unique(allowed, n)
+
+    def _ref_local_search(self, ctx: PolicyContext, start: HistoryItem,
+                          payoffs: dict[str, tuple[float, int]],
+                          tabu: set[tuple[str, int, int]]) -> list[Proposal]:
+        ctx_key = _context_key(start.params)
+        scored = []
+        rng = ctx.rng(salt=len(ctx.history))
+        settled = self._settled(ctx)
+        for action, params in ctx.neighbours(start):
+            if action.name == "change_block_config" and (
+                    ctx_key, action.args[0], action.args[1]) in tabu:
+                continue
+            if action.name == "specialize_shape" and action.args[0] and not settled:
+                continue
+            mean, count = payoffs.get(action.name, (0.0, 0))
+            bonus = 1.0 / (1 + count)
+            scored.append((mean + bonus + rng.random() * 0.01, action, params))
+        scored.sort(key=lambda t: -t[0])
+        return [Proposal(params, str(action),
+                         f"local search from #{start.iteration}: {action.name} has paid "
+                         f"{payoffs.get(action.name, (0.0, 0))[0]:+.1f}% on average",
+                         self.name, start.id)
+                for _, action, params in scored]
+
+    def _ref_two_step(self, ctx: PolicyContext) -> list[Proposal]:
+        inc = ctx.incumbent
+        assert inc is not None
+        rng = ctx.rng(salt=97)
+        firsts = list(ctx.family.transforms)
+        out: list[Proposal] = []
+        explored = ctx.explored
+        for _ in range(200):
+            node = ctx.point(inc.params)
+            steps = []
+            for _step in range(2):
+                spec = rng.choice(firsts)
+                if spec.name == "revert_last" or not ctx.action_allowed(spec.name):
+                    break
+                actions = [a for a in spec.actions() if ctx.in_domains(spec, a)]
+                if not actions:
+                    break
+                action = rng.choice(actions)
+                result = ctx.family.apply(node, action)
+                if isinstance(result, Rejection):
+                    break
+                node = result
+                steps.append(str(action))
+            if len(steps) == 2 and key_of(node.params) not in explored and ctx.fresh(node.params):
+                out.append(Proposal(node.params, " ; ".join(steps),
+                                    f"stagnation ({ctx.stagnation} evaluations without an "
+                                    "acceptance): two-step move", self.name, inc.id))
+            if len(out) >= 8:
+                break
+        return out
+
+    def _ref_everywhere(self, ctx: PolicyContext, payoffs: dict[str, tuple[float, int]],
+                        tabu: set[tuple[str, int, int]]) -> Iterator[Proposal]:
+        for item in self._ref_top(ctx, len(ctx.history)):
+            yield from self._ref_local_search(ctx, item, payoffs, tabu)
+
+    @staticmethod
+    def _ref_top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
+        ok = [h for h in ctx.history if h.status == "ok" and h.avg_us is not None]
+        return sorted(ok, key=lambda h: h.avg_us or 0.0)[:k]
+
