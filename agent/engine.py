@@ -505,7 +505,7 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         injected=list(campaign.injected_actions or []),
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
         settings=settings, shape=Shape(campaign.m, campaign.n, campaign.k),
-        device=campaign.device,
+        device=campaign.device, campaign_id=campaign.id,
     )
     proposals = policy.propose(ctx, min(slots, left))
     for note in ctx.notes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from agent.policies.base import Policy
@@ -9,12 +10,19 @@ from agent.policies.base import Policy
 POLICY_NAMES = ("expert", "optuna", "random", "llm")
 
 
+@lru_cache(maxsize=1)
+def shared_expert() -> Policy:
+    """This process's expert policy: one object, whose memory of each campaign (what it derived
+    from the history) serves every decision the process takes for it."""
+    from agent.policies.expert import ExpertPolicy
+
+    return ExpertPolicy()
+
+
 def make_policy(name: str, settings: Any = None) -> Policy:
     """The policy called ``name``; ``ValueError`` names the known ones."""
     if name == "expert":
-        from agent.policies.expert import ExpertPolicy
-
-        return ExpertPolicy()
+        return shared_expert()
     if name == "optuna":
         from agent.policies.optuna_policy import OptunaPolicy
 

@@ -1,8 +1,10 @@
 """The policy interface: ``propose(ctx, n) -> list[Proposal]``, and what a policy may read.
 
-Policies are stateless between calls: everything they know comes from :class:`PolicyContext`,
-built from the database by the engine (so the Celery agent and embedded mode decide alike, and
-any decision can be replayed).
+Everything a policy knows comes from :class:`PolicyContext`, built from the database by the
+engine (so the Celery agent and embedded mode decide alike, and any decision can be replayed). A
+policy may keep what it derived from a campaign's history between calls (keyed by
+``ctx.campaign_id``) to avoid recomputing it, but only as a cache: a decision must be the one the
+context alone gives, in whichever process, after whichever other process decided last.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class PolicyContext:
     shape: Shape | None = None
     #: the device the campaign measures on (``sm_count`` and limits), when known
     device: dict[str, Any] | None = None
+    #: the campaign decided for (what a policy keys its memory of the campaign by), when known
+    campaign_id: str | None = None
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
     notes: list[dict[str, Any]] = field(default_factory=list)
     _explored: set[str] | None = field(default=None, init=False, repr=False, compare=False)

@@ -28,13 +28,25 @@ After ``stagnation_window`` evaluations without an acceptance the action set wid
 moves; after three windows, to the neighbourhoods of the best few points instead of the incumbent
 alone. When all of those are spent it widens to the neighbourhoods of every correct point, fastest
 first, so the policy runs dry only when no evaluated point has an unexplored neighbour left.
+
+What it derives from a campaign's history (the tabu, the payoffs, the correct points fastest
+first, each point's unexplored moves, the two-step walks from the incumbent) it keeps between
+decisions, per campaign (:class:`_Memory`), and brings up to date from the candidates that are
+new or finished since: a decision costs about the same at 1000 candidates as at 100. Everything
+kept is a function of the history, checked against it at every decision; a history that does
+not extend the one remembered (a decision rolled back, another process's memory of the same
+campaign ahead or behind is irrelevant: each process checks its own) is read afresh. The
+proposals are exactly those of a decision computed from the history alone
+(``tests/test_expert_memory.py`` holds it to that against the stateless search of 9500f39).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import replace
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
@@ -43,7 +55,6 @@ from agent.policies.base import (
     PolicyContext,
     Proposal,
     key_of,
-    take_unique,
 )
 from kernels.base import Action, Rejection
 from worker.evaluate import theoretical_occupancy
@@ -56,38 +67,201 @@ MIN_K_TILES_PER_SPLIT = 4
 DEFAULT_SM_COUNT = 132
 
 
-def _payoffs(ctx: PolicyContext) -> dict[str, tuple[float, int]]:
-    """Mean improvement (%) and count of each transform name over finished candidates."""
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for h in ctx.history:
-        if h.action is None or h.improvement_pct is None:
-            continue
-        name = h.action.split("(")[0]
-        sums[name] += max(min(h.improvement_pct, 50.0), -50.0)
-        counts[name] += 1
-    return {k: (sums[k] / counts[k], counts[k]) for k in counts}
+#: statuses of a candidate not finished yet (``core.models.CANDIDATE_IN_FLIGHT``)
+IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
+#: campaigns whose memory one policy object keeps (least recently decided forgotten first)
+MAX_CAMPAIGNS = 64
+
+Tabu = tuple[str, int, int]
 
 
-def _failed_block_contexts(ctx: PolicyContext) -> set[tuple[str, int, int]]:
-    """(context key without block shape, x, y) of block shapes that did not pay, plus their
-    same-thread-count neighbours."""
-    by_id = {h.id: h for h in ctx.history}
-    tabu: set[tuple[str, int, int]] = set()
-    for h in ctx.history:
-        if not (h.action or "").startswith("change_block_config") or h.accepted:
+@dataclass(frozen=True)
+class _Move:
+    """A one-transform move from a point to a valid point of the space (fixed by the point, the
+    family and the space; whether it is still fresh or allowed is decided at each decision)."""
+
+    action: Action
+    params: Any
+    key: str
+    #: (context of the start, x, y) of a ``change_block_config`` move: what the tabu rules out
+    block: Tabu | None
+    #: ``specialize_shape(true)``: proposed by search only once the structure has settled
+    special: bool
+    #: (context, x, y) of the point reached: the tabu every proposal passes
+    lands: Tabu
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """A proposal with its point's key and (context, x, y) when already known."""
+
+    proposal: Proposal
+    key: str | None = None
+    lands: Tabu | None = None
+
+
+class _Memory:
+    """What the policy has derived from one campaign's history, brought up to date at each
+    decision from the candidates that are new or finished since the last one.
+
+    Kept: the tabu (failed block shapes with their same-thread-count neighbours), the payoff of
+    each transform (mean clipped improvement, summed in iteration order as a full pass would),
+    the correct points fastest first, the unexplored moves of every point searched so far
+    (pruned as their points are explored or ruled out: both only grow while the history only
+    grows, so a point with none left is never searched again), and the two-step walks from the
+    incumbent. A decision's history must extend the one remembered: every candidate seen before
+    is still there, and only candidates in flight have changed status; otherwise
+    :meth:`absorb` says so and the policy starts a new memory.
+    """
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self.family = ctx.family
+        self.space = ctx.space
+        self.arch = ctx.arch
+        self.shape = ctx.shape
+        self.allowed = ctx.allowed_actions
+        self.transforms = ctx.family.transforms.names()
+        #: what the memory took in of each candidate (:func:`_facts`)
+        self.seen: dict[str, tuple[Any, ...]] = {}
+        self.params: dict[str, Any] = {}
+        self.tabu: set[Tabu] = set()
+        self._gains: dict[str, list[tuple[int, float]]] = {}
+        self.payoffs: dict[str, tuple[float, int]] = {}
+        #: (avg_us, iteration, item) of every correct point
+        self.ranked: list[tuple[float, int, HistoryItem]] = []
+        self._moves: dict[str, list[_Move]] = {}
+        self._walks_from: str | None = None
+        self._walks: dict[tuple[int, ...], Any] = {}
+        self._firsts: list[tuple[str, bool, list[Action]]] | None = None
+
+    def fits(self, ctx: PolicyContext) -> bool:
+        """Whether this memory was built for the same family, space and action set."""
+        return (ctx.family is self.family and ctx.space is self.space
+                and ctx.arch == self.arch and ctx.shape == self.shape
+                and ctx.allowed_actions == self.allowed
+                and ctx.family.transforms.names() == self.transforms)
+
+    def absorb(self, history: Iterable[HistoryItem]) -> bool:
+        """Take in the candidates new or finished since the last decision; False (and nothing
+        changed) when ``history`` does not extend the history remembered."""
+        known = self.seen
+        found = 0
+        changed: list[HistoryItem] = []
+        for h in history:
+            before = known.get(h.id)
+            if before is None:
+                changed.append(h)
+                continue
+            found += 1
+            now = _facts(h)
+            if now != before:
+                if before[2] not in IN_FLIGHT:
+                    # a finished candidate in flight again, or finished otherwise: what the
+                    # memory took in came from a transaction that did not commit
+                    return False
+                changed.append(h)
+        if found != len(known):
+            return False  # a candidate seen before is gone: its proposal was rolled back
+        for h in changed:
+            self.params[h.id] = h.params
+        for h in changed:
+            known[h.id] = _facts(h)
+            if h.status not in IN_FLIGHT:
+                self._finished(h)
+        return True
+
+    def _finished(self, h: HistoryItem) -> None:
+        if (h.action or "").startswith("change_block_config") and not h.accepted:
+            parent = self.params.get(h.parent_id or "")
+            if parent is not None:
+                ctx_key = _context_key(parent)
+                x, y = h.params.block_x, h.params.block_y
+                for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
+                    if nx >= 1 and ny >= 1:
+                        self.tabu.add((ctx_key, nx, ny))
+        if h.action is not None and h.improvement_pct is not None:
+            name = h.action.split("(")[0]
+            gains = self._gains.setdefault(name, [])
+            bisect.insort(gains, (h.iteration, max(min(h.improvement_pct, 50.0), -50.0)))
+            total = 0.0
+            for _iteration, gain in gains:  # in iteration order, as a full pass adds them
+                total += gain
+            self.payoffs[name] = (total / len(gains), len(gains))
+        if h.status == "ok" and h.avg_us is not None:
+            bisect.insort(self.ranked, (h.avg_us or 0.0, h.iteration, h))
+
+    def top(self, k: int) -> list[HistoryItem]:
+        """The ``k`` fastest correct points (ties: the earlier first)."""
+        return [h for _us, _it, h in self.ranked[:k]]
+
+    def moves(self, ctx: PolicyContext, start: HistoryItem) -> list[_Move]:
+        """The moves from ``start`` to points not explored yet, block shapes the tabu rules out
+        left out (in the order of :meth:`PolicyContext.neighbours`)."""
+        found = self._moves.get(start.key)
+        if found is None:
+            found = self._moves[start.key] = _all_moves(ctx, start.params)
+        explored = ctx.explored
+        tabu = self.tabu
+        live = [m for m in found
+                if m.key not in explored and (m.block is None or m.block not in tabu)]
+        if len(live) != len(found):
+            self._moves[start.key] = live
+        return live
+
+    def firsts(self, ctx: PolicyContext) -> list[tuple[str, bool, list[Action]]]:
+        """Every transform with whether a two-step walk may use it, and its actions the space
+        can hold."""
+        if self._firsts is None:
+            self._firsts = [
+                (spec.name, spec.name != "revert_last" and ctx.action_allowed(spec.name),
+                 [a for a in spec.actions() if ctx.in_domains(spec, a)])
+                for spec in ctx.family.transforms]
+        return self._firsts
+
+    def walks(self, incumbent: HistoryItem) -> dict[tuple[int, ...], Any]:
+        """Where the two-step walks from ``incumbent`` led (transform and action indices ->
+        the point reached, or None for a rejection), forgotten when the incumbent changes."""
+        if self._walks_from != incumbent.key:
+            self._walks_from, self._walks = incumbent.key, {}
+        return self._walks
+
+
+def _facts(h: HistoryItem) -> tuple[Any, ...]:
+    """What the memory derives anything from, of one candidate (its compile and profile
+    figures are read afresh from the context: only the incumbent's and the last one's)."""
+    return (h.iteration, h.key, h.status, h.action, h.parent_id, h.accepted, h.avg_us,
+            h.improvement_pct)
+
+
+def _all_moves(ctx: PolicyContext, params: Any) -> list[_Move]:
+    """The one-transform moves from ``params`` to valid points of the space, explored or not:
+    what :meth:`PolicyContext.neighbours` yields with nothing explored."""
+    node = ctx.point(params)
+    start_context = _context_key(params)
+    out: list[_Move] = []
+    seen: set[str] = set()
+    for spec in ctx.family.transforms:
+        if spec.name == "revert_last" or not ctx.action_allowed(spec.name):
             continue
-        if h.status in ("pending", "compiling", "compiled", "measuring"):
-            continue
-        parent = by_id.get(h.parent_id or "")
-        if parent is None:
-            continue
-        ctx_key = _context_key(parent.params)
-        x, y = h.params.block_x, h.params.block_y
-        for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
-            if nx >= 1 and ny >= 1:
-                tabu.add((ctx_key, nx, ny))
-    return tabu
+        for action in spec.actions():
+            if not ctx.in_domains(spec, action):
+                continue
+            result = ctx.family.apply(node, action)
+            if isinstance(result, Rejection):
+                continue
+            point = result.params
+            if ctx.family.validate(point, ctx.arch) is not None or not ctx.space.contains(point):
+                continue  # never fresh (and, as there, not counted as seen)
+            key = key_of(point)
+            if key in seen:
+                continue
+            seen.add(key)
+            block = ((start_context, action.args[0], action.args[1])
+                     if action.name == "change_block_config" else None)
+            out.append(_Move(action, point, key, block,
+                             action.name == "specialize_shape" and bool(action.args[0]),
+                             (_context_key(point), point.block_x, point.block_y)))
+    return out
 
 
 def _context_key(params: Any) -> str:
@@ -95,29 +269,74 @@ def _context_key(params: Any) -> str:
 
 
 class ExpertPolicy:
-    """Profile-driven rules from the seed, then local search (see the module docstring)."""
+    """Profile-driven rules from the seed, then local search (see the module docstring).
+
+    One object may decide for many campaigns, from several threads: it keeps a memory per
+    campaign (``ctx.campaign_id``; a context without one is decided from its history alone)."""
 
     name = "expert"
 
-    def __init__(self, stagnation_window: int = STAGNATION_WINDOW) -> None:
+    def __init__(self, stagnation_window: int = STAGNATION_WINDOW,
+                 max_campaigns: int = MAX_CAMPAIGNS) -> None:
         self.stagnation_window = stagnation_window
+        self.max_campaigns = max_campaigns
+        self._memories: OrderedDict[str, _Memory] = OrderedDict()
+        self._mutex = threading.Lock()
+        self.memories_built = 0  # a figure for tests and benches: fresh memories so far
 
     def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
         """Up to ``n`` fresh proposals from the incumbent (or wider after stagnation)."""
         if ctx.incumbent is None:
             return []
-        # read the history once per decision (each is linear in it)
-        tabu, payoffs = _failed_block_contexts(ctx), _payoffs(ctx)
-        out = list(self._ruled(ctx, tabu))
-        out += self._local_search(ctx, ctx.incumbent, payoffs, tabu)
+        with self._mutex:
+            memory = self._memory(ctx)
+            return self._propose(ctx, n, memory)
+
+    def _memory(self, ctx: PolicyContext) -> _Memory:
+        """This campaign's memory, brought up to date with ``ctx.history`` (a new one when the
+        history does not extend the one remembered, or the campaign is not named)."""
+        campaign = ctx.campaign_id
+        found = self._memories.get(campaign) if campaign is not None else None
+        if campaign is not None and found is not None and found.fits(ctx) and \
+                found.absorb(ctx.history):
+            self._memories.move_to_end(campaign)
+            return found
+        memory = _Memory(ctx)
+        memory.absorb(ctx.history)
+        self.memories_built += 1
+        if campaign is not None:
+            self._memories[campaign] = memory
+            self._memories.move_to_end(campaign)
+            while len(self._memories) > self.max_campaigns:
+                self._memories.popitem(last=False)
+        return memory
+
+    def _propose(self, ctx: PolicyContext, n: int, memory: _Memory) -> list[Proposal]:
+        inc = ctx.incumbent
+        assert inc is not None
+        tabu = memory.tabu
+        out = [_Offer(p) for p in self._ruled(ctx, tabu)]
+        out += self._local_search(ctx, memory, inc)
         if ctx.stagnation >= self.stagnation_window:
-            out += self._two_step(ctx)
+            out += [_Offer(p, key) for p, key in self._two_step(ctx, memory)]
         if ctx.stagnation >= 3 * self.stagnation_window or not out:
-            for item in self._top(ctx, 3):
-                out += self._local_search(ctx, item, payoffs, tabu)
-        allowed = (p for p in chain(out, self._everywhere(ctx, payoffs, tabu))
-                   if (_context_key(p.params), p.params.block_x, p.params.block_y) not in tabu)
-        return take_unique(allowed, n)
+            for item in memory.top(3):
+                out += self._local_search(ctx, memory, item)
+        chosen: list[Proposal] = []
+        taken: set[str] = set()
+        for offer in chain(out, self._everywhere(ctx, memory)):
+            p = offer.proposal
+            lands = offer.lands or (_context_key(p.params), p.params.block_x, p.params.block_y)
+            if lands in tabu:
+                continue
+            key = offer.key or key_of(p.params)
+            if key in taken:
+                continue
+            taken.add(key)
+            chosen.append(p)
+            if len(chosen) >= n:
+                break
+        return chosen
 
     # -- rules ---------------------------------------------------------------------------------
     def _move(self, ctx: PolicyContext, text: str, reason: str,
@@ -274,72 +493,80 @@ class ExpertPolicy:
         return moves
 
     # -- search --------------------------------------------------------------------------------
-    def _local_search(self, ctx: PolicyContext, start: HistoryItem,
-                      payoffs: dict[str, tuple[float, int]],
-                      tabu: set[tuple[str, int, int]]) -> list[Proposal]:
-        ctx_key = _context_key(start.params)
+    def _local_search(self, ctx: PolicyContext, memory: _Memory,
+                      start: HistoryItem) -> list[_Offer]:
+        """The unexplored moves from ``start``, transforms that paid first, untried next (a
+        seeded random tie-break)."""
+        payoffs = memory.payoffs
         scored = []
         rng = ctx.rng(salt=len(ctx.history))
         settled = self._settled(ctx)
-        for action, params in ctx.neighbours(start):
-            if action.name == "change_block_config" and (
-                    ctx_key, action.args[0], action.args[1]) in tabu:
-                continue
-            if action.name == "specialize_shape" and action.args[0] and not settled:
+        for move in memory.moves(ctx, start):
+            if move.special and not settled:
                 continue  # by rule only, once the structure has settled
-            mean, count = payoffs.get(action.name, (0.0, 0))
+            mean, count = payoffs.get(move.action.name, (0.0, 0))
             bonus = 1.0 / (1 + count)  # untried transforms first among equals
-            scored.append((mean + bonus + rng.random() * 0.01, action, params))
+            scored.append((mean + bonus + rng.random() * 0.01, move))
         scored.sort(key=lambda t: -t[0])
-        return [Proposal(params, str(action),
-                         f"local search from #{start.iteration}: {action.name} has paid "
-                         f"{payoffs.get(action.name, (0.0, 0))[0]:+.1f}% on average",
-                         self.name, start.id)
-                for _, action, params in scored]
+        return [_Offer(Proposal(move.params, str(move.action),
+                                f"local search from #{start.iteration}: {move.action.name} has "
+                                f"paid {payoffs.get(move.action.name, (0.0, 0))[0]:+.1f}% on "
+                                "average", self.name, start.id), move.key, move.lands)
+                for _, move in scored]
 
-    def _two_step(self, ctx: PolicyContext) -> list[Proposal]:
+    def _two_step(self, ctx: PolicyContext, memory: _Memory) -> list[tuple[Proposal, str]]:
+        """Up to 8 fresh points two random transforms away from the incumbent (200 seeded
+        walks; where a walk leads is remembered while the incumbent stays)."""
         inc = ctx.incumbent
         assert inc is not None
         rng = ctx.rng(salt=97)
-        firsts = list(ctx.family.transforms)
-        out: list[Proposal] = []
+        firsts = memory.firsts(ctx)
+        picks = range(len(firsts))
+        walks = memory.walks(inc)
+        out: list[tuple[Proposal, str]] = []
         explored = ctx.explored
         for _ in range(200):
-            node = ctx.point(inc.params)
+            path: tuple[int, ...] = ()
+            reached: Any = None
             steps = []
             for _step in range(2):
-                spec = rng.choice(firsts)
-                if spec.name == "revert_last" or not ctx.action_allowed(spec.name):
+                # the draws are those of ``rng.choice`` over the transforms, then their actions
+                i = rng.choice(picks)
+                _name, usable, actions = firsts[i]
+                if not usable or not actions:
                     break
-                # only actions the space can hold (a replay measured some values only)
-                actions = [a for a in spec.actions() if ctx.in_domains(spec, a)]
-                if not actions:
+                j = rng.choice(range(len(actions)))
+                before, path = reached, (*path, i, j)
+                if path not in walks:
+                    result = ctx.family.apply(before[0] if before else ctx.point(inc.params),
+                                              actions[j])
+                    walks[path] = None if isinstance(result, Rejection) else (
+                        result, key_of(result.params),
+                        ctx.family.validate(result.params, ctx.arch) is None
+                        and ctx.space.contains(result.params))
+                reached = walks[path]
+                if reached is None:
                     break
-                action = rng.choice(actions)
-                result = ctx.family.apply(node, action)
-                if isinstance(result, Rejection):
-                    break
-                node = result
-                steps.append(str(action))
-            if len(steps) == 2 and key_of(node.params) not in explored and ctx.fresh(node.params):
-                out.append(Proposal(node.params, " ; ".join(steps),
-                                    f"stagnation ({ctx.stagnation} evaluations without an "
-                                    "acceptance): two-step move", self.name, inc.id))
+                steps.append(str(actions[j]))
+            if len(steps) == 2 and reached[2] and reached[1] not in explored:
+                out.append((Proposal(reached[0].params, " ; ".join(steps),
+                                     f"stagnation ({ctx.stagnation} evaluations without an "
+                                     "acceptance): two-step move", self.name, inc.id),
+                            reached[1]))
             if len(out) >= 8:
                 break
         return out
 
-    def _everywhere(self, ctx: PolicyContext, payoffs: dict[str, tuple[float, int]],
-                    tabu: set[tuple[str, int, int]]) -> Iterator[Proposal]:
+    def _everywhere(self, ctx: PolicyContext, memory: _Memory) -> Iterator[_Offer]:
         """The neighbourhoods of every correct point, fastest first (lazily: only reached when
-        the narrower neighbourhoods are spent)."""
-        for item in self._top(ctx, len(ctx.history)):
-            yield from self._local_search(ctx, item, payoffs, tabu)
-
-    @staticmethod
-    def _top(ctx: PolicyContext, k: int) -> list[HistoryItem]:
-        ok = [h for h in ctx.history if h.status == "ok" and h.avg_us is not None]
-        return sorted(ok, key=lambda h: h.avg_us or 0.0)[:k]
+        the narrower neighbourhoods are spent). A point none of whose moves is left, or whose
+        moves all land on ruled-out block shapes, offers nothing and is passed over."""
+        settled = self._settled(ctx)
+        tabu = memory.tabu
+        for _us, _iteration, item in memory.ranked:
+            if any((settled or not move.special) and move.lands not in tabu
+                   for move in memory.moves(ctx, item)):
+                yield from self._local_search(ctx, memory, item)
 
 
 def _resident_ctas(inc: HistoryItem, device: dict[str, Any]) -> int:
