@@ -42,3 +42,27 @@ def test_an_unblocked_simt_kernel_is_not_sent_to_the_tensor_cores_by_rule() -> N
     simt = GemmParams(coalesced=True, smem=True, reg_m=2, reg_n=2)
     proposals = ExpertPolicy().propose(context(incumbent(simt)), 8)
     assert all(not p.action.startswith("apply_tf32x3") for p in proposals)
+
+
+def test_a_hopper_tensor_core_kernel_is_offered_wgmma_then_its_own_moves() -> None:
+    tc = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2)
+    proposals = ExpertPolicy().propose(context(incumbent(tc)), 6)
+    assert proposals[0].action == "apply_wgmma(128)"
+    assert "sm_90" in proposals[0].reason
+    assert proposals[0].params.wgmma == 128
+    assert proposals[0].params.block_x == 128
+    # on a wgmma kernel: no mma.sync warp tiles; two warpgroups, four buffers, swizzle
+    wg = proposals[0].params
+    small = GemmParams(**{**wg.__dict__, "block_y": 1, "stages": 1})
+    actions = [p.action for p in ExpertPolicy().propose(context(incumbent(small)), 6)]
+    assert actions[:3] == ["change_block_config(128, 2)", "apply_double_buffer(2)",
+                           "apply_block_swizzle(4)"]
+    assert not any(a.startswith("apply_warp_tiling") for a in actions)
+
+
+def test_no_wgmma_off_hopper() -> None:
+    tc = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2).canonical()
+    ctx = PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_80"), arch="sm_80",
+                        incumbent=incumbent(tc), history=[incumbent(tc)], seed=1, iteration=6,
+                        threshold_pct=0.5)
+    assert all("wgmma" not in p.action for p in ExpertPolicy().propose(ctx, 30))

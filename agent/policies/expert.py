@@ -381,7 +381,7 @@ class ExpertPolicy:
                                   f"limit {limit} B: tile {tile} needs {need} B"))
                     break
         if p.tf32x3:
-            moves += self._tensor_core_moves(inc)
+            moves += self._tensor_core_moves(ctx, inc)
         elif not p.smem:
             reason = ("operands come straight from global memory, re-read by every thread: "
                       "memory-bound")
@@ -470,14 +470,31 @@ class ExpertPolicy:
         return moves
 
     @staticmethod
-    def _tensor_core_moves(inc: HistoryItem) -> list[tuple[str, str]]:
+    def _tensor_core_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
         p = inc.params
         spills = (inc.compile or {}).get("spill_bytes") or 0
         moves: list[tuple[str, str]] = []
+        wgmma = getattr(p, "wgmma", 0)
+        if wgmma:
+            if p.block_y < 2:
+                moves.append(("change_block_config(128, 2)", "two warpgroups share each A tile "
+                              "and its split: half the shared-memory traffic per product"))
+            if p.stages < 2:
+                moves.append(("apply_double_buffer(2)", "four shared-memory buffers: three "
+                              "tiles in flight behind the warpgroup MMAs"))
+            if p.swizzle == 1:
+                moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
+                              "B tiles in L2"))
+            return moves
         if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
             moves.append(("apply_warp_tiling(32, 32)",
                           f"{spills} bytes of spills: a smaller warp tile needs fewer "
                           "accumulator registers"))
+        if ctx.arch in ("sm_90", "sm_90a") and "apply_wgmma" in ctx.family.transforms:
+            moves += [("apply_wgmma(128)", f"{ctx.arch} has warpgroup MMA (wgmma): about twice "
+                       "mma.sync's TF32 rate per SM, operands straight from shared memory"),
+                      ("apply_wgmma(64)", f"{ctx.arch} has warpgroup MMA (wgmma): 64-row tiles, "
+                       "fewer registers")]
         if p.stages < 2:
             moves.append(("apply_double_buffer(2)",
                           "three cp.async buffers keep two tiles in flight behind the mma"))
