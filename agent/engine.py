@@ -568,6 +568,7 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
         setattr(cand, name, value)
     if result.status == "ok":
         cand.status = "compiled"
+        cand.claimed_by = None
         return cand
     status = result.failure_status or "compile_error"
     _finalize(session, cand.campaign_id, cand, status,
@@ -636,6 +637,7 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
         incumbent = HISTORY.final_item(session, campaign.id, campaign.incumbent_id) or \
             session.execute(_AVG_US, {"candidate_id": campaign.incumbent_id}).first()
     cand.status = status
+    cand.claimed_by = None  # the step is over: no worker holds the candidate any more
     cand.correctness = m.correctness
     cand.perf = m.perf
     cand.profile = m.profile

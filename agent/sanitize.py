@@ -22,6 +22,7 @@ def record_result(session: Session, candidate_id: str, record: dict[str, Any]) -
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
     cand.sanitizer = {**record, "candidate_id": cand.id, "source_hash": cand.source_hash}
+    cand.claimed_by = None  # the gate's worker is done with it
     emit(session, cand.campaign_id, "sanitized", {
         "candidate_id": cand.id, "iteration": cand.iteration, "status": record.get("status"),
         "summary": record.get("summary"),

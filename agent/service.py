@@ -22,9 +22,9 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Table, bindparam, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from agent import engine
@@ -38,13 +38,19 @@ from core.models import (
     Candidate,
     Event,
     WorkerHeartbeat,
+    WorkerNode,
     utcnow,
 )
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
 from kernels import get_family
 from kernels.base import Shape
-from worker.jobs import compile_result_from_dict, measurement_from_dict, replay_dataset
+from worker.jobs import (
+    compile_result_from_dict,
+    measurement_from_dict,
+    replay_dataset,
+    silent_after_s,
+)
 
 
 @dataclass
@@ -210,6 +216,67 @@ def stalled(session: Session, *, quiet_s: float) -> list[str]:
                (last_event.c.at.is_(None)) | (last_event.c.at < since))
     ).all()
     return [cid for (cid,) in rows]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A candidate that a worker took for one of its steps."""
+
+    candidate_id: str
+    #: ``compiling``, ``measuring``, or ``ok`` (a correct kernel under the sanitizer gate)
+    status: str
+    node: str
+    arch: str
+
+
+#: Claims of nodes that have not heartbeaten since ``since`` (the partial index on
+#: ``claimed_by`` keeps this to the candidates held right now).
+_ABANDONED = (
+    select(Candidate.id, Candidate.status, Candidate.claimed_by, Campaign.arch)
+    .join(Campaign, Campaign.id == Candidate.campaign_id)
+    .where(Candidate.claimed_by.is_not(None),
+           ~exists().where(WorkerNode.node == Candidate.claimed_by,
+                           WorkerNode.last_seen >= bindparam("since"))))
+_CANDIDATE_TABLE = cast(Table, Candidate.__table__)
+_CANDIDATES = _CANDIDATE_TABLE.c
+_RELEASE = (update(_CANDIDATE_TABLE)
+            .where(_CANDIDATES.id == bindparam("candidate_id"),
+                   _CANDIDATES.status == bindparam("from_status"),
+                   _CANDIDATES.claimed_by == bindparam("node"))
+            .values(claimed_by=None))
+
+
+def abandoned(session: Session, settings: Settings | None = None) -> list[Claim]:
+    """Candidates held by a Celery worker whose main process stopped heartbeating (killed
+    outright, out of memory, its machine lost): their messages wait in Redis's ``unacked``
+    hash for the visibility timeout (an hour), so nothing else would take them before."""
+    settings = settings or get_settings()
+    since = utcnow() - dt.timedelta(seconds=silent_after_s(settings))
+    return [Claim(cid, status, node or "", arch)
+            for cid, status, node, arch in session.execute(_ABANDONED, {"since": since})]
+
+
+def release(session: Session, claim: Claim) -> bool:
+    """Give a claim back (nobody holds the candidate; its step may be sent again): False when
+    the candidate moved on meanwhile (recorded, or taken by another delivery)."""
+    done = session.execute(_RELEASE, {"candidate_id": claim.candidate_id,
+                                      "from_status": claim.status, "node": claim.node})
+    return bool(getattr(done, "rowcount", 0))
+
+
+def awaiting_gate(session: Session, *, quiet_s: float) -> dict[str, str]:
+    """Best kernels of campaigns done for ``quiet_s`` that asked for the sanitizer gate, have
+    no record yet and no worker holding them: candidate id -> GPU queue (their
+    ``worker.sanitize`` may have been lost with the broker's messages)."""
+    since = utcnow() - dt.timedelta(seconds=quiet_s)
+    rows = session.execute(
+        select(Candidate.id, Campaign.arch)
+        .join(Campaign, Campaign.best_id == Candidate.id)
+        .where(Campaign.status == "done", Campaign.sanitize.is_(True),
+               Campaign.backend == "gpu", Campaign.finished_at < since,
+               Candidate.status == "ok", Candidate.sanitizer.is_(None),
+               Candidate.claimed_by.is_(None)))
+    return {cid: gpu_queue(arch) for cid, arch in rows}
 
 
 def on_sanitized(session: Session, candidate_id: str, record: dict[str, Any]) -> Plan:

@@ -23,6 +23,8 @@ from core.db import session_scope
 from core.models import Campaign, Candidate
 from core.queues import (
     INFRA_ERRORS,
+    MAX_EVALUATION_ATTEMPTS,
+    ONCE_TTL_S,
     TaskName,
     app,
     enqueue,
@@ -34,6 +36,8 @@ from core.queues import (
 )
 from core.settings import get_settings
 from worker import tasks as worker_tasks
+from worker.compile import CompileResult
+from worker.jobs import compile_result_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +90,29 @@ def _stop_reconciler(**_: Any) -> None:
 
 
 def _reconcile_loop() -> None:
-    while not _stop.wait(get_settings().reconcile_s):
+    settings = get_settings()
+    # claims of dead workers are looked for every half heartbeat period (a worker is gone
+    # after three silent periods), stalled campaigns every reconcile period
+    tick = min(settings.heartbeat_s / 2, settings.reconcile_s)
+    next_reconcile = time.monotonic() + settings.reconcile_s
+    while not _stop.wait(tick):
+        try:
+            release_abandoned()
+        except Exception:  # the database or Redis is away: try again next period
+            log.warning("looking for abandoned claims failed", exc_info=True)
+        if time.monotonic() < next_reconcile:
+            continue
+        next_reconcile = time.monotonic() + settings.reconcile_s
         try:
             reconcile()
-        except Exception:  # the database or Redis is away: try again next period
+        except Exception:
             log.warning("reconcile failed", exc_info=True)
 
 
 def reconcile() -> list[str]:
     """Send ``agent.decide`` to every stalled campaign, and the lost step of every candidate
-    stranded mid-flight (one agent process per period, by a Redis lock); the campaign ids."""
+    stranded mid-flight or waiting for its sanitizer gate (one agent process per period, by a
+    Redis lock); the campaign ids."""
     period = get_settings().reconcile_s
     if not redis_client().set("tuneforge:reconcile", b"1", nx=True,
                               px=max(1, int(period * 900))):
@@ -103,14 +120,18 @@ def reconcile() -> list[str]:
     with session_scope(_url()) as s:
         ids = service.stalled(s, quiet_s=period)
         working = _working(s, ids)
+        working.update({cid: ("ok", queue)
+                        for cid, queue in service.awaiting_gate(s, quiet_s=period).items()})
     for campaign_id in ids:
         enqueue(TaskName.DECIDE, campaign_id)
     resend_stranded(working)
     return ids
 
 
-#: The step that a candidate in each working status waits for (decide re-plans the others).
-_STEP = {"compiling": TaskName.COMPILE, "measuring": TaskName.EVALUATE}
+#: The step that a candidate a worker holds waits for (decide re-plans the others): a correct
+#: kernel (``ok``) is held by the sanitizer gate.
+_STEP = {"compiling": TaskName.COMPILE, "measuring": TaskName.EVALUATE,
+         "ok": TaskName.SANITIZE}
 
 
 def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, str]]:
@@ -120,17 +141,22 @@ def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, 
     rows = session.execute(
         select(Candidate.id, Candidate.status, Campaign.arch)
         .join(Campaign, Campaign.id == Candidate.campaign_id)
-        .where(Candidate.campaign_id.in_(campaign_ids), Candidate.status.in_(tuple(_STEP))))
-    return {cid: (status, gpu_queue(arch) if status == "measuring" else "compile")
-            for cid, status, arch in rows}
+        .where(Candidate.campaign_id.in_(campaign_ids),
+               Candidate.status.in_(("compiling", "measuring"))))
+    return {cid: (status, _queue(status, arch)) for cid, status, arch in rows}
+
+
+def _queue(status: str, arch: str) -> str:
+    return "compile" if status == "compiling" else gpu_queue(arch)
 
 
 def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5) -> list[str]:
-    """Send again the step of every candidate that a worker took but that no message of the
-    broker names any more (the broker restarted and lost the running task's message, or the
-    report the task sent): without this, a Redis restart strands a campaign. Checked twice
-    ``recheck_s`` apart (a message is briefly in neither place while a worker takes it);
-    sending a step twice is harmless (workers skip finished candidates). The ids sent."""
+    """Send again the step of every candidate that a worker took (or that waits for its
+    sanitizer gate) but that no message of the broker names any more (the broker restarted and
+    lost the running task's message, or the report the task sent): without this, a Redis
+    restart strands a campaign. Checked twice ``recheck_s`` apart (a message is briefly in
+    neither place while a worker takes it); sending a step twice is harmless (workers skip
+    finished candidates). The ids sent."""
     if not working:
         return []
     missing = set(working) - mentioned_in_messages(set(working))
@@ -138,16 +164,78 @@ def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5)
         _stop.wait(recheck_s)
         missing -= mentioned_in_messages(missing)
     with session_scope(_url()) as s:  # still where it was (not finished meanwhile)
-        still = {cid for cid, status in s.execute(
-            select(Candidate.id, Candidate.status).where(Candidate.id.in_(missing)))
-            if status == working[cid][0]} if missing else set()
+        still = {cid for cid, status, unchecked in s.execute(
+            select(Candidate.id, Candidate.status, Candidate.sanitizer.is_(None))
+            .where(Candidate.id.in_(missing)))
+            if status == working[cid][0] and (status != "ok" or unchecked)} \
+            if missing else set()
     for cid in sorted(still):
         status, queue = working[cid]
         log.warning("candidate %s was %s but its message is gone: sending it again",
-                    cid, status)
+                    cid, "waiting for its sanitizer gate" if status == "ok" else status)
         forget_sent(_STEP[status], cid)
         enqueue_once(_STEP[status], cid, cid, queue=queue)
     return sorted(still)
+
+
+#: How many times the claim of one step of a candidate is given back (its worker died
+#: outright while holding it) before the step counts as the candidate's fault. An evaluation's
+#: deliveries are counted by the GPU workers themselves (``Candidate.attempts``): its cap is
+#: :data:`MAX_EVALUATION_ATTEMPTS` whichever way its worker died.
+MAX_RELEASES = MAX_EVALUATION_ATTEMPTS
+
+
+def release_abandoned() -> list[str]:
+    """Give back the candidates held by workers that stopped heartbeating and send their step
+    again (one agent process per period, by a Redis lock); the candidate ids.
+
+    A Celery worker killed outright (its main process too: SIGKILL, out of memory, its machine
+    lost) holds its message in Redis's ``unacked`` hash until the visibility timeout, an hour;
+    a pool process that dies alone is Celery's to redeliver, and its node goes on beating. The
+    original message, when Redis hands it out again an hour later, finds the step done and
+    does nothing (every take is conditional, every record idempotent)."""
+    settings = get_settings()
+    if not redis_client().set("tuneforge:release-abandoned", b"1", nx=True,
+                              px=max(1, int(settings.heartbeat_s * 450))):
+        return []
+    with session_scope(_url()) as s:
+        claims = service.abandoned(s, settings)
+    sent: list[str] = []
+    for claim in claims:
+        with session_scope(_url()) as s:
+            if not service.release(s, claim):
+                continue  # recorded or taken again meanwhile
+        step = _STEP.get(claim.status)
+        if step is None:
+            continue  # nothing waits for a step (a stale claim, now cleared)
+        releases = int(redis_client().incr(f"tuneforge:released:{step}:{claim.candidate_id}"))
+        redis_client().expire(f"tuneforge:released:{step}:{claim.candidate_id}", ONCE_TTL_S)
+        if step != TaskName.EVALUATE and releases > MAX_RELEASES:
+            log.error("candidate %s: its %s ended %d workers; recorded as failed",
+                      claim.candidate_id, step, releases)
+            _report_abandoned(step, claim.candidate_id, releases)
+            continue
+        log.warning("candidate %s was %s by %s, which stopped heartbeating: sending it again",
+                    claim.candidate_id, "under the sanitizer gate" if claim.status == "ok"
+                    else claim.status, claim.node)
+        forget_sent(step, claim.candidate_id)
+        enqueue_once(step, claim.candidate_id, claim.candidate_id,
+                     queue=_queue(claim.status, claim.arch))
+        sent.append(claim.candidate_id)
+    return sent
+
+
+def _report_abandoned(step: TaskName, candidate_id: str, releases: int) -> None:
+    """Record a compile or a sanitizer gate whose workers kept dying as the step's failure."""
+    why = (f"its {step} ended the worker running it {releases} times (the worker stopped "
+           "heartbeating: killed outright, out of memory or its machine lost); not sent again")
+    if step == TaskName.COMPILE:
+        enqueue(TaskName.COMPILED, candidate_id,
+                compile_result_to_dict(CompileResult("error", 0.0, error=why)))
+    else:
+        from worker.sanitize import error_record
+
+        enqueue(TaskName.SANITIZED, candidate_id, error_record(why))
 
 
 @app.task(name=TaskName.DECIDE, autoretry_for=INFRA_ERRORS, retry_backoff=True, max_retries=8)

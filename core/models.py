@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -135,6 +136,10 @@ class Candidate(Base):
         UniqueConstraint("campaign_id", "iteration", name="uq_candidate_iteration"),
         UniqueConstraint("campaign_id", "params_key", name="uq_candidate_point"),
         Index("ix_candidates_campaign_status", "campaign_id", "status"),
+        # the few candidates a worker holds right now (the reconciler looks them up often)
+        Index("ix_candidates_claimed_by", "claimed_by",
+              postgresql_where=text("claimed_by IS NOT NULL"),
+              sqlite_where=text("claimed_by IS NOT NULL")),
     )
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     campaign_id: Mapped[str] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
@@ -165,6 +170,10 @@ class Candidate(Base):
     #: the compute-sanitizer gate's record of this kernel (``worker/sanitize.py``: status,
     #: each tool's counts and first messages, shapes, versions), once it was checked
     sanitizer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: the Celery worker (:class:`WorkerNode`) that holds this candidate's current step
+    #: (its compile, its evaluation, the sanitizer gate); cleared when the step's result is
+    #: recorded. A claim whose node stopped heartbeating is given back (``agent/tasks.py``).
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
     campaign: Mapped[Campaign] = relationship(back_populates="candidates")
 
 
@@ -196,3 +205,18 @@ class WorkerHeartbeat(Base):
     #: seconds spent on them (task taken to its result sent): busy / wall time is the process's
     #: utilization, and 1 - that a GPU worker's idle fraction
     busy_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class WorkerNode(Base):
+    """A Celery worker: its main process, which heartbeats from its event loop. What its pool
+    processes take they claim for it (:attr:`Candidate.claimed_by`); while it lives, Celery
+    redelivers what a dying pool process held, and once it is silent nobody will before
+    Redis's visibility timeout."""
+
+    __tablename__ = "worker_nodes"
+    #: ``role@host:pid-token`` (the token tells a worker started again from the one it replaces)
+    node: Mapped[str] = mapped_column(String(200), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(200))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

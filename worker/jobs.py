@@ -21,7 +21,14 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session, aliased, load_only
 
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, WorkerHeartbeat, utcnow
+from core.models import (
+    CANDIDATE_IN_FLIGHT,
+    Campaign,
+    Candidate,
+    WorkerHeartbeat,
+    WorkerNode,
+    utcnow,
+)
 from core.settings import Settings
 from kernels import get_family
 from kernels.base import Shape, params_key
@@ -182,19 +189,32 @@ _CANDIDATE_TABLE = cast(Table, Candidate.__table__)
 _CANDIDATES = _CANDIDATE_TABLE.c
 _TAKEN = (_CANDIDATES.id, _CANDIDATES.campaign_id, _CANDIDATES.params, _CANDIDATES.iteration,
           _CANDIDATES.attempts)
+# Taking a candidate claims it for this worker's node (``claimed_by``): a node whose heartbeats
+# stop has its claims given back by the reconciler (``agent/tasks.py``).
 _TAKE_FOR_COMPILE = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
-    .values(status="compiling").returning(*_TAKEN))
+    .values(status="compiling", claimed_by=bindparam("node")).returning(*_TAKEN))
 _TAKE_FOR_EVALUATION = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("compiled", "measuring")))
-    .values(status="measuring", attempts=_CANDIDATES.attempts + 1).returning(*_TAKEN))
+    .values(status="measuring", attempts=_CANDIDATES.attempts + 1,
+            claimed_by=bindparam("node")).returning(*_TAKEN))
 _RECORD_COMPILED = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
     .values(status="compiled", compile=bindparam("compile"),
-            compile_log=bindparam("compile_log")))
+            compile_log=bindparam("compile_log"), claimed_by=None))
+#: the gate takes a correct kernel that has no record yet and that no other live delivery holds
+#: (a delivery of the same node again: its pool process died and Celery sent it back)
+_TAKE_FOR_SANITIZE = (
+    update(_CANDIDATE_TABLE).where(
+        _CANDIDATES.id == bindparam("candidate_id"), _CANDIDATES.status == "ok",
+        _CANDIDATES.sanitizer.is_(None),
+        _CANDIDATES.claimed_by.is_(None) | (_CANDIDATES.claimed_by == bindparam("node")))
+    .values(claimed_by=bindparam("node"))
+    .returning(_CANDIDATES.id, _CANDIDATES.campaign_id, _CANDIDATES.params,
+               _CANDIDATES.source))
 _COMPILE_CONTEXT = select(Campaign.kernel, Campaign.backend, Campaign.arch).where(
     Campaign.id == bindparam("campaign_id"))
 _INCUMBENT = aliased(Candidate)
@@ -206,11 +226,13 @@ _EVALUATION_CONTEXT = (
     .where(Campaign.id == bindparam("campaign_id")))
 
 
-def start_compile(session: Session, candidate_id: str) -> CompileJob | None:
-    """Mark the candidate compiling (one statement, which may commit on its own: what else it
-    needs are columns of the campaign that never change); None when it is no longer waiting
-    for a compile."""
-    cand = session.execute(_TAKE_FOR_COMPILE, {"candidate_id": candidate_id}).first()
+def start_compile(session: Session, candidate_id: str, node: str | None = None
+                  ) -> CompileJob | None:
+    """Mark the candidate compiling, claimed by ``node`` (one statement, which may commit on
+    its own: what else it needs are columns of the campaign that never change); None when it
+    is no longer waiting for a compile."""
+    cand = session.execute(_TAKE_FOR_COMPILE,
+                           {"candidate_id": candidate_id, "node": node}).first()
     if cand is None:
         return None
     kernel, backend, arch = _compile_context(session, cand.campaign_id)
@@ -289,10 +311,12 @@ class EvaluateJob:
     attempts: int
 
 
-def start_evaluation(session: Session, candidate_id: str) -> EvaluateJob | None:
-    """Mark the candidate measuring, counting one more delivery attempt (one statement, which
-    may commit on its own); None when it is finished."""
-    cand = session.execute(_TAKE_FOR_EVALUATION, {"candidate_id": candidate_id}).first()
+def start_evaluation(session: Session, candidate_id: str, node: str | None = None
+                     ) -> EvaluateJob | None:
+    """Mark the candidate measuring, claimed by ``node``, counting one more delivery attempt
+    (one statement, which may commit on its own); None when it is finished."""
+    cand = session.execute(_TAKE_FOR_EVALUATION,
+                           {"candidate_id": candidate_id, "node": node}).first()
     if cand is None:
         return None
     campaign = session.execute(_EVALUATION_CONTEXT, {
@@ -351,11 +375,14 @@ class SanitizeJob:
     shape: Shape
 
 
-def start_sanitize(session: Session, candidate_id: str) -> SanitizeJob | None:
-    """The gate's job for a correct candidate not checked yet; None otherwise (a redelivered
-    message, or a candidate that never passed)."""
-    cand = session.get(Candidate, candidate_id)
-    if cand is None or cand.status != "ok" or not cand.source or cand.sanitizer is not None:
+def start_sanitize(session: Session, candidate_id: str, node: str | None = None
+                   ) -> SanitizeJob | None:
+    """The gate's job for a correct candidate not checked yet, claimed by ``node``; None
+    otherwise (a redelivered message, a gate another live worker runs, or a candidate that
+    never passed)."""
+    cand = session.execute(_TAKE_FOR_SANITIZE,
+                           {"candidate_id": candidate_id, "node": node}).first()
+    if cand is None or not cand.source:
         return None
     campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
@@ -398,6 +425,39 @@ def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
 def worker_name(role: str) -> str:
     """``role@host:pid`` (one row per worker process)."""
     return f"{role}@{socket.gethostname()}:{os.getpid()}"
+
+
+def node_name(role: str, main_pid: int, token: str) -> str:
+    """``role@host:pid-token`` of a Celery worker's main process: what its pool processes
+    claim candidates for. The token, drawn once by the main process, tells a worker started
+    again apart from the one it replaces (a restarted container has the same host name and
+    the same process ids)."""
+    return f"{role}@{socket.gethostname()}:{main_pid}-{token}"
+
+
+#: A worker silent for this many heartbeat periods is gone (``GET /workers`` stops listing it,
+#: the agent stops counting its GPU, and the reconciler gives back the candidates it held).
+SILENT_BEATS = 3
+
+
+def silent_after_s(settings: Settings) -> float:
+    """Seconds without a heartbeat after which a worker counts as gone."""
+    return SILENT_BEATS * settings.heartbeat_s
+
+
+def node_heartbeat(session: Session, *, node: str, role: str,
+                   forget_after_s: float = 3600.0) -> None:
+    """Refresh the row of a Celery worker's main process (and forget nodes silent for
+    ``forget_after_s``: a claim of a node without a row counts as abandoned all the same)."""
+    row = session.get(WorkerNode, node)
+    now = utcnow()
+    if row is None:
+        session.add(WorkerNode(node=node, role=role, host=socket.gethostname(),
+                               started_at=now, last_seen=now))
+    else:
+        row.last_seen = now
+    cutoff = now - dt.timedelta(seconds=forget_after_s)
+    session.execute(delete(WorkerNode).where(WorkerNode.last_seen < cutoff))
 
 
 def heartbeat(session: Session, *, name: str, role: str, backend: str,

@@ -9,10 +9,13 @@ once per worker process, in ``worker_process_init``, never per task.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import threading
 import time
 from typing import Any
 
+from celery import bootsteps
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
@@ -40,6 +43,10 @@ _runtime_error: str | None = None
 _runtime_lock = threading.Lock()
 _name: str | None = None
 _stop = threading.Event()
+#: Drawn when the Celery worker's main process imports this module (``include``, before it
+#: forks its pool): the main process and every pool process it forks, also one that replaces
+#: a process that died, name the same node; a worker started anew draws another.
+_NODE_TOKEN = secrets.token_hex(4)
 
 
 def _url() -> str:
@@ -56,6 +63,48 @@ def runtime() -> jobs.WorkerRuntime:
             _runtime = jobs.WorkerRuntime(settings, role)
             _name = jobs.worker_name(role)
         return _runtime
+
+
+def node() -> str:
+    """The Celery worker (main process) this pool process belongs to and claims candidates
+    for (see :class:`NodeHeartbeat`)."""
+    return jobs.node_name(get_settings().worker_role or "worker", os.getppid(), _NODE_TOKEN)
+
+
+class NodeHeartbeat(bootsteps.StartStopStep):
+    """The Celery worker's main process beats for its node (``worker_nodes``) every heartbeat
+    period, from its event loop: while it lives, Celery itself redelivers what a dying pool
+    process held (``task_reject_on_worker_lost``); once it is silent, nobody will before the
+    visibility timeout, and the agent gives its candidates back (``agent/tasks.py``)."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        settings = get_settings()
+        self.role = settings.worker_role or "worker"
+        self.node = jobs.node_name(self.role, os.getpid(), _NODE_TOKEN)
+        self.period = settings.heartbeat_s
+        self.tref: Any = None
+
+    def start(self, parent: Any) -> None:
+        self.beat()  # before any pool process can claim a candidate for this node
+        self.tref = parent.timer.call_repeatedly(self.period, self.beat)
+
+    def stop(self, parent: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()
+
+    def beat(self) -> None:
+        """One heartbeat of the node (a failure is logged and retried at the next period)."""
+        try:
+            with session_scope(_url()) as s:
+                jobs.node_heartbeat(s, node=self.node, role=self.role)
+        except Exception:
+            log.warning("node heartbeat failed", exc_info=True)
+
+
+app.steps["worker"].add(NodeHeartbeat)
 
 
 @worker_process_init.connect
@@ -109,7 +158,7 @@ def compile_candidate(candidate_id: str) -> None:
     # each step of a worker is one UPDATE that commits as it runs (and reads that need no
     # transaction): no BEGIN and COMMIT round trips
     with autocommit_scope(_url()) as s:
-        job = jobs.start_compile(s, candidate_id)
+        job = jobs.start_compile(s, candidate_id, node())
         queue = jobs.queue_if_compiled(s, candidate_id) if job is None else None
     if job is None:  # already compiled (a redelivered message): the evaluation may be unsent
         if queue is not None:
@@ -138,7 +187,7 @@ def evaluate_candidate(candidate_id: str) -> None:
     """Measure one compiled candidate (incumbent interleaved) and report to the agent."""
     started = time.monotonic()
     with autocommit_scope(_url()) as s:
-        job = jobs.start_evaluation(s, candidate_id)
+        job = jobs.start_evaluation(s, candidate_id, node())
     if job is None:
         return  # already recorded (a redelivered message)
     payload: dict[str, Any]
@@ -168,7 +217,7 @@ def sanitize_candidate(candidate_id: str) -> None:
     from worker.sanitize import error_record
 
     with session_scope(_url()) as s:
-        job = jobs.start_sanitize(s, candidate_id)
+        job = jobs.start_sanitize(s, candidate_id, node())
     if job is None:
         return  # already checked (a redelivered message), or not a correct kernel
     try:

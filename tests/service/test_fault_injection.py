@@ -24,13 +24,14 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from sqlalchemy import func, select
 
 from core.db import get_engine, session_scope, upgrade_database
 from core.integrity import check
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, WorkerNode
 from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
-from service.fault_stack import PrivatePostgres, PrivateRedis, children
+from service.fault_stack import PrivatePostgres, PrivateRedis, children, descendants
 from service.service_stack import (
     START_TIMEOUT_S,
     Stack,
@@ -41,6 +42,7 @@ from service.service_stack import (
     service_env,
     wait_until,
 )
+from worker.jobs import SILENT_BEATS
 
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}
 COMPILE_TIMEOUT_S = 3.0
@@ -73,6 +75,22 @@ class FaultStack(Stack):
             super().start(name, *args, extra_env=extra_env)
             REVIVED[name] += 1
         return dead
+
+    def kill_outright(self, name: str) -> None:
+        """SIGKILL a worker's whole tree at once (the supervisor, the Celery main process and
+        its pool): a worker whose machine was lost, with no chance to give its messages back."""
+        proc = self.procs.pop(name)
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+    def start_again(self, name: str) -> None:
+        """Start a fresh process as ``name`` was started (a replacement worker)."""
+        args, extra_env = self.launched[name]
+        self.start(name, *args, extra_env=extra_env)
 
     def start_api(self) -> None:
         self.start("api", "serve", "--port", str(self.port))
@@ -274,6 +292,136 @@ def test_ten_gpu_worker_kills_mid_evaluation_lose_nothing(faults: FaultStack,
     assert victim.iteration > 0  # not the baseline: the campaign went on after it
     assert max(c.iteration for c in cands.values()) > victim.iteration
     assert all(c.attempts <= 1 for c in cands.values() if c.id not in {*killed, crashed})
+
+
+def unacked_naming(st: Stack, candidate_id: str) -> int:
+    """Messages delivered and not acknowledged (Redis's ``unacked`` hash) that name the
+    candidate."""
+    client = redis.Redis.from_url(st.redis_url)
+    return sum(candidate_id.encode() in raw for raw in client.hvals("unacked"))
+
+
+@pytest.mark.slow
+def test_gpu_workers_killed_outright_give_their_candidates_back_at_once(
+        faults: FaultStack, team: TeamKey) -> None:
+    """The whole GPU worker (main process and pool) SIGKILLed mid-evaluation, as when its
+    machine is lost: its message waits in Redis's ``unacked`` hash for the visibility
+    timeout (an hour), but the agent sees the worker's heartbeats stop and sends the evaluation
+    again, which a fresh worker measures within seconds. A candidate whose evaluation kills
+    its worker outright every time is recorded ``crashed`` at the cap. The original messages,
+    handed out again as Redis would an hour later, change nothing."""
+    budget = 10
+    campaign_id = submit(faults, team, budget)
+    silent_s = SILENT_BEATS * float(faults.env["TUNEFORGE_HEARTBEAT_S"])
+
+    def measuring(exclude: set[str]) -> tuple[str, int, str | None] | None:
+        with session_scope(faults.db_url) as s:
+            row = s.execute(select(Candidate.id, Candidate.attempts, Candidate.claimed_by)
+                            .where(Candidate.campaign_id == campaign_id,
+                                   Candidate.status == "measuring",
+                                   Candidate.iteration > 0,
+                                   Candidate.id.not_in(exclude or {""}))).first()
+        return (row[0], row[1], row[2]) if row is not None else None
+
+    def state(cid: str) -> tuple[int, str, str | None]:
+        with session_scope(faults.db_url) as s:
+            cand = s.get(Candidate, cid)
+            assert cand is not None
+            return cand.attempts, cand.status, cand.claimed_by
+
+    def gpu_nodes() -> set[str]:
+        with session_scope(faults.db_url) as s:
+            return set(s.scalars(select(WorkerNode.node).where(WorkerNode.role == "gpu")))
+
+    def kill_while_measuring(cid: str, attempts: int) -> bool:
+        """Kill the GPU worker outright while it measures ``cid``; False if it finished
+        first."""
+        time.sleep(0.1)  # inside the evaluation (0.5 s or more)
+        faults.kill_outright("gpu")
+        now_attempts, status, claimed_by = state(cid)
+        faults.start_again("gpu")  # a replacement worker (another machine)
+        if (now_attempts, status) != (attempts, "measuring"):
+            return False
+        assert (claimed_by or "").startswith("gpu@")
+        INJECTED["GPU worker killed outright (main and pool) mid-evaluation"] += 1
+        return True
+
+    # 1. one candidate's worker killed outright: measured again within seconds
+    recovered_s: list[float] = []
+    killed: list[str] = []
+    while len(killed) < 2:
+        found = wait_until(lambda: measuring(set(killed)), 60, "an evaluation", faults,
+                           interval=0.02)
+        cid, attempts, node = found
+        assert node in gpu_nodes()  # claimed for the worker that heartbeats
+        if attempts != 1 or not kill_while_measuring(cid, attempts):
+            continue
+        assert unacked_naming(faults, cid) == 1  # held by the dead worker for an hour
+        started = time.monotonic()
+        wait_until(lambda cid=cid: state(cid)[1] not in CANDIDATE_IN_FLIGHT, 60,
+                   f"candidate {cid} to be measured by the fresh worker", faults)
+        recovered_s.append(time.monotonic() - started)
+        killed.append(cid)
+
+    # 2. a candidate that kills its worker outright on every delivery: crashed at the cap
+    crash_me: str | None = None
+    tried: set[str] = set(killed)
+    while crash_me is None:
+        cid, attempts, _node = wait_until(lambda: measuring(tried), 60, "an evaluation",
+                                          faults, interval=0.02)
+        tried.add(cid)
+        if attempts != 1 or not kill_while_measuring(cid, attempts):
+            continue
+        for delivery in range(2, MAX_EVALUATION_ATTEMPTS + 1):
+            wait_until(lambda d=delivery, cid=cid: state(cid)[0] == d, 60,
+                       f"delivery {delivery} of {cid}", faults, interval=0.02)
+            if not kill_while_measuring(cid, delivery):
+                break  # it finished first: try another candidate
+        else:
+            crash_me = cid
+
+    status, reason = wait_done(faults, campaign_id)
+    assert status == "done", reason
+    cands = {c.id: c for c in assert_every_result_once(faults, campaign_id, budget)}
+    for cid in killed:
+        assert cands[cid].attempts == 2
+        assert cands[cid].status != "crashed", cands[cid].error
+    victim = cands[crash_me]
+    assert victim.status == "crashed"
+    assert victim.attempts == MAX_EVALUATION_ATTEMPTS + 1
+    assert f"{MAX_EVALUATION_ATTEMPTS} times" in (victim.error or "")
+    assert all(c.claimed_by is None for c in cands.values())  # nobody holds anything
+    # seconds from the kill to the candidate's result: the dead worker's silence
+    # (3 heartbeats), the fresh worker's start and the evaluation; the visibility timeout
+    # would have been an hour
+    assert max(recovered_s) < silent_s + 30, recovered_s
+    sys.stderr.write(f"\noutright kills: candidates measured again "
+                     f"{', '.join(f'{t:.1f}' for t in recovered_s)} s after the kill\n")
+
+    # 3. the dead workers' original messages, handed out again (as Redis does once the
+    # visibility timeout passes): every one is a no-op
+    held = [*killed, crash_me]
+    assert sum(unacked_naming(faults, cid) for cid in held) >= len(killed) + \
+        MAX_EVALUATION_ATTEMPTS
+    with session_scope(faults.db_url) as s:
+        events_before = s.scalar(select(func.count()).select_from(Event).where(
+            Event.campaign_id == campaign_id))
+    from kombu import Connection
+
+    with Connection(faults.redis_url, transport_options={"visibility_timeout": 0}) as conn:
+        conn.default_channel.qos.restore_visible(num=100)
+    client = redis.Redis.from_url(faults.redis_url)
+    wait_until(lambda: client.hlen("unacked") == 0 and client.llen("gpu.sm_90") == 0, 30,
+               "the restored messages to be taken and acknowledged", faults)
+    time.sleep(1.0)  # a report they might (wrongly) send would be recorded by now
+    with session_scope(faults.db_url) as s:
+        assert s.scalar(select(func.count()).select_from(Event).where(
+            Event.campaign_id == campaign_id)) == events_before
+        for cid in held:
+            cand = s.get(Candidate, cid)
+            assert cand is not None
+            assert cand.attempts == cands[cid].attempts  # not taken again
+    assert_every_result_once(faults, campaign_id, budget)
 
 
 def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(

@@ -3,18 +3,20 @@ worker processes, killed for real); the Celery settings every task relies on."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from agent import engine
 from core.db import session_scope
-from core.models import Campaign, Candidate
+from core.models import Campaign, Candidate, utcnow
 from core.queues import (
     MAX_EVALUATION_ATTEMPTS,
     ROUTES,
@@ -160,3 +162,72 @@ def test_a_campaign_whose_enqueue_was_lost_is_picked_up(stack: Stack) -> None:
             return found.status if found.status in ("done", "failed") else None
 
     assert wait_until(finished, 30, "the reconciler to start the campaign", stack) == "done"
+
+
+def _done_gpu_campaign_with_best(stack: Stack, claimed_by: str | None) -> str:
+    """A GPU-backend campaign asking for the sanitizer gate, done 10 s ago with a correct best
+    kernel that has no gate record: as the agent leaves it when its ``worker.sanitize`` is
+    lost (``claimed_by`` None), or taken by a worker (``claimed_by``). The id of the best."""
+    with session_scope(stack.db_url) as s:
+        campaign = engine.create_campaign(
+            s, engine.CampaignSpec(budget_iterations=1, sanitize=True), backend="gpu")
+        (best,) = engine.start_campaign(s, campaign.id)
+        best.status, best.avg_us, best.source = "ok", 1000.0, "// the best kernel"
+        best.claimed_by = claimed_by
+        campaign.status, campaign.best_id, campaign.evaluations = "done", best.id, 1
+        campaign.finished_at = utcnow() - dt.timedelta(seconds=10)
+        return best.id
+
+
+def _gate_record(stack: Stack, candidate_id: str) -> dict[str, Any] | None:
+    with session_scope(stack.db_url) as s:
+        cand = s.get(Candidate, candidate_id)
+        assert cand is not None
+        return cand.sanitizer if cand.claimed_by is None else None
+
+
+def test_a_lost_or_abandoned_sanitizer_gate_is_sent_again(stack: Stack) -> None:
+    # its message lost with the broker's (no message names it, nobody holds it); and one held
+    # by a worker that no longer heartbeats (no worker_nodes row fresh): the reconciler sends
+    # both again, and a GPU worker of this stack (replay: it cannot run compute-sanitizer)
+    # records why it could not check them
+    lost = _done_gpu_campaign_with_best(stack, claimed_by=None)
+    abandoned = _done_gpu_campaign_with_best(stack, claimed_by="gpu@gone:1-deadbeef")
+    for cid in (lost, abandoned):
+        record = wait_until(lambda cid=cid: _gate_record(stack, cid), 60,
+                            f"the gate of {cid} to be sent again and recorded", stack)
+        assert record["status"] == "error"
+        assert "replay worker cannot run compute-sanitizer" in record["error"]
+
+
+def test_a_compile_whose_workers_die_outright_is_recorded_failed_at_the_cap(
+        stack: Stack) -> None:
+    # the baseline compiling on a worker that stopped heartbeating, whose compile has already
+    # been given back MAX_RELEASES times: the reconciler records the compile's failure instead
+    # of sending it a fourth time
+    from agent.tasks import MAX_RELEASES
+
+    with session_scope(stack.db_url) as s:
+        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=3),
+                                          backend="replay")
+        (baseline,) = engine.start_campaign(s, campaign.id)
+        baseline.status, baseline.claimed_by = "compiling", "compile@gone:1-deadbeef"
+        campaign_id, candidate_id = campaign.id, baseline.id
+    redis.Redis.from_url(stack.redis_url).set(
+        f"tuneforge:released:{TaskName.COMPILE}:{candidate_id}", MAX_RELEASES, ex=600)
+
+    def final() -> tuple[str, str | None, str, str | None] | None:
+        with session_scope(stack.db_url) as s:
+            cand, camp = s.get(Candidate, candidate_id), s.get(Campaign, campaign_id)
+            assert cand is not None
+            assert camp is not None
+            if camp.status not in ("done", "failed"):
+                return None
+            return cand.status, cand.error, camp.status, camp.status_reason
+
+    status, error, campaign_status, reason = wait_until(
+        final, 60, "the compile to be recorded as failed", stack)
+    assert status == "compile_error"
+    assert f"ended the worker running it {MAX_RELEASES + 1} times" in (error or "")
+    assert campaign_status == "failed"  # the baseline did not pass, and the reason says why
+    assert "ended the worker running it" in (reason or "")
