@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session, SessionTransaction, defer, load_only
 from sqlalchemy.orm.util import identity_key
 
 from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
+from core import feed
 from core.feedback import FeedbackRecord
 from core.models import (
     CANDIDATE_FINAL,
@@ -82,8 +83,16 @@ class CampaignSpec:
 
 # ---- helpers --------------------------------------------------------------------------------
 def emit(session: Session, campaign_id: str, kind: str, payload: dict[str, Any]) -> None:
-    """Append an event (SSE stream, audit log)."""
-    session.add(Event(campaign_id=campaign_id, kind=kind, payload=payload))
+    """Append an event (SSE stream, audit log) with the campaign's next number. The caller
+    holds the campaign's row lock (or created the campaign), so the campaign is in the
+    session and its numbers follow the order in which the transactions commit."""
+    campaign = session.get(Campaign, campaign_id)
+    if campaign is None:
+        raise CampaignError(f"no campaign {campaign_id}")
+    campaign.event_seq = (campaign.event_seq or 0) + 1
+    ev = Event(campaign_id=campaign_id, seq=campaign.event_seq, kind=kind, payload=payload)
+    session.add(ev)
+    feed.written(session, ev)
 
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:

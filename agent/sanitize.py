@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from agent.engine import CampaignError, emit
+from agent.engine import CampaignError, emit, lock_campaign
 from core.models import Campaign, Candidate
 
 
@@ -21,6 +21,7 @@ def record_result(session: Session, candidate_id: str, record: dict[str, Any]) -
     cand = session.get(Candidate, candidate_id)
     if cand is None:
         raise CampaignError(f"no candidate {candidate_id}")
+    lock_campaign(session, cand.campaign_id)  # its events are numbered under the lock
     cand.sanitizer = {**record, "candidate_id": cand.id, "source_hash": cand.source_hash}
     cand.claimed_by = None  # the gate's worker is done with it
     emit(session, cand.campaign_id, "sanitized", {

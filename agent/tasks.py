@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent import service
+from core import feed
 from core.db import session_scope
 from core.models import Campaign, Candidate
 from core.queues import (
@@ -32,6 +33,7 @@ from core.queues import (
     forget_sent,
     gpu_queue,
     mentioned_in_messages,
+    publish_events,
     redis_client,
 )
 from core.settings import get_settings
@@ -75,6 +77,12 @@ def _campaign_of_candidate(candidate_id: str) -> Callable[[Session], str | None]
 
 
 _stop = threading.Event()
+
+
+@worker_process_init.connect
+def _publish_events(**_: Any) -> None:
+    """The events this worker process writes reach the API's event streams through Redis."""
+    feed.set_publisher(publish_events)
 
 
 @worker_process_init.connect

@@ -16,7 +16,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import ui
+from api.events import close_subscriptions
 from api.routes import campaigns, dashboard, system
+from core import feed
+from core.queues import publish_events
 from core.settings import get_settings
 
 API_PREFIX = "/api/v1"
@@ -31,7 +34,14 @@ API_THREADS = 24
 @asynccontextmanager
 async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
     anyio.to_thread.current_default_thread_limiter().total_tokens = API_THREADS
-    yield
+    # the events this process writes (a campaign created, cancelled, given actions) reach the
+    # event streams of every API process through Redis
+    feed.set_publisher(publish_events)
+    try:
+        yield
+    finally:
+        feed.set_publisher(None)
+        await close_subscriptions()
 
 
 def create_app() -> FastAPI:

@@ -117,6 +117,8 @@ class Campaign(Base):
     device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     #: run the compute-sanitizer gate (``worker/sanitize.py``) on the best kernel once done
     sanitize: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    #: events written so far: the ``seq`` of the latest (:class:`Event`)
+    event_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     candidates: Mapped[list[Candidate]] = relationship(
         back_populates="campaign", order_by="Candidate.iteration"
@@ -181,10 +183,14 @@ class Event(Base):
     """Everything that happened in a campaign, in order (the SSE stream and the audit log)."""
 
     __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("campaign_id", "seq", name="uq_event_seq"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     campaign_id: Mapped[str] = mapped_column(
         ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
     )
+    #: 1, 2, 3, … within the campaign, without gaps: written under the campaign's row lock, so
+    #: a reader that holds event ``n`` knows whether it missed one (the live event stream)
+    seq: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(32))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -21,6 +21,7 @@ evaluation itself, one hop fewer per candidate.
 from __future__ import annotations
 
 import enum
+import json
 from functools import lru_cache
 from typing import Any
 
@@ -228,6 +229,16 @@ def mentioned_in_messages(ids: set[str]) -> set[str]:
         scan(client.lrange(name, 0, -1))
     scan(client.hvals("unacked"))
     return found
+
+
+def publish_events(campaign_id: str, events: list[dict[str, Any]],
+                   redis_url: str | None = None) -> None:
+    """Publish a committed transaction's events of one campaign (``core.feed``'s publisher in
+    the service's processes): one Redis message, ``{"campaign_id", "events": [...]}``."""
+    from core.feed import channel
+
+    _redis(redis_url or get_settings().redis_url).publish(channel(campaign_id), json.dumps(
+        {"campaign_id": campaign_id, "events": events}, separators=(",", ":"), default=str))
 
 
 def queue_lengths(arches: tuple[str, ...] = ("sm_90",)) -> dict[str, int]:

@@ -10,6 +10,7 @@ from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
 
 from api.deps import SessionDep, SettingsDep, TeamDep
+from api.events import SENT
 from api.schemas import (
     MAX_DIM,
     PRINTABLE,
@@ -119,5 +120,14 @@ def metrics(session: SessionDep, settings: SettingsDep) -> Response:
         lines += ["# HELP tuneforge_queue_length Messages waiting in each Celery queue.",
                   "# TYPE tuneforge_queue_length gauge"]
         lines += [f'tuneforge_queue_length{{queue="{q}"}} {n}' for q, n in lengths.items()]
+    lines += ["# HELP tuneforge_sse_events_sent_total Events sent by this API process's event "
+              "streams, by where they came from (push: Redis; database: caught up, a gap "
+              "filled, or read without Redis).",
+              "# TYPE tuneforge_sse_events_sent_total counter"]
+    lines += [f'tuneforge_sse_events_sent_total{{source="{source}"}} {SENT[source]}'
+              for source in ("push", "database")]
+    lines += ["# HELP tuneforge_sse_streams Event streams open in this API process.",
+              "# TYPE tuneforge_sse_streams gauge",
+              f"tuneforge_sse_streams {SENT['streams'] - SENT['streams_closed']}"]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")

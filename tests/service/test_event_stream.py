@@ -1,0 +1,303 @@
+"""The event stream (``GET /campaigns/{id}/events``): events pushed through Redis once their
+transaction commits, caught up from Postgres first, with no gap and no duplicate across the
+switch-over, also when messages arrive late, out of order or never; the database alone when
+Redis is away. Real Postgres, Redis and API processes; the events are written by this process
+through the engine, as the agent writes them."""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from sqlalchemy import select
+
+from agent import engine
+from core import feed
+from core.db import session_scope, upgrade_database
+from core.models import Campaign, Event
+from core.queues import publish_events
+from service.service_stack import (
+    START_TIMEOUT_S,
+    Stack,
+    TeamKey,
+    create_database,
+    create_team_in_db,
+    drop_database,
+    free_port,
+    service_env,
+    wait_until,
+)
+
+# ---- the cursor: what a stream sends of a read and of a pushed message -------------------------
+
+
+def ev(event_id: int, seq: int, kind: str = "note") -> Any:
+    from api.events import StreamEvent
+
+    return StreamEvent(event_id, seq, kind, {}, "2026-11-30T00:00:00+00:00")
+
+
+def test_an_event_both_read_and_pushed_is_sent_once() -> None:
+    from api.events import Cursor
+
+    cursor = Cursor(last_id=0)
+    # committed between the subscription and the read: in the read and pushed as well
+    assert [e.seq for e in cursor.from_database([ev(10, 1), ev(12, 2), ev(15, 3)], 2)] \
+        == [1, 2, 3]
+    assert cursor.from_push([ev(15, 3)]) == []
+    assert [e.id for e in cursor.from_push([ev(15, 3), ev(19, 4)]) or []] == [19]
+    assert (cursor.last_id, cursor.last_seq) == (19, 4)
+
+
+def test_a_resumed_stream_knows_the_number_of_its_start_point() -> None:
+    from api.events import Cursor
+
+    cursor = Cursor(last_id=40)  # resumed after event 40, the campaign's 7th; nothing newer yet
+    assert cursor.from_database([], 7) == []
+    assert cursor.last_seq == 7
+    assert [e.id for e in cursor.from_push([ev(44, 8)]) or []] == [44]
+
+
+def test_a_message_out_of_order_or_lost_sends_the_stream_to_the_database() -> None:
+    from api.events import Cursor
+
+    cursor = Cursor(last_id=0)
+    cursor.from_database([ev(1, 1)], 1)
+    assert cursor.from_push([ev(3, 3)]) is None  # the 2nd is late or lost: nothing is sent
+    assert (cursor.last_id, cursor.last_seq) == (1, 1)  # and nothing is skipped
+    assert [e.seq for e in cursor.from_database([ev(2, 2), ev(3, 3)], 3)] == [2, 3]
+    assert cursor.from_push([ev(2, 2)]) == []  # the late one, when it comes, is not sent again
+    assert cursor.from_push([ev(5, 5), ev(4, 4)]) is not None  # one message, any order
+
+
+# ---- publishing: after the commit, never for a rollback ------------------------------------------
+
+
+@pytest.fixture
+def publishing(redis_url: str) -> Iterator[None]:
+    feed.set_publisher(lambda cid, events: publish_events(cid, events, redis_url))
+    try:
+        yield
+    finally:
+        feed.set_publisher(None)
+
+
+def running_campaign(db_url: str) -> str:
+    with session_scope(db_url) as s:
+        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=1),
+                                          backend="replay")
+        campaign.status = "running"
+        return campaign.id
+
+
+def note(db_url: str, campaign_id: str, **payload: Any) -> None:
+    """One transaction writing one event, as the agent does: under the campaign's row lock."""
+    with session_scope(db_url) as s:
+        engine.lock_campaign(s, campaign_id)
+        engine.emit(s, campaign_id, "note", payload)
+
+
+def test_events_are_published_after_their_commit_and_never_when_rolled_back(
+        service_db: str, redis_url: str, publishing: None) -> None:
+    campaign_id = running_campaign(service_db)
+    pubsub = redis.Redis.from_url(redis_url).pubsub()
+    pubsub.subscribe(feed.channel(campaign_id))
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+
+    def received(within: float) -> list[dict[str, Any]]:
+        message = pubsub.get_message(ignore_subscribe_messages=True, timeout=within)
+        return [] if message is None else list(json.loads(message["data"])["events"])
+
+    def failing_transaction() -> None:
+        with session_scope(service_db) as s:
+            engine.lock_campaign(s, campaign_id)
+            engine.emit(s, campaign_id, "note", {"n": "rolled back"})
+            s.flush()  # written, numbered, then rolled back
+            raise RuntimeError("the transaction fails")
+
+    with pytest.raises(RuntimeError):
+        failing_transaction()
+    with session_scope(service_db) as s:
+        engine.lock_campaign(s, campaign_id)
+        engine.emit(s, campaign_id, "note", {"n": 1})
+        savepoint = s.begin_nested()
+        engine.emit(s, campaign_id, "note", {"n": "in a savepoint rolled back"})
+        s.flush()
+        savepoint.rollback()
+        engine.emit(s, campaign_id, "note", {"n": 2})
+    published = received(5)
+    assert [e["payload"]["n"] for e in published] == [1, 2]
+    with session_scope(service_db) as s:  # in the database when the message came
+        stored = s.execute(select(Event.id, Event.seq).where(
+            Event.campaign_id == campaign_id, Event.kind == "note").order_by(Event.id)).all()
+        assert s.get(Campaign, campaign_id).event_seq == 3  # type: ignore[union-attr]
+    assert [(e["id"], e["seq"]) for e in published] == [tuple(r) for r in stored]
+    assert [e["seq"] for e in published] == [2, 3]  # "created" is the 1st; no number skipped
+    assert received(0.5) == []  # nothing of the rolled-back transaction, ever
+
+
+# ---- streams against a real API ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def apis(redis_url: str, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[tuple[Stack, Stack]]:
+    """Two API processes on a database of their own (no workers: this module writes the
+    events): one with Redis, one whose Redis URL names a port nobody listens on."""
+    db_url = create_database("tuneforge_sse")
+    upgrade_database(db_url)
+    stacks = []
+    try:
+        nowhere = f"redis://127.0.0.1:{free_port()}/0"
+        for name, url in (("api", redis_url), ("api-no-redis", nowhere)):
+            port = free_port()
+            api = f"http://127.0.0.1:{port}"
+            st = Stack(api=api, db_url=db_url, redis_url=url,
+                       env=service_env(db_url, url, tmp_path_factory.mktemp("sse-home"), api),
+                       logs=tmp_path_factory.mktemp(f"{name}-logs"))
+            stacks.append(st)
+            st.start(name, "serve", "--port", str(port))
+
+        def up() -> bool:  # healthy, or saying that Redis is away (503)
+            try:
+                return all(httpx.get(f"{s.api}/api/v1/healthz", timeout=5).status_code in
+                           (200, 503) for s in stacks)
+            except httpx.TransportError:
+                return False
+
+        wait_until(up, START_TIMEOUT_S, "the APIs", stacks[0], interval=0.3)
+        yield stacks[0], stacks[1]
+    finally:
+        for st in stacks:
+            st.stop_all()
+        drop_database(db_url)
+
+
+def read_stream(st: Stack, key: str, campaign_id: str, after: int,
+                into: list[int]) -> None:
+    """The ids of the events a stream sends, until its ``finished`` event."""
+    with st.client(key) as client, client.stream(
+            "GET", f"/campaigns/{campaign_id}/events", params={"after": after},
+            timeout=httpx.Timeout(60.0)) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                into.append(int(line[4:]))
+
+
+def sse_counts(st: Stack) -> dict[str, int]:
+    text = httpx.get(f"{st.api}/api/v1/metrics", timeout=10).text
+    return {source: int(float(line.rsplit(" ", 1)[1])) for source in ("push", "database")
+            for line in text.splitlines()
+            if line.startswith(f'tuneforge_sse_events_sent_total{{source="{source}"}}')}
+
+
+def test_streams_started_while_events_commit_get_each_event_once_in_order(
+        apis: tuple[Stack, Stack], redis_url: str) -> None:
+    """Two writers commit 600 events as fast as they can (their publishes delayed 0-3 ms at
+    random, so that messages overtake each other, and one in 25 never sent), while 12 streams
+    start at random moments from random points: each must send exactly the events after its
+    start point, in order, and the live ones mostly by push."""
+    st, _ = apis
+    team = create_team_in_db(st, f"sse-{secrets.token_hex(3)}")
+    campaign_id = _campaign_of(st, team)
+    rng = random.Random(5)
+    dropped: list[int] = []
+
+    def flaky_publish(cid: str, events: list[dict[str, Any]]) -> None:
+        time.sleep(rng.random() * 0.003)
+        if rng.random() < 0.04 and all(e["kind"] != "finished" for e in events):
+            dropped.extend(e["seq"] for e in events)
+            return
+        publish_events(cid, events, redis_url)
+
+    before = sse_counts(st)
+    feed.set_publisher(flaky_publish)
+    streams: list[tuple[int, list[int], threading.Thread]] = []
+    try:
+        def writer(name: str) -> None:
+            for i in range(300):
+                note(st.db_url, campaign_id, writer=name, i=i)
+
+        writers = [threading.Thread(target=writer, args=(n,)) for n in "ab"]
+        for w in writers:
+            w.start()
+        for _ in range(12):
+            time.sleep(rng.random() * 0.15)
+            with session_scope(st.db_url) as s:
+                ids = list(s.scalars(select(Event.id).where(Event.campaign_id == campaign_id)))
+            after = rng.choice([0, *ids])
+            got: list[int] = []
+            reader = threading.Thread(target=read_stream,
+                                      args=(st, team.key, campaign_id, after, got))
+            reader.start()
+            streams.append((after, got, reader))
+        for w in writers:
+            w.join()
+        with session_scope(st.db_url) as s:
+            campaign = engine.lock_campaign(s, campaign_id)
+            engine.finish_campaign(s, campaign, "done", "the test wrote its events")
+        for _after, _got, reader in streams:
+            reader.join(60)
+    finally:
+        feed.set_publisher(None)
+    with session_scope(st.db_url) as s:
+        all_ids = list(s.scalars(select(Event.id).where(Event.campaign_id == campaign_id)
+                                 .order_by(Event.id)))
+        seqs = list(s.scalars(select(Event.seq).where(Event.campaign_id == campaign_id)
+                              .order_by(Event.id)))
+    assert seqs == list(range(1, len(all_ids) + 1))  # numbered in commit order, no gap
+    assert dropped, "no publish was lost: the test did not test that"
+    for after, got, reader in streams:
+        assert not reader.is_alive()
+        assert got == [i for i in all_ids if i > after], after  # once each, in order
+    counts = sse_counts(st)
+    pushed = counts["push"] - before.get("push", 0)
+    read = counts["database"] - before.get("database", 0)
+    sent = sum(len(got) for _after, got, _r in streams)
+    assert pushed > 0
+    # what the streams did not get by push they read: their catch-up, and the gaps the lost and
+    # overtaken messages left
+    assert pushed + read == sent
+
+
+def test_without_redis_the_stream_reads_the_database(apis: tuple[Stack, Stack]) -> None:
+    _, st = apis
+    team = create_team_in_db(st, f"sse-{secrets.token_hex(3)}")
+    campaign_id = _campaign_of(st, team)
+    got: list[int] = []
+    reader = threading.Thread(target=read_stream, args=(st, team.key, campaign_id, 0, got))
+    reader.start()
+    for i in range(20):
+        note(st.db_url, campaign_id, i=i)
+        time.sleep(0.02)
+    with session_scope(st.db_url) as s:
+        engine.finish_campaign(s, engine.lock_campaign(s, campaign_id), "done", "written")
+    reader.join(30)
+    assert not reader.is_alive()
+    with session_scope(st.db_url) as s:
+        expected = list(s.scalars(select(Event.id).where(Event.campaign_id == campaign_id)
+                                  .order_by(Event.id)))
+    assert got == expected
+    assert sse_counts(st)["push"] == 0
+
+
+def _campaign_of(st: Stack, team: TeamKey) -> str:
+    """A running campaign of ``team`` (no worker drives it: the test writes its events)."""
+    from api.security import authenticate
+
+    with session_scope(st.db_url) as s:
+        who = authenticate(s, key=team.key)
+        assert not isinstance(who, str)
+        campaign = engine.create_campaign(
+            s, engine.CampaignSpec(budget_iterations=1, team_id=who.team_id), backend="replay")
+        campaign.status = "running"
+        return campaign.id
