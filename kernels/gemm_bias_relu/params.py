@@ -456,11 +456,15 @@ def _validate_tc(params: GemmParams) -> Rejection | None:
             f"block tile {params.tc_block_m}x{params.tc_block_n} exceeds 256x256",
             {"block_m": params.tc_block_m, "block_n": params.tc_block_n, "max": 256},
         )
+    return _register_limit(params, f"a {params.warp_m}x{params.warp_n} warp tile")
+
+
+def _register_limit(params: GemmParams, what: str) -> Rejection | None:
     if params.est_regs_per_thread > MAX_REGS_PER_THREAD:
         return Rejection(
             "register_file",
-            f"a {params.warp_m}x{params.warp_n} warp tile needs about "
-            f"{params.est_regs_per_thread} registers per thread (max {MAX_REGS_PER_THREAD})",
+            f"{what} needs about {params.est_regs_per_thread} registers per thread "
+            f"(max {MAX_REGS_PER_THREAD})",
             {"est_regs_per_thread": params.est_regs_per_thread,
              "max_regs_per_thread": MAX_REGS_PER_THREAD},
         )
@@ -483,15 +487,7 @@ def _validate_wgmma(params: GemmParams, arch: str) -> Rejection | None:
             {"block_x": params.block_x, "block_y": params.block_y,
              "warpgroup_threads": WG_THREADS, "max_warpgroups": 2},
         )
-    if params.est_regs_per_thread > MAX_REGS_PER_THREAD:
-        return Rejection(
-            "register_file",
-            f"wgmma N={params.wgmma} needs about {params.est_regs_per_thread} registers per "
-            f"thread (max {MAX_REGS_PER_THREAD})",
-            {"est_regs_per_thread": params.est_regs_per_thread,
-             "max_regs_per_thread": MAX_REGS_PER_THREAD},
-        )
-    return None
+    return _register_limit(params, f"wgmma N={params.wgmma}")
 
 
 def compile_arch(params: GemmParams, arch: str) -> str:

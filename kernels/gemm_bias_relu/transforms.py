@@ -55,6 +55,14 @@ def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
     return None
 
 
+def _needs_tensor_cores(candidate: Candidate, action: Action) -> Rejection | None:
+    if not candidate.params.tf32x3:
+        return Rejection("requires_tensor_cores",
+                         f"{action} shapes the tensor-core kernel; apply_tf32x3(true) first",
+                         {"action": str(action), "tf32x3": False})
+    return None
+
+
 @TRANSFORMS.register(
     "apply_tiling",
     ArgSpec("tile_size", DOMAINS["tile_k"], "K-depth of the staged A/B tiles, 8..64", "tile_k"),
@@ -211,11 +219,8 @@ def apply_tf32x3(candidate: Candidate, on: bool) -> Candidate | Rejection:
 def apply_warp_tiling(candidate: Candidate, wm: int, wn: int) -> Candidate | Rejection:
     """Set the warp tile of the tensor-core kernel (block tile = warps x warp tile)."""
     action = Action("apply_warp_tiling", (wm, wn))
-    if not candidate.params.tf32x3:
-        return Rejection("requires_tensor_cores",
-                         f"{action} shapes the tensor-core kernel; apply_tf32x3(true) first",
-                         {"action": str(action), "tf32x3": False})
-    return _step(candidate, action, warp_m=wm, warp_n=wn)
+    return (_needs_tensor_cores(candidate, action)
+            or _step(candidate, action, warp_m=wm, warp_n=wn))
 
 
 @TRANSFORMS.register(
@@ -230,10 +235,9 @@ def apply_wgmma(candidate: Candidate, n: int) -> Candidate | Rejection:
     K-tile in shared memory, B's fragments in registers; partial sums promoted per K-tile."""
     action = Action("apply_wgmma", (n,))
     params: GemmParams = candidate.params
-    if not params.tf32x3:
-        return Rejection("requires_tensor_cores",
-                         f"{action} runs the 3xTF32 tensor-core kernel; apply_tf32x3(true) first",
-                         {"action": str(action), "tf32x3": False})
+    rejection = _needs_tensor_cores(candidate, action)
+    if rejection is not None:
+        return rejection
     if n == 0:  # back to mma.sync: 4 x 2 warps of 32 x 32 (the kernel's usual shape)
         return _step(candidate, action, wgmma=0, block_x=64, block_y=4)
     warpgroups = 2 if params.threads >= 2 * WG_THREADS else 1
