@@ -285,21 +285,26 @@ record a result and decide); its queue was sampled every 20 ms, the wait is Litt
 #: What the table says, measured with it (kept with the section when it is rewritten).
 ANALYSIS = """
 The orchestration is not the bottleneck: with the `random` policy (a decision costs almost
-nothing) 8 workers run at the throughput of 8 single workers, each GPU idle about 2 % of the
-time (the gap between two tasks: the result sent, the acknowledgement, the next message handed
-to the worker process), the agent's queue empty nearly always and the GPU queue never empty:
-work waits for the GPUs, not the other way round. The agent's processes are 28-35 % busy at 8
-workers (10-12 ms of CPU per step: record the result, decide, commit, send, Celery's own work
+nothing) 8 workers run at the throughput of 8 single workers, each GPU idle 2-3 % of the time
+(the gap between two tasks: the result sent, the acknowledgement, the next message handed to
+the worker process), the agent's queue empty nearly always and the GPU queue never empty: work
+waits for the GPUs, not the other way round. The agent's processes are 28-42 % busy at 8
+workers (11-12 ms of CPU per step: record the result, decide, commit, send, Celery's own work
 included), so the same two cores would feed roughly 20 such GPUs.
 
-The default `expert` policy is another matter on this box: its decision itself (the policy's
-`propose`, in process, with the history cached) takes 21 ms at 200 candidates and 130 ms at
-600: once the incumbent's neighbourhood is explored it searches the neighbourhoods of the
-whole history. At 8 workers the campaigns grow fast, the two agent processes are busy all the
-time, results wait in the agent queue and the GPUs idle. The cure is where the policy's time
-goes, not the service: more agent processes on more cores (decisions of different campaigns run in
-parallel; one campaign's decisions serialize on its row lock), and an expert policy that keeps
-its explored neighbourhoods between decisions as the engine now keeps the history.
+The default `expert` policy keeps up as well since it keeps what it derives from a campaign's
+history between decisions (`agent/policies/expert.py`, one memory per campaign in each agent
+process, checked against the history at every decision): its decision (`propose`, in process,
+history cached) takes 1.1-1.8 ms at 100 to 1000 candidates (p99 under 10 ms,
+`python -m bench.policy_cost`, section "Expert policy: decision cost"). Before, it searched the
+neighbourhoods of the whole history at every decision (18 ms at 100 candidates, 104 ms at 600,
+300 ms at 1000): at 8 workers the agent was busy 96 % of its time and the GPUs reached 38 % of
+8 x one worker (2026-11-29, commit 7abf6c0). Its step now costs about as much CPU as the
+random policy's (13.8 against 11.7 ms at 8 workers, 14.3 against 14.6 at 1); the agent is
+busier than with `random` because the expert's candidates are faster to measure (0.16 against
+0.21 recorded GPU seconds each), so more results arrive per second. An agent process that has
+not decided for a campaign yet (a restart, or a campaign it has not seen) pays the old cost
+once, at its first decision for it (about 300 ms at 1000 candidates).
 """
 
 

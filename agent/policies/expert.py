@@ -31,13 +31,13 @@ first, so the policy runs dry only when no evaluated point has an unexplored nei
 
 What it derives from a campaign's history (the tabu, the payoffs, the correct points fastest
 first, each point's unexplored moves, the two-step walks from the incumbent) it keeps between
-decisions, per campaign (:class:`_Memory`), and brings up to date from the candidates that are
-new or finished since: a decision costs about the same at 1000 candidates as at 100. Everything
-kept is a function of the history, checked against it at every decision; a history that does
-not extend the one remembered (a decision rolled back, another process's memory of the same
-campaign ahead or behind is irrelevant: each process checks its own) is read afresh. The
-proposals are exactly those of a decision computed from the history alone
-(``tests/test_expert_memory.py`` holds it to that against the stateless search of 9500f39).
+decisions, per campaign (:class:`_Memory`), and brings it up to date from the candidates that
+are new or finished since: a decision costs about the same at 1000 candidates as at 100.
+Everything kept is a function of the history alone, checked against it at every decision, so
+any process may decide for any campaign after any other; a history that does not extend the one
+remembered (a decision rolled back after the policy saw it) is read afresh. The proposals are
+exactly those of a decision computed from the history alone (``tests/test_expert_memory.py``
+holds it to that against the stateless search of 9500f39).
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ class _Memory:
     (pruned as their points are explored or ruled out: both only grow while the history only
     grows, so a point with none left is never searched again), and the two-step walks from the
     incumbent. A decision's history must extend the one remembered: every candidate seen before
-    is still there, and only candidates in flight have changed status; otherwise
-    :meth:`absorb` says so and the policy starts a new memory.
+    is still there, and only those that were in flight have changed; otherwise :meth:`absorb`
+    says so and the policy starts a new memory.
     """
 
     def __init__(self, ctx: PolicyContext) -> None:
