@@ -155,16 +155,31 @@ _HISTORY_SINCE = _HISTORY.where(or_(Candidate.iteration > bindparam("after"),
 _AVG_US = select(Candidate.avg_us).where(Candidate.id == bindparam("candidate_id"))
 _LOCK = (select(Campaign).where(Campaign.id == bindparam("id")).with_for_update()
          .execution_options(populate_existing=True))
-_FOR_RECORD = select(Candidate).where(Candidate.id == bindparam("id")).options(*_RECORD_LOAD)
+#: The candidate and its campaign, both locked, in one round trip. Locking the candidate's row
+#: too keeps what is read of it current: a statement that waited for the campaign's lock
+#: returns the rows as the transaction it waited for left them (a second delivery of the same
+#: result then finds the candidate finished), where a read before the lock would be stale.
+_FOR_RECORD = (select(Candidate, Campaign).join(Campaign, Campaign.id == Candidate.campaign_id)
+               .where(Candidate.id == bindparam("id")).options(*_RECORD_LOAD)
+               .with_for_update().execution_options(populate_existing=True))
 
 
 def candidate_for_record(session: Session, candidate_id: str) -> Candidate | None:
     """The candidate whose result is being recorded, without the large columns that recording
-    only writes (from the session when this transaction loaded it already)."""
+    only writes, with its campaign's row locked for the rest of the transaction (from the
+    session when this transaction loaded and locked them already)."""
+    locked: set[str] = _scratch(session).setdefault("locked", set())
     found = session.identity_map.get(identity_key(Candidate, candidate_id))
-    if isinstance(found, Candidate):
+    if isinstance(found, Candidate) and found.campaign_id in locked:
         return found
-    return session.scalars(_FOR_RECORD, {"id": candidate_id}).first()
+    row = session.execute(_FOR_RECORD, {"id": candidate_id}).first()
+    if row is None:
+        return None
+    cand, campaign = row
+    locked.add(campaign.id)
+    # held for the transaction: the session's identity map keeps only weak references
+    _scratch(session).setdefault("held", []).append(campaign)
+    return cand
 _IN_FLIGHT = select(func.count()).select_from(Candidate).where(
     Candidate.campaign_id == bindparam("campaign_id"),
     Candidate.status.in_(CANDIDATE_IN_FLIGHT))

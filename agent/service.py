@@ -47,6 +47,7 @@ from kernels import get_family
 from kernels.base import Shape
 from worker.jobs import (
     compile_result_from_dict,
+    forget_nodes,
     measurement_from_dict,
     replay_dataset,
     silent_after_s,
@@ -252,6 +253,7 @@ def abandoned(session: Session, settings: Settings | None = None) -> list[Claim]
     hash for the visibility timeout (an hour), so nothing else would take them before."""
     settings = settings or get_settings()
     since = utcnow() - dt.timedelta(seconds=silent_after_s(settings))
+    forget_nodes(session)
     return [Claim(cid, status, node or "", arch)
             for cid, status, node, arch in session.execute(_ABANDONED, {"since": since})]
 

@@ -19,7 +19,9 @@ from functools import lru_cache
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, select, update
-from sqlalchemy.orm import Session, aliased, load_only
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session, load_only
 
 from core.models import (
     CANDIDATE_IN_FLIGHT,
@@ -195,11 +197,22 @@ _TAKE_FOR_COMPILE = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
     .values(status="compiling", claimed_by=bindparam("node")).returning(*_TAKEN))
+_CAMPAIGN_TABLE = cast(Table, Campaign.__table__)
+_INCUMBENT_ROW = _CANDIDATE_TABLE.alias("incumbent")
+#: the params of the campaign's incumbent (unless it is the candidate itself), read by the
+#: statement that takes the candidate: one round trip for a GPU worker's step
+_INCUMBENT_PARAMS = (
+    select(_INCUMBENT_ROW.c.params)
+    .join(_CAMPAIGN_TABLE, _CAMPAIGN_TABLE.c.incumbent_id == _INCUMBENT_ROW.c.id)
+    .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
+           _INCUMBENT_ROW.c.id != _CANDIDATES.id)
+    .correlate(_CANDIDATE_TABLE).scalar_subquery())
 _TAKE_FOR_EVALUATION = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("compiled", "measuring")))
     .values(status="measuring", attempts=_CANDIDATES.attempts + 1,
-            claimed_by=bindparam("node")).returning(*_TAKEN))
+            claimed_by=bindparam("node"))
+    .returning(*_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params")))
 _RECORD_COMPILED = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
@@ -217,12 +230,9 @@ _TAKE_FOR_SANITIZE = (
                _CANDIDATES.source))
 _COMPILE_CONTEXT = select(Campaign.kernel, Campaign.backend, Campaign.arch).where(
     Campaign.id == bindparam("campaign_id"))
-_INCUMBENT = aliased(Candidate)
 _EVALUATION_CONTEXT = (
     select(Campaign.kernel, Campaign.backend, Campaign.m, Campaign.n, Campaign.k,
-           Campaign.seed, Campaign.tolerance, Campaign.profile, _INCUMBENT.params)
-    .outerjoin(_INCUMBENT, (_INCUMBENT.id == Campaign.incumbent_id)
-               & (_INCUMBENT.id != bindparam("candidate_id")))
+           Campaign.seed, Campaign.tolerance, Campaign.profile)
     .where(Campaign.id == bindparam("campaign_id")))
 
 
@@ -319,16 +329,31 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
                            {"candidate_id": candidate_id, "node": node}).first()
     if cand is None:
         return None
-    campaign = session.execute(_EVALUATION_CONTEXT, {
-        "campaign_id": cand.campaign_id, "candidate_id": cand.id}).one()
+    campaign = _evaluation_context(session, cand.campaign_id)
+    incumbent = cand.incumbent_params
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
-        incumbent_params=dict(campaign.params) if campaign.params is not None else None,
+        incumbent_params=dict(incumbent) if incumbent is not None else None,
         shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
     )
+
+
+#: campaign id -> what a GPU worker reads of it (kernel, backend, shape, seed, tolerance,
+#: profile): set when the campaign is created and never changed, so read once per campaign.
+_EVALUATION_CONTEXTS: OrderedDict[str, Any] = OrderedDict()
+
+
+def _evaluation_context(session: Session, campaign_id: str) -> Any:
+    found = _EVALUATION_CONTEXTS.get(campaign_id)
+    if found is None:
+        found = _EVALUATION_CONTEXTS[campaign_id] = session.execute(
+            _EVALUATION_CONTEXT, {"campaign_id": campaign_id}).one()
+        while len(_EVALUATION_CONTEXTS) > 1024:
+            _EVALUATION_CONTEXTS.popitem(last=False)
+    return found
 
 
 def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
@@ -445,18 +470,23 @@ def silent_after_s(settings: Settings) -> float:
     return SILENT_BEATS * settings.heartbeat_s
 
 
-def node_heartbeat(session: Session, *, node: str, role: str,
-                   forget_after_s: float = 3600.0) -> None:
-    """Refresh the row of a Celery worker's main process (and forget nodes silent for
-    ``forget_after_s``: a claim of a node without a row counts as abandoned all the same)."""
-    row = session.get(WorkerNode, node)
+def node_heartbeat(session: Session, *, node: str, role: str) -> None:
+    """Refresh the row of a Celery worker's main process: one statement (it runs in the main
+    process's event loop, which hands out the messages meanwhile). Nodes silent for long are
+    forgotten by the agent (:func:`forget_nodes`)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     now = utcnow()
-    if row is None:
-        session.add(WorkerNode(node=node, role=role, host=socket.gethostname(),
-                               started_at=now, last_seen=now))
-    else:
-        row.last_seen = now
-    cutoff = now - dt.timedelta(seconds=forget_after_s)
+    statement = insert(WorkerNode).values(node=node, role=role, host=socket.gethostname(),
+                                          started_at=now, last_seen=now)
+    session.execute(statement.on_conflict_do_update(
+        index_elements=[WorkerNode.node], set_={"last_seen": now}))
+
+
+def forget_nodes(session: Session, *, silent_s: float = 3600.0) -> None:
+    """Forget the nodes silent for ``silent_s`` (a claim of a node without a row counts as
+    abandoned all the same)."""
+    cutoff = utcnow() - dt.timedelta(seconds=silent_s)
     session.execute(delete(WorkerNode).where(WorkerNode.last_seen < cutoff))
 
 

@@ -98,7 +98,7 @@ class NodeHeartbeat(bootsteps.StartStopStep):
     def beat(self) -> None:
         """One heartbeat of the node (a failure is logged and retried at the next period)."""
         try:
-            with session_scope(_url()) as s:
+            with autocommit_scope(_url()) as s:
                 jobs.node_heartbeat(s, node=self.node, role=self.role)
         except Exception:
             log.warning("node heartbeat failed", exc_info=True)
