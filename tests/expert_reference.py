@@ -1,6 +1,7 @@
-"""The expert policy's search as it was computed before it kept anything between decisions
-(commit 9500f39): tabu, payoffs, rankings and neighbourhoods all recomputed from the whole
-history at every decision. The profile-driven rules (``_ruled``) are the policy's own, inherited.
+"""The expert policy's search as it is computed without keeping anything between decisions:
+payoffs, rankings and neighbourhoods all recomputed from the whole history at every decision
+(the code of commit 9500f39, less the block-shape tabu dropped on 2026-11-30). The
+profile-driven rules (``_ruled``) are the policy's own, inherited.
 
 It is the oracle of ``tests/test_expert_memory.py``: the policy must propose exactly what this
 class proposes, from the same contexts. Slow by design (its decision grows with the history).
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from itertools import chain
 
 from agent.policies.base import HistoryItem, PolicyContext, Proposal, key_of, take_unique
-from agent.policies.expert import ExpertPolicy, _context_key
+from agent.policies.expert import ExpertPolicy
 from kernels.base import Rejection
 
 
@@ -29,55 +30,29 @@ def _payoffs(ctx: PolicyContext) -> dict[str, tuple[float, int]]:
     return {k: (sums[k] / counts[k], counts[k]) for k in counts}
 
 
-def _failed_block_contexts(ctx: PolicyContext) -> set[tuple[str, int, int]]:
-    by_id = {h.id: h for h in ctx.history}
-    tabu: set[tuple[str, int, int]] = set()
-    for h in ctx.history:
-        if not (h.action or "").startswith("change_block_config") or h.accepted:
-            continue
-        if h.status in ("pending", "compiling", "compiled", "measuring"):
-            continue
-        parent = by_id.get(h.parent_id or "")
-        if parent is None:
-            continue
-        ctx_key = _context_key(parent.params)
-        x, y = h.params.block_x, h.params.block_y
-        for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
-            if nx >= 1 and ny >= 1:
-                tabu.add((ctx_key, nx, ny))
-    return tabu
-
-
 class ReferenceExpertPolicy(ExpertPolicy):
-    """The stateless search of 9500f39 (see the module docstring)."""
+    """The stateless search (see the module docstring)."""
 
     def propose(self, ctx: PolicyContext, n: int) -> list[Proposal]:
-        """What the policy proposed before it kept a memory."""
+        """What the policy proposes, computed from the history alone."""
         if ctx.incumbent is None:
             return []
-        tabu, payoffs = _failed_block_contexts(ctx), _payoffs(ctx)
-        out = list(self._ruled(ctx, tabu))
-        out += self._ref_local_search(ctx, ctx.incumbent, payoffs, tabu)
+        payoffs = _payoffs(ctx)
+        out = list(self._ruled(ctx))
+        out += self._ref_local_search(ctx, ctx.incumbent, payoffs)
         if ctx.stagnation >= self.stagnation_window:
             out += self._ref_two_step(ctx)
         if ctx.stagnation >= 3 * self.stagnation_window or not out:
             for item in self._ref_top(ctx, 3):
-                out += self._ref_local_search(ctx, item, payoffs, tabu)
-        allowed = (p for p in chain(out, self._ref_everywhere(ctx, payoffs, tabu))
-                   if (_context_key(p.params), p.params.block_x, p.params.block_y) not in tabu)
-        return take_unique(allowed, n)
+                out += self._ref_local_search(ctx, item, payoffs)
+        return take_unique(chain(out, self._ref_everywhere(ctx, payoffs)), n)
 
     def _ref_local_search(self, ctx: PolicyContext, start: HistoryItem,
-                          payoffs: dict[str, tuple[float, int]],
-                          tabu: set[tuple[str, int, int]]) -> list[Proposal]:
-        ctx_key = _context_key(start.params)
+                          payoffs: dict[str, tuple[float, int]]) -> list[Proposal]:
         scored = []
         rng = ctx.rng(salt=len(ctx.history))
         settled = self._settled(ctx)
         for action, params in ctx.neighbours(start):
-            if action.name == "change_block_config" and (
-                    ctx_key, action.args[0], action.args[1]) in tabu:
-                continue
             if action.name == "specialize_shape" and action.args[0] and not settled:
                 continue
             mean, count = payoffs.get(action.name, (0.0, 0))
@@ -121,10 +96,10 @@ class ReferenceExpertPolicy(ExpertPolicy):
                 break
         return out
 
-    def _ref_everywhere(self, ctx: PolicyContext, payoffs: dict[str, tuple[float, int]],
-                        tabu: set[tuple[str, int, int]]) -> Iterator[Proposal]:
+    def _ref_everywhere(self, ctx: PolicyContext,
+                        payoffs: dict[str, tuple[float, int]]) -> Iterator[Proposal]:
         for item in self._ref_top(ctx, len(ctx.history)):
-            yield from self._ref_local_search(ctx, item, payoffs, tabu)
+            yield from self._ref_local_search(ctx, item, payoffs)
 
     @staticmethod
     def _ref_top(ctx: PolicyContext, k: int) -> list[HistoryItem]:

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.policies.base import key_of
 from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
 from agent.report import summary
 from core.feedback import SCHEMA_PATH, FeedbackRecord, json_schema
@@ -230,32 +231,25 @@ def test_a_point_is_stored_once_per_campaign(tmp_path: Path) -> None:
             s.flush()
 
 
-def test_lost_block_shape_rules_out_its_neighbours_from_that_incumbent(tmp_path: Path) -> None:
-    # one candidate at a time, so each proposal sees every earlier result
-    _url, sessions = new_database(tmp_path)
-    cid = create(sessions, policy="expert", budget_iterations=70)
-    run(sessions, cid, lookahead=0)
+@pytest.mark.parametrize("seed", [1, 4])
+def test_expert_reaches_the_optimum_behind_a_lost_shape_of_the_same_thread_count(
+        tmp_path: Path, seed: int) -> None:
+    # the replay's optimum has block (32, 8); from its context, (64, 4) (same thread count,
+    # another tile) loses by ~70 % first in these seeds, which once ruled (32, 8) out for good
     rp = replay()
+    optimum = min((p for p in rp.space.points() if rp.row(p)["status"] == "ok"),
+                  key=rp.avg_us)
+    assert (optimum.block_x, optimum.block_y) == (32, 8)
+    sessions, cid, campaign = run_campaign(tmp_path, policy="expert", seed=seed,
+                                           budget_iterations=60)
     rows = candidates(sessions, cid)
-    by_id = {c.id: c for c in rows}
-    evaluated_at = {c.params_key: c.iteration for c in rows}
-    ruled_out = 0
-    for lost in rows:
-        if not (lost.action or "").startswith("change_block_config") or lost.accepted:
-            continue
-        parent = rp.family.params_from_dict(by_id[lost.parent_id or ""].params)
-        x, y = lost.params["block_x"], lost.params["block_y"]
-        for nx, ny in ((2 * x, y // 2), (x // 2, 2 * y)):
-            neighbour = with_block(parent, nx, ny)
-            if not rp.space.contains(neighbour):
-                continue
-            from agent.policies.base import key_of
-
-            when = evaluated_at.get(key_of(neighbour))
-            # proposed after the loss was known: the rule was broken
-            assert when is None or when < lost.iteration, (lost.action, nx, ny, when)
-            ruled_out += when is None
-    assert ruled_out >= 1
+    found = [c.iteration for c in rows if c.params_key == key_of(optimum)]
+    lost = [c.iteration for c in rows
+            if c.params_key == key_of(with_block(optimum, 64, 4)) and not c.accepted]
+    assert campaign.best_us == pytest.approx(rp.avg_us(optimum))
+    assert lost
+    assert found
+    assert lost[0] < found[0]
 
 
 def test_stagnation_widens_to_two_step_moves(

@@ -21,23 +21,25 @@ Rules, in order, each producing a move from the incumbent only when its signal i
 10. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
    (a running mean of their improvements), untried ones next.
 
-Neighbourhoods that did not pay are marked explored: a block shape that lost from an incumbent
-also rules out the shapes of the same thread count next to it for that incumbent (no ping-pong
-between (32,4) and (64,2)); the rule holds for every proposal, whichever step produced it.
+A point measured once is never proposed again (so no ping-pong between two block shapes); a
+block shape that lost rules out nothing else. (Until 2026-11-30 it also ruled out the shapes of
+the same thread count next to it, (2x, y/2) and (x/2, 2y), from that incumbent's context: a
+false inference here, since the block's shape sets the tile's, so (64, 4) losing by 75 % ruled
+out (32, 8), the replay dataset's optimum, in 10 of 20 seeds; ``docs/BENCHMARKS.md``.)
 After ``stagnation_window`` evaluations without an acceptance the action set widens to two-step
 moves; after three windows, to the neighbourhoods of the best few points instead of the incumbent
 alone. When all of those are spent it widens to the neighbourhoods of every correct point, fastest
 first, so the policy runs dry only when no evaluated point has an unexplored neighbour left.
 
-What it derives from a campaign's history (the tabu, the payoffs, the correct points fastest
-first, each point's unexplored moves, the two-step walks from the incumbent) it keeps between
+What it derives from a campaign's history (the payoffs, the correct points fastest first,
+each point's unexplored moves, the two-step walks from the incumbent) it keeps between
 decisions, per campaign (:class:`_Memory`), and brings it up to date from the candidates that
 are new or finished since: a decision costs about the same at 1000 candidates as at 100.
 Everything kept is a function of the history alone, checked against it at every decision, so
 any process may decide for any campaign after any other; a history that does not extend the one
 remembered (a decision rolled back after the policy saw it) is read afresh. The proposals are
 exactly those of a decision computed from the history alone (``tests/test_expert_memory.py``
-holds it to that against the stateless search of 9500f39).
+holds it to that against a stateless search).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -72,9 +74,6 @@ IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
 #: campaigns whose memory one policy object keeps (least recently decided forgotten first)
 MAX_CAMPAIGNS = 64
 
-Tabu = tuple[str, int, int]
-
-
 @dataclass(frozen=True)
 class _Move:
     """A one-transform move from a point to a valid point of the space (fixed by the point, the
@@ -83,31 +82,25 @@ class _Move:
     action: Action
     params: Any
     key: str
-    #: (context of the start, x, y) of a ``change_block_config`` move: what the tabu rules out
-    block: Tabu | None
     #: ``specialize_shape(true)``: proposed by search only once the structure has settled
     special: bool
-    #: (context, x, y) of the point reached: the tabu every proposal passes
-    lands: Tabu
 
 
 @dataclass(frozen=True)
 class _Offer:
-    """A proposal with its point's key and (context, x, y) when already known."""
+    """A proposal with its point's key when already known."""
 
     proposal: Proposal
     key: str | None = None
-    lands: Tabu | None = None
 
 
 class _Memory:
     """What the policy has derived from one campaign's history, brought up to date at each
     decision from the candidates that are new or finished since the last one.
 
-    Kept: the tabu (failed block shapes with their same-thread-count neighbours), the payoff of
-    each transform (mean clipped improvement, summed in iteration order as a full pass would),
-    the correct points fastest first, the unexplored moves of every point searched so far
-    (pruned as their points are explored or ruled out: both only grow while the history only
+    Kept: the payoff of each transform (mean clipped improvement, summed in iteration order as a
+    full pass adds them), the correct points fastest first, the unexplored moves of every point
+    searched so far (pruned as their points are explored: that only grows while the history only
     grows, so a point with none left is never searched again), and the two-step walks from the
     incumbent. A decision's history must extend the one remembered: every candidate seen before
     is still there, and only those that were in flight have changed; otherwise :meth:`absorb`
@@ -123,8 +116,6 @@ class _Memory:
         self.transforms = ctx.family.transforms.names()
         #: what the memory took in of each candidate (:func:`_facts`)
         self.seen: dict[str, tuple[Any, ...]] = {}
-        self.params: dict[str, Any] = {}
-        self.tabu: set[Tabu] = set()
         self._gains: dict[str, list[tuple[int, float]]] = {}
         self.payoffs: dict[str, tuple[float, int]] = {}
         #: (avg_us, iteration, item) of every correct point
@@ -163,22 +154,12 @@ class _Memory:
         if found != len(known):
             return False  # a candidate seen before is gone: its proposal was rolled back
         for h in changed:
-            self.params[h.id] = h.params
-        for h in changed:
             known[h.id] = _facts(h)
             if h.status not in IN_FLIGHT:
                 self._finished(h)
         return True
 
     def _finished(self, h: HistoryItem) -> None:
-        if (h.action or "").startswith("change_block_config") and not h.accepted:
-            parent = self.params.get(h.parent_id or "")
-            if parent is not None:
-                ctx_key = _context_key(parent)
-                x, y = h.params.block_x, h.params.block_y
-                for nx, ny in ((x, y), (x * 2, y // 2), (x // 2, y * 2)):
-                    if nx >= 1 and ny >= 1:
-                        self.tabu.add((ctx_key, nx, ny))
         if h.action is not None and h.improvement_pct is not None:
             name = h.action.split("(")[0]
             gains = self._gains.setdefault(name, [])
@@ -195,15 +176,13 @@ class _Memory:
         return [h for _us, _it, h in self.ranked[:k]]
 
     def moves(self, ctx: PolicyContext, start: HistoryItem) -> list[_Move]:
-        """The moves from ``start`` to points not explored yet, block shapes the tabu rules out
-        left out (in the order of :meth:`PolicyContext.neighbours`)."""
+        """The moves from ``start`` to points not explored yet (in the order of
+        :meth:`PolicyContext.neighbours`)."""
         found = self._moves.get(start.key)
         if found is None:
             found = self._moves[start.key] = _all_moves(ctx, start.params)
         explored = ctx.explored
-        tabu = self.tabu
-        live = [m for m in found
-                if m.key not in explored and (m.block is None or m.block not in tabu)]
+        live = [m for m in found if m.key not in explored]
         if len(live) != len(found):
             self._moves[start.key] = live
         return live
@@ -229,15 +208,13 @@ class _Memory:
 def _facts(h: HistoryItem) -> tuple[Any, ...]:
     """What the memory derives anything from, of one candidate (its compile and profile
     figures are read afresh from the context: only the incumbent's and the last one's)."""
-    return (h.iteration, h.key, h.status, h.action, h.parent_id, h.accepted, h.avg_us,
-            h.improvement_pct)
+    return (h.iteration, h.key, h.status, h.action, h.avg_us, h.improvement_pct)
 
 
 def _all_moves(ctx: PolicyContext, params: Any) -> list[_Move]:
     """The one-transform moves from ``params`` to valid points of the space, explored or not:
     what :meth:`PolicyContext.neighbours` yields with nothing explored."""
     node = ctx.point(params)
-    start_context = _context_key(params)
     out: list[_Move] = []
     seen: set[str] = set()
     for spec in ctx.family.transforms:
@@ -256,16 +233,9 @@ def _all_moves(ctx: PolicyContext, params: Any) -> list[_Move]:
             if key in seen:
                 continue
             seen.add(key)
-            block = ((start_context, action.args[0], action.args[1])
-                     if action.name == "change_block_config" else None)
-            out.append(_Move(action, point, key, block,
-                             action.name == "specialize_shape" and bool(action.args[0]),
-                             (_context_key(point), point.block_x, point.block_y)))
+            out.append(_Move(action, point, key,
+                             action.name == "specialize_shape" and bool(action.args[0])))
     return out
-
-
-def _context_key(params: Any) -> str:
-    return key_of(replace(params, block_x=16, block_y=16))
 
 
 class ExpertPolicy:
@@ -314,8 +284,7 @@ class ExpertPolicy:
     def _propose(self, ctx: PolicyContext, n: int, memory: _Memory) -> list[Proposal]:
         inc = ctx.incumbent
         assert inc is not None
-        tabu = memory.tabu
-        out = [_Offer(p) for p in self._ruled(ctx, tabu)]
+        out = [_Offer(p) for p in self._ruled(ctx)]
         out += self._local_search(ctx, memory, inc)
         if ctx.stagnation >= self.stagnation_window:
             out += [_Offer(p, key) for p, key in self._two_step(ctx, memory)]
@@ -326,9 +295,6 @@ class ExpertPolicy:
         taken: set[str] = set()
         for offer in chain(out, self._everywhere(ctx, memory)):
             p = offer.proposal
-            lands = offer.lands or (_context_key(p.params), p.params.block_x, p.params.block_y)
-            if lands in tabu:
-                continue
             key = offer.key or key_of(p.params)
             if key in taken:
                 continue
@@ -339,8 +305,7 @@ class ExpertPolicy:
         return chosen
 
     # -- rules ---------------------------------------------------------------------------------
-    def _move(self, ctx: PolicyContext, text: str, reason: str,
-              tabu: set[tuple[str, int, int]]) -> Proposal | None:
+    def _move(self, ctx: PolicyContext, text: str, reason: str) -> Proposal | None:
         inc = ctx.incumbent
         assert inc is not None
         try:
@@ -353,12 +318,9 @@ class ExpertPolicy:
         result = ctx.family.apply(ctx.point(inc.params), action)
         if isinstance(result, Rejection) or not ctx.fresh(result.params):
             return None
-        if action.name == "change_block_config" and (
-                _context_key(inc.params), action.args[0], action.args[1]) in tabu:
-            return None
         return Proposal(result.params, str(action), reason, self.name, inc.id)
 
-    def _ruled(self, ctx: PolicyContext, tabu: set[tuple[str, int, int]]) -> list[Proposal]:
+    def _ruled(self, ctx: PolicyContext) -> list[Proposal]:
         inc = ctx.incumbent
         assert inc is not None
         p = inc.params
@@ -425,7 +387,7 @@ class ExpertPolicy:
                           "bounds checks and index arithmetic fold away"))
         out = []
         for text, reason in moves:
-            prop = self._move(ctx, text, reason, tabu)
+            prop = self._move(ctx, text, reason)
             if prop is not None:
                 out.append(prop)
         return out
@@ -528,7 +490,7 @@ class ExpertPolicy:
         return [_Offer(Proposal(move.params, str(move.action),
                                 f"local search from #{start.iteration}: {move.action.name} has "
                                 f"paid {payoffs.get(move.action.name, (0.0, 0))[0]:+.1f}% on "
-                                "average", self.name, start.id), move.key, move.lands)
+                                "average", self.name, start.id), move.key)
                 for _, move in scored]
 
     def _two_step(self, ctx: PolicyContext, memory: _Memory) -> list[tuple[Proposal, str]]:
@@ -576,13 +538,11 @@ class ExpertPolicy:
 
     def _everywhere(self, ctx: PolicyContext, memory: _Memory) -> Iterator[_Offer]:
         """The neighbourhoods of every correct point, fastest first (lazily: only reached when
-        the narrower neighbourhoods are spent). A point none of whose moves is left, or whose
-        moves all land on ruled-out block shapes, offers nothing and is passed over."""
+        the narrower neighbourhoods are spent). A point with no move left offers nothing and is
+        passed over."""
         settled = self._settled(ctx)
-        tabu = memory.tabu
         for _us, _iteration, item in memory.ranked:
-            if any((settled or not move.special) and move.lands not in tabu
-                   for move in memory.moves(ctx, item)):
+            if any(settled or not move.special for move in memory.moves(ctx, item)):
                 yield from self._local_search(ctx, memory, item)
 
 
