@@ -19,6 +19,13 @@ replay sleep), then:
 
 Prints a table last and writes the figures under "Service overhead" in docs/BENCHMARKS.md
 (``--before``: beside those of an earlier run, e.g. this file run at an older commit).
+
+``--campaigns 1,2,4,8`` measures instead how the same stack (one agent, one compile and one GPU
+worker process) carries N concurrent campaigns: N campaigns with ``parallel = 1`` run side by
+side for ``--window`` seconds after a warm-up while 100 clients read one of them once a second;
+per N: each campaign's time from one proposal to its next (median, p90), candidates per second
+for all together, the service's CPU per candidate and the API's latency. It writes "Service
+overhead against concurrent campaigns" in docs/BENCHMARKS.md and a plot under docs/bench/.
 """
 
 from __future__ import annotations
@@ -217,12 +224,14 @@ class CpuMeter:
     """CPU time of the stack's processes (and of its database's server processes) over a
     block: a figure the other load of the machine does not inflate much."""
 
-    def __init__(self, stack: BenchStack, only: list[int] | None = None) -> None:
+    def __init__(self, stack: BenchStack, only: list[int] | None = None,
+                 roots: list[int] | None = None) -> None:
         self.stack = stack
-        self.only = only
+        self.only = only  # these processes alone (no Postgres)
+        self.given_roots = roots  # these processes, and Postgres
 
     def __enter__(self) -> CpuMeter:
-        self.roots = self.only or [p.pid for p in self.stack.procs]
+        self.roots = self.only or self.given_roots or [p.pid for p in self.stack.procs]
         self.service0 = cpu_seconds(self.roots)
         self.pg_pids = [] if self.only else postgres_backends(self.stack.db_url)
         self.pg0 = cpu_seconds(self.pg_pids)
@@ -504,6 +513,148 @@ visibility bookkeeping per task) and the agent's ORM flush.
 """
 
 
+def window_cycles(db_url: str, campaign_ids: list[str], start: dt.datetime,
+                  end: dt.datetime) -> tuple[list[float], int]:
+    """Milliseconds from one proposal to the campaign's next, for the proposals made within
+    [start, end) by each campaign; and the number of those proposals."""
+    from core.db import session_scope
+    from core.models import Candidate
+
+    cycles: list[float] = []
+    proposed = 0
+    with session_scope(db_url) as s:
+        for cid in campaign_ids:
+            created = [t for t in s.scalars(
+                select(Candidate.created_at).where(Candidate.campaign_id == cid)
+                .order_by(Candidate.iteration)) if start <= t < end]
+            proposed += len(created)
+            cycles += [(b - a).total_seconds() * 1000 for a, b in
+                       zip(created, created[1:], strict=False)]
+    return cycles, proposed
+
+
+def campaigns_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per number of concurrent campaigns: cycle time, throughput, CPU, API latency."""
+    counts = [int(n) for n in args.campaigns.split(",")]
+    rows: list[dict[str, Any]] = []
+    with BenchStack(args.agent_concurrency, args.api_workers) as stack:
+        key = stack.team_key()
+        with httpx.Client(base_url=f"{stack.api}/api/v1", headers={"X-API-Key": key},
+                          timeout=30) as client:
+            stack.run_campaign(client, 5, seed=100, policy="random")  # warm every process up
+            for n in counts:
+                load_before = os.getloadavg()
+                ids = [client.post("/campaigns", json={
+                    "shape": SHAPE, "budget": {"iterations": 100000}, "parallel": 1,
+                    "seed": 1000 * n + i, "policy": "random"}).json()["id"]
+                    for i in range(n)]
+                time.sleep(args.warmup)
+                start = dt.datetime.now(dt.UTC)
+                # the workers' CPU (the API's, which the clients' reads cost, left out) and
+                # Postgres's (its reads in)
+                with CpuMeter(stack, roots=[p.pid for p in stack.procs[1:]]) as cpu:
+                    paced, _rps, paced_failed = asyncio.run(api_latency(
+                        stack.api, key, ids[0], args.clients,
+                        args.clients * int(args.window / args.pace), args.pace))
+                end = dt.datetime.now(dt.UTC)
+                for cid in ids:
+                    client.post(f"/campaigns/{cid}/cancel")
+                cycles, proposed = window_cycles(stack.db_url, ids, start, end)
+                seconds = (end - start).total_seconds()
+                rows.append({
+                    "campaigns": n, "window_s": seconds, "proposed": proposed,
+                    "cycle_median_ms": statistics.median(cycles),
+                    "cycle_p90_ms": pct(cycles, 0.9),
+                    "per_s": proposed / seconds,
+                    "cpu_per_candidate_ms": 1000 * cpu.service / max(1, proposed),
+                    "pg_cpu_per_candidate_ms": 1000 * cpu.postgres / max(1, proposed),
+                    "api_p50_ms": pct(paced, 0.5), "api_p99_ms": pct(paced, 0.99),
+                    "api_failed": paced_failed,
+                    "load": "{} → {}".format(
+                        "/".join(f"{x:.1f}" for x in load_before),
+                        "/".join(f"{x:.1f}" for x in os.getloadavg())),
+                })
+                time.sleep(3.0)  # the cancelled campaigns' last candidates finish
+                print(f"{n} campaigns: {rows[-1]}", flush=True)
+    return rows
+
+
+def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Cycle time, throughput and API p99 against the number of campaigns (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = [r["campaigns"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    left.plot(n, [r["cycle_median_ms"] for r in rows], "o-", label="cycle, median")
+    left.plot(n, [r["cycle_p90_ms"] for r in rows], "o--", label="cycle, p90")
+    left.plot(n, [r["api_p99_ms"] for r in rows], "s:", label="API read p99")
+    left.set_xlabel("concurrent campaigns")
+    left.set_ylabel("ms")
+    left.set_xscale("log", base=2)
+    left.set_xticks(n, [str(x) for x in n])
+    left.legend(fontsize=8)
+    right.plot(n, [r["per_s"] for r in rows], "o-", color="tab:green")
+    right.set_xlabel("concurrent campaigns")
+    right.set_ylabel("candidates per second, all campaigns")
+    right.set_xscale("log", base=2)
+    right.set_xticks(n, [str(x) for x in n])
+    right.set_ylim(bottom=0)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+SWEEP_HEADER = (
+    "| campaigns | cycle per campaign, median / p90 (ms) | candidates / s, all "
+    "| wall per candidate (ms) | CPU per candidate (ms) | API read p50 / p99 (ms) | load |\n"
+    "|---|---|---|---|---|---|---|")
+
+
+def write_sweep_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], path: Path,
+                         plot: Path) -> None:
+    """Replace (or add) the "Service overhead against concurrent campaigns" section."""
+    table = "\n".join(
+        f"| {r['campaigns']} | {r['cycle_median_ms']:.1f} / {r['cycle_p90_ms']:.1f} "
+        f"| {r['per_s']:.1f} | {1000 / r['per_s']:.1f} "
+        f"| {r['cpu_per_candidate_ms']:.1f} + {r['pg_cpu_per_candidate_ms']:.1f} "
+        f"| {r['api_p50_ms']:.1f} / {r['api_p99_ms']:.1f} ({r['api_failed']} failed) "
+        f"| {r['load']} |" for r in rows)
+    image = plot.relative_to(path.parent).as_posix()
+    section = f"""## Service overhead against concurrent campaigns
+
+`{meta['command']}` · {meta['date']} · {meta['machine']} · commit {meta['commit']}.
+
+Issue #8, question 5. The stack of "Service overhead" (replay without sleep, one agent, one
+compile and one GPU worker process, `tuneforge serve --workers {meta['api_workers']}`, Postgres
+and Redis, all on these 2 cores); N campaigns with `parallel = 1` and the `random` policy run
+side by side; after {meta['warmup']:g} s of warm-up, for {meta['window']:g} s, 100 clients read
+the first campaign once a second. A campaign's cycle is the time from one of its proposals to
+its next; "per candidate" is the window divided by the candidates proposed in it by all
+campaigns. CPU per candidate: the worker processes (agent, compile, GPU; the API's left out) +
+Postgres (the API's reads included). Load average (1/5/15 min) before → after each row.
+
+{SWEEP_HEADER}
+{table}
+
+![cycle time, API p99 and throughput against concurrent campaigns]({image})
+"""
+    old_text = path.read_text()
+    pattern = re.compile(r"^## Service overhead against concurrent campaigns\n.*?(?=^## |\Z)",
+                         re.S | re.M)
+    if pattern.search(old_text):
+        new = pattern.sub(lambda _m: section + "\n", old_text)
+    else:
+        anchor = "## Service: event stream latency"
+        new = (old_text.replace(anchor, section + "\n" + anchor, 1) if anchor in old_text
+               else old_text.rstrip("\n") + "\n\n" + section)
+    path.write_text(new.rstrip("\n") + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=300)
@@ -519,7 +670,36 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="figures of an earlier run (--json), shown "
                         "beside these")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--campaigns", help="comma-separated numbers of concurrent campaigns: "
+                        "measure the sweep instead, e.g. 1,2,4,8")
+    parser.add_argument("--window", type=float, default=15.0,
+                        help="--campaigns: seconds measured per number of campaigns")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="--campaigns: seconds before the window opens")
     args = parser.parse_args()
+
+    if args.campaigns:
+        rows = campaigns_sweep(args)
+        meta = {"command": " ".join(["python -m bench.service_overhead", *sys.argv[1:]]),
+                "date": dt.date.today().isoformat(), "commit": commit(),
+                "machine": f"2-core dev box ({os.cpu_count()} CPUs, {platform.machine()}, "
+                           f"Python {platform.python_version()}), no GPU",
+                "api_workers": args.api_workers, "window": args.window,
+                "warmup": args.warmup}
+        if args.json:
+            args.json.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+        plot = ROOT / "docs" / "bench" / "service-overhead-campaigns.png"
+        if not args.no_write:
+            plot_sweep(rows, plot, f"replay, 2-core box, commit {meta['commit']}")
+            write_sweep_markdown(rows, meta, args.markdown, plot)
+        print("| campaigns | cycle median / p90 ms | candidates/s | CPU per candidate ms "
+              "| API p50 / p99 ms |")
+        for r in rows:
+            print(f"| {r['campaigns']} | {r['cycle_median_ms']:.1f} / {r['cycle_p90_ms']:.1f} "
+                  f"| {r['per_s']:.1f} | {r['cpu_per_candidate_ms']:.1f} "
+                  f"+ {r['pg_cpu_per_candidate_ms']:.1f} "
+                  f"| {r['api_p50_ms']:.1f} / {r['api_p99_ms']:.1f} |")
+        return
 
     load_before = os.getloadavg()
     with BenchStack(args.agent_concurrency, args.api_workers) as stack:
