@@ -172,6 +172,8 @@ def compile_cmd(
         result = compile_candidate(compiler, family, point)
     record = result.summary(limit)
     record.pop("rejection")
+    # the target nvcc built for: a point may need more than --arch (wgmma: sm_90 -> sm_90a)
+    record["arch"] = result.arch or arch
     record["rejection"] = result.rejection
     if as_json:
         sys.stdout.write(json.dumps(record) + "\n")

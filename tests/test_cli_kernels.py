@@ -113,6 +113,7 @@ def test_compile_json_ok_then_cached(cli_home: Path) -> None:
     assert record["smem_bytes"] == GemmParams(coalesced=True, smem=True, tile_k=32).smem_bytes
     assert record["spill_bytes"] == 0
     assert record["max_smem_limit"] == 232448
+    assert record["arch"] == "sm_90"
     assert record["cache_hit"] is False
     again = one_json_line(tuneforge(cli_home, "compile", "--actions", actions, "--json").stdout)
     assert again["cache_hit"] is True
@@ -196,3 +197,14 @@ def test_render_refuses_a_rejected_point(cli_home: Path) -> None:
     assert done.returncode == 1
     assert "threads_per_block" in done.stderr
     assert done.stdout == ""
+
+
+@needs_nvcc
+def test_compile_reports_the_arch_a_wgmma_point_is_built_for(cli_home: Path) -> None:
+    actions = "apply_tf32x3(true);change_block_config(64, 4);apply_wgmma(128)"
+    done = tuneforge(cli_home, "compile", "--actions", actions, "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    record = one_json_line(done.stdout)
+    assert record["status"] == "ok"
+    assert record["arch"] == "sm_90a"
+    assert record["spill_bytes"] == 0
