@@ -334,3 +334,15 @@ def test_llm_campaign_records_answers_failures_and_fallbacks(fake_llm: FakeLlm,
     prompt = json.loads(fake_llm.requests[1]["body"]["messages"][-1]["content"])
     assert prompt["incumbent"]["action"] == "apply_coalesce(true)"
     assert {h["iteration"] for h in prompt["recent_feedback"]} == {0, 1}
+
+
+def test_llm_policy_falls_back_on_the_process_expert_and_its_memory() -> None:
+    """The service builds a policy per decision: an LLM campaign's fallback must be the one
+    expert object whose memory of the campaign outlives each of them."""
+    from agent.policies import make_policy
+    from agent.policies.llm import LlmPolicy
+
+    first = LlmPolicy("http://127.0.0.1:9/v1", "m")
+    second = LlmPolicy("http://127.0.0.1:9/v1", "m")
+    assert first.fallback is second.fallback
+    assert first.fallback is make_policy("expert")

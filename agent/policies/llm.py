@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
+from agent.policies import shared_expert
 from agent.policies.base import PolicyContext, Proposal, take_unique
-from agent.policies.expert import ExpertPolicy
 from kernels.base import Action, Rejection
 
 ANSWER_SCHEMA: dict[str, Any] = {
@@ -67,7 +67,9 @@ class LlmPolicy:
         self.timeout_s = timeout_s
         self.history = history
         self.transport = transport
-        self.fallback = ExpertPolicy()
+        # the process's expert, whose memory of each campaign survives this object (the
+        # service builds a policy object per decision)
+        self.fallback = shared_expert()
 
     def messages(self, ctx: PolicyContext) -> list[dict[str, str]]:
         """The chat prompt: action space, incumbent, recent feedback."""
