@@ -13,6 +13,7 @@ from agent import engine
 from core.db import session_factory, session_scope
 from core.models import Campaign, Candidate, Event
 from kernels import get_family
+from kernels.base import Shape
 from worker.evaluate import ReplayEvaluator
 from worker.jobs import replay_dataset
 
@@ -63,9 +64,7 @@ def test_a_result_recorded_twice_at_once_is_recorded_once(service_db: str) -> No
     assert status == measurement.status
 
 
-def campaign_shape(db_url: str, campaign_id: str) -> object:
-    from kernels.base import Shape
-
+def campaign_shape(db_url: str, campaign_id: str) -> Shape:
     with session_scope(db_url) as s:
         c = s.get(Campaign, campaign_id)
         assert c is not None
