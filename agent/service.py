@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, exists, func, select, update
+from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from agent import engine
@@ -256,6 +256,21 @@ def abandoned(session: Session, settings: Settings | None = None) -> list[Claim]
     forget_nodes(session)
     return [Claim(cid, status, node or "", arch)
             for cid, status, node, arch in session.execute(_ABANDONED, {"since": since})]
+
+
+def silent_nodes(session: Session, role: str, settings: Settings | None = None
+                 ) -> list[tuple[str, dt.datetime]]:
+    """Celery workers of ``role`` whose main process stopped heartbeating: (node, last beat)."""
+    settings = settings or get_settings()
+    since = utcnow() - dt.timedelta(seconds=silent_after_s(settings))
+    return [(node, last_seen) for node, last_seen in session.execute(
+        select(WorkerNode.node, WorkerNode.last_seen).where(
+            WorkerNode.role == role, WorkerNode.last_seen < since))]
+
+
+def forget_node(session: Session, node: str) -> None:
+    """Drop a node's row (what it held was given back)."""
+    session.execute(delete(WorkerNode).where(WorkerNode.node == node))
 
 
 def release(session: Session, claim: Claim) -> bool:

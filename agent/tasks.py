@@ -26,6 +26,7 @@ from core.queues import (
     INFRA_ERRORS,
     MAX_EVALUATION_ATTEMPTS,
     ONCE_TTL_S,
+    CeleryQueue,
     TaskName,
     app,
     enqueue,
@@ -35,6 +36,7 @@ from core.queues import (
     mentioned_in_messages,
     publish_events,
     redis_client,
+    restore_unacked,
 )
 from core.settings import get_settings
 from worker import tasks as worker_tasks
@@ -208,6 +210,9 @@ def release_abandoned() -> list[str]:
         return []
     with session_scope(_url()) as s:
         claims = service.abandoned(s, settings)
+        dead_agents = service.silent_nodes(s, "agent", settings)
+    for node, last_seen in dead_agents:
+        restore_held_by(node, last_seen.timestamp() + 2 * settings.heartbeat_s)
     sent: list[str] = []
     for claim in claims:
         with session_scope(_url()) as s:
@@ -231,6 +236,22 @@ def release_abandoned() -> list[str]:
                      queue=_queue(claim.status, claim.arch))
         sent.append(claim.candidate_id)
     return sent
+
+
+def restore_held_by(node: str, died_before: float) -> list[str]:
+    """Hand out again what an agent process killed outright held (it claims no candidate: its
+    messages, an ``agent.measured`` carrying a measurement, are its state). Which of the
+    ``unacked`` messages of the agent queue were its is not recorded, so every one taken
+    before it can have died is handed out again; a live agent process's is then run twice,
+    which the agent's steps allow (each reads and locks what it records, and records a
+    finished candidate no second time). Then the node is forgotten: once per dead node."""
+    names = restore_unacked(CeleryQueue.AGENT, died_before)
+    if names:
+        log.warning("agent %s stopped heartbeating: %d of its messages handed out again (%s)",
+                    node, len(names), ", ".join(sorted(set(names))))
+    with session_scope(_url()) as s:
+        service.forget_node(s, node)
+    return names
 
 
 def _report_abandoned(step: TaskName, candidate_id: str, releases: int) -> None:

@@ -231,6 +231,28 @@ def mentioned_in_messages(ids: set[str]) -> set[str]:
     return found
 
 
+def restore_unacked(queue: str, delivered_before: float) -> list[str]:
+    """Hand out again the messages of ``queue`` that a consumer took before
+    ``delivered_before`` (a Unix time) and never acknowledged: what Redis does by itself once
+    the visibility timeout (an hour) has passed, for a queue whose consumer is known to be gone.
+    kombu's own restore (atomic per message); the task names of the messages restored."""
+    names: list[str] = []
+    with app.connection_for_write() as conn:
+        channel: Any = conn.default_channel
+        client = channel.client
+        for tag, _at in client.zrange(channel.unacked_index_key, 0, delivered_before,
+                                      byscore=True, withscores=True):
+            raw = client.hget(channel.unacked_key, tag)
+            if raw is None:
+                continue  # acknowledged meanwhile
+            message, _exchange, routing_key = json.loads(raw)
+            if routing_key != queue:
+                continue
+            channel.qos.restore_by_tag(tag, client)
+            names.append(str((message.get("headers") or {}).get("task")))
+    return names
+
+
 def publish_events(campaign_id: str, events: list[dict[str, Any]],
                    redis_url: str | None = None) -> None:
     """Publish a committed transaction's events of one campaign (``core.feed``'s publisher in

@@ -10,6 +10,7 @@ tests/test_gpu_eval.py.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -27,7 +28,7 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
-from core.db import get_engine, session_scope, upgrade_database
+from core.db import get_engine, session_factory, session_scope, upgrade_database
 from core.integrity import check
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, WorkerNode
 from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
@@ -422,6 +423,46 @@ def test_gpu_workers_killed_outright_give_their_candidates_back_at_once(
             assert cand is not None
             assert cand.attempts == cands[cid].attempts  # not taken again
     assert_every_result_once(faults, campaign_id, budget)
+
+
+@pytest.mark.slow
+def test_an_agent_killed_outright_holding_a_result_gives_it_back(
+        faults: FaultStack, team: TeamKey) -> None:
+    """The agent's whole tree SIGKILLed while it holds an ``agent.measured`` (this test holds
+    the campaign's row lock, so the agent's step waits on it with the message taken): the
+    measurement lives only in that message, which Redis would hand out again after an hour. A
+    fresh agent sees the dead one's heartbeats stop, hands its messages out again, and the
+    campaign completes with every result once."""
+    budget = 6
+    campaign_id = submit(faults, team, budget)
+    wait_until(lambda: campaign_row(faults, campaign_id)[2] >= 2, 60, "2 evaluations", faults)
+    client = redis.Redis.from_url(faults.redis_url)
+
+    def agent_holds_a_result() -> bool:
+        return any(json.loads(raw)[2] == "agent" and b"agent.measured" in raw
+                   for raw in client.hvals("unacked"))
+
+    blocker = session_factory(faults.db_url)()
+    try:
+        blocker.execute(select(Campaign.id).where(Campaign.id == campaign_id)
+                        .with_for_update())  # the agent's next step waits for this lock
+        wait_until(agent_holds_a_result, 60, "the agent to hold a measurement", faults,
+                   interval=0.05)
+        faults.kill_outright("agent")
+        INJECTED["agent killed outright (main and pool) holding a result"] += 1
+    finally:
+        blocker.rollback()
+        blocker.close()
+    killed_at = time.monotonic()
+    assert agent_holds_a_result()  # held by the dead agent: Redis would wait an hour
+    faults.start_again("agent")
+    status, reason = wait_done(faults, campaign_id, timeout=90)
+    took = time.monotonic() - killed_at
+    assert status == "done", reason
+    assert_every_result_once(faults, campaign_id, budget)
+    assert took < 60, took  # not the visibility timeout's hour
+    assert not agent_holds_a_result()
+    sys.stderr.write(f"\nagent killed outright: its campaign done {took:.1f} s later\n")
 
 
 def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(
