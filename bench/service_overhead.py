@@ -463,53 +463,19 @@ earlier saturation figures).
     path.write_text(new.rstrip("\n") + "\n")
 
 
-#: What changed between the two runs of the table, and where the time goes now (profiled with
-#: py-spy and cProfile on the same box, 2026-11-29; kept with the section when it is rewritten).
+#: Where the time goes (py-spy on the running service, 2026-11-30; kept with the section when
+#: it is rewritten with --before; the history of the figures is in git and in the section).
 WHERE_THE_TIME_GOES = """
-This section first reported (commit d817bd7, load average 2.0-3.5, the httpx client) 93 ms per
-candidate and an API p99 of 6.6 s with 100 clients each reading once a second; the "before"
-column is the code of commit 7ded1a6 (which already had the API's session opened without a
-thread hop) measured again with this command, at the load shown.
-
-What made the difference (issue #5):
-
-- The agent decoded the campaign's whole history at every decision (10 ms at 100 candidates,
-  33 ms at 300, growing without bound). The agent process now keeps each campaign's decoded
-  history (`engine.HistoryCache`) and reads only the candidates proposed since its last read
-  and those in flight then; a finished candidate's policy inputs never change. What a read
-  learned is kept only when its transaction commits. `tests/service/test_history_cache.py`
-  holds the cache equal to a full read while a second agent and the workers write and after a
-  rolled-back decision, and a campaign decided from the cache picks the same points as one
-  decided from full reads. Cost per candidate is now flat in the campaign's length (first 50
-  vs last 50 candidates above).
-- One hop fewer: a successful compile decides nothing, so the compile worker records it and
-  sends the evaluation itself; only a failed compile goes to the agent.
-- Fewer round trips: the campaign's row lock taken once per transaction; the incumbent's time
-  and the plan from the decision's own read; no flush per proposal; workers take a candidate
-  with one `UPDATE … RETURNING` on an autocommit session (no `BEGIN`/`COMMIT`). SQL statements
-  per candidate: 27 → 11, transactions 4 → 1.
-- Cheaper statements: hot statements built once with bound parameters (building an ORM select
-  with an alias cost 0.8 ms of CPU, more than running it), workers write through Core, Celery's
-  argsrepr names the ids only (its repr of a measurement cost 0.2 ms per send).
-- API: `GET /campaigns/{id}` answers the JSON built for the campaign row's current version
-  (PostgreSQL `xmin`, one small query with the team check; the best and baseline it shows are
-  finished candidates); 16 requests at most hold a database session at once. With 100 clients
-  truly in flight (the raw client), requests holding connections waited for threads while the
-  threads waited for connections: the API stood still until the pool's 30 s timeout, then
-  answered 500 and dropped the connection (in the "before" column the failed requests are such
-  clients, which gave up; its latencies are those of the reads that were answered).
-
-Repeated runs of this command on the same day gave medians of 22–25 ms (the box is shared).
-Where that time goes (traced per task with Celery's signals, 2-core box, load ~2): of about
-23 ms per candidate, Celery and Redis take about 2.2 ms per hop from send to the task's
-start (BRPOP wake-up, the visibility bookkeeping, the prefork pipe; a no-op chain of tasks
-measures 2.1–2.7 ms per hop here), three hops ≈ 7 ms; the agent's record-and-decide
-transaction about 5 ms of CPU in process (ORM flush of the result, the event and the next
-candidate ≈ 1.4 ms, the rest a dozen round trips and the feedback record's validation); the
-workers' steps 1–1.5 ms each; and two cores shared by six busy processes and Postgres stretch
-each task to about twice its in-process time. Reaching 20 ms here needs about a fifth less CPU
-per candidate: the candidates left are the Celery hops themselves (a prefork pool and Redis'
-visibility bookkeeping per task) and the agent's ORM flush.
+Where the time goes (py-spy, 100 Hz, 20 s of a 3000-candidate campaign, every Celery main and
+pool process, 2026-11-30): the three Celery main processes take about a third of the samples
+(Redis's visibility bookkeeping per message: `BRPOP`, a `MULTI` of `ZADD`+`HSET` when it is
+delivered, another of `ZREM`+`HDEL` when it is acknowledged, and the pipes to the pool: the
+cost of `acks_late` on Redis with prefork pools), the agent's pool process a third (its ORM
+flush about 30 % of that: the finished candidate, the campaign, the next candidate and two
+events), the compile and GPU pool processes a sixth each. Removed then: a `SELECT 1` at every
+pool checkout (4-5 per candidate; a connection is now pinged only after a second idle), one
+statement in the agent's step and one in the GPU worker's. Left: the agent's flush as Core
+statements (about 1.5 ms of its step).
 """
 
 
