@@ -34,7 +34,13 @@ from core.models import (
 from core.settings import Settings
 from kernels import get_family
 from kernels.base import Shape, params_key
-from worker.compile import Compiler, CompileResult, compile_candidate, compiler_from_settings
+from worker.compile import (
+    Compiler,
+    CompileResult,
+    compile_candidate,
+    compiler_from_settings,
+    target_arch,
+)
 from worker.evaluate import EvalOptions, Evaluator, Measurement, ReplayDataset, ReplayEvaluator
 
 
@@ -431,8 +437,9 @@ def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
                             f"{job.backend} campaign's kernel")
     family = get_family(job.kernel)
     params = family.params_from_dict(job.params)
-    compiled = runtime.compiler.compile(job.source, entry=family.name,
-                                        dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)))
+    compiled = runtime.compiler.compile(
+        job.source, entry=family.name, dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+        arch=target_arch(family, params, runtime.compiler.arch))
     if compiled.status != "ok":
         return error_record(f"the source did not compile again: {compiled.status}: "
                             f"{compiled.error}")
