@@ -101,3 +101,22 @@ def get_campaign(campaign_id: Annotated[str, Path(max_length=64)], session: Sess
 
 
 CampaignDep = Annotated[Campaign, Depends(get_campaign)]
+CampaignIdPath = Annotated[str, Path(max_length=64)]
+ApiKeyDep = Annotated[str | None, Security(API_KEY)]
+
+
+async def owned_campaign_id(campaign_id: str, key: str | None) -> str:
+    """:func:`get_team` and :func:`get_campaign` for a response that outlives its handler (the
+    event stream): the session and its turn are given back before the response starts. As
+    dependencies they would be held until the response ends, so that 16 open streams would
+    hold every turn and stop the whole API."""
+    async with _turn():
+        session = session_factory(get_settings().effective_database_url)()
+        try:
+            return await run_in_threadpool(_owned_campaign_id, session, campaign_id, key)
+        finally:
+            await run_in_threadpool(session.close)
+
+
+def _owned_campaign_id(session: Session, campaign_id: str, key: str | None) -> str:
+    return get_campaign(campaign_id, session, get_team(session, key)).id

@@ -1,7 +1,9 @@
 """Server-sent events of a campaign: caught up from the database, then pushed through Redis.
 
-A stream subscribes to the campaign's Redis channel (``core.feed``) first and waits until
-Redis confirms, then reads the database for every event after its start point, then sends what
+Each API process holds one Redis connection for all its streams: a pattern subscription to
+every campaign's channel (``core.feed``), whose messages it hands to the streams of that
+campaign (:class:`_Hub`). A stream registers with it first — once Redis has confirmed the
+subscription — then reads the database for every event after its start point, then sends what
 the processes that write events publish once their transactions commit. Every event carries
 its number within the campaign (``seq``: 1, 2, 3, … in commit order, under the campaign's row
 lock), which settles the switch-over and the faults of a push channel:
@@ -14,7 +16,8 @@ lock), which settles the switch-over and the faults of a push channel:
   order, or a publish was lost) makes the stream read the database from its last event: a
   missed event is sent late, in order, never lost;
 - a campaign whose last publish was lost is read again every ``CHECK_S`` of silence; without
-  Redis the stream reads the database every ``POLL_S``.
+  Redis (none at the stream's start, or the process's subscription broke) the stream reads the
+  database every ``POLL_S``.
 """
 
 from __future__ import annotations
@@ -131,8 +134,14 @@ def _decode(data: Any) -> list[StreamEvent]:
                         str(e["created_at"])) for e in message.get("events", [])]
 
 
-# ---- Redis subscriptions ----------------------------------------------------------------------
+# ---- Redis: one subscription per process ------------------------------------------------------
 _client: Any = None
+#: what a stream's queue receives when the process's subscription broke
+LOST = object()
+_PATTERN = channel("*")
+#: the name the process's Redis connection of the event streams shows in ``CLIENT LIST``
+CLIENT_NAME = "tuneforge-events"
+_PREFIX = channel("")
 
 
 def _redis() -> Any:
@@ -140,37 +149,110 @@ def _redis() -> Any:
     if _client is None:
         import redis.asyncio
 
-        _client = redis.asyncio.Redis.from_url(get_settings().redis_url)
+        _client = redis.asyncio.Redis.from_url(get_settings().redis_url,
+                                               client_name=CLIENT_NAME)
     return _client
 
 
+class _Hub:
+    """This process's one pattern subscription to every campaign's channel, fanned out to the
+    queues of the streams that watch each campaign. Started by the first stream that needs it
+    (again after it broke); a stream registered once Redis confirmed the subscription receives
+    every message published from then on. When the connection breaks every registered stream
+    gets :data:`LOST` and reads the database from then on."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, set[asyncio.Queue[Any]]] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[bool] | None = None
+
+    async def attach(self, campaign_id: str) -> asyncio.Queue[Any] | None:
+        """A queue of the campaign's pushed messages, or None when Redis cannot be reached."""
+        if self.task is None or self.task.done():
+            self.ready = asyncio.get_running_loop().create_future()
+            self.task = asyncio.create_task(self._run(self.ready))
+        assert self.ready is not None
+        try:
+            ok = await asyncio.wait_for(asyncio.shield(self.ready), SUBSCRIBE_TIMEOUT_S)
+        except TimeoutError:
+            ok = False
+        if not ok:
+            log.warning("event stream of %s: no Redis subscription, reading the database every "
+                        "%g s", campaign_id, POLL_S)
+            return None
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.queues.setdefault(campaign_id, set()).add(queue)
+        return queue
+
+    def detach(self, campaign_id: str, queue: asyncio.Queue[Any]) -> None:
+        """The stream is gone (no-op when the hub dropped it already)."""
+        watchers = self.queues.get(campaign_id)
+        if watchers is not None:
+            watchers.discard(queue)
+            if not watchers:
+                del self.queues[campaign_id]
+
+    def watchers(self) -> int:
+        """Streams registered now."""
+        return sum(len(q) for q in self.queues.values())
+
+    async def _run(self, ready: asyncio.Future[bool]) -> None:
+        pubsub = None
+        try:
+            pubsub = _redis().pubsub()
+            await pubsub.psubscribe(_PATTERN)
+            deadline = time.monotonic() + SUBSCRIBE_TIMEOUT_S
+            while not ready.done():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("Redis did not confirm the subscription")
+                message = await pubsub.get_message(timeout=0.5)
+                if message is not None and message["type"] == "psubscribe":
+                    ready.set_result(True)
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None or message.get("type") != "pmessage":
+                    continue
+                name = message["channel"]
+                name = name.decode() if isinstance(name, bytes) else str(name)
+                for queue in list(self.queues.get(name.removeprefix(_PREFIX), ())):
+                    queue.put_nowait(message["data"])
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("the event streams' Redis subscription broke: they read the database "
+                        "every %g s", POLL_S, exc_info=True)
+        finally:
+            if not ready.done():
+                ready.set_result(False)
+            dropped, self.queues = self.queues, {}
+            for watchers in dropped.values():
+                for queue in watchers:
+                    queue.put_nowait(LOST)
+            if pubsub is not None:
+                await _close(pubsub)
+
+    async def stop(self) -> None:
+        """Cancel the subscription (at the API's shutdown)."""
+        task, self.task = self.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+
+_HUB = _Hub()
+
+
 async def close_subscriptions() -> None:
-    """Close this process's Redis client of the event streams (at the API's shutdown)."""
+    """Close this process's Redis subscription and client of the event streams (at the API's
+    shutdown)."""
     global _client
+    await _HUB.stop()
     if _client is not None:
         client, _client = _client, None
         await client.aclose()
-
-
-async def _subscribe(campaign_id: str) -> Any:
-    """A pub/sub subscription to the campaign's channel that Redis has confirmed (messages
-    published from then on reach it), or None when Redis cannot be reached."""
-    pubsub = None
-    try:
-        pubsub = _redis().pubsub()
-        await pubsub.subscribe(channel(campaign_id))
-        deadline = time.monotonic() + SUBSCRIBE_TIMEOUT_S
-        while time.monotonic() < deadline:
-            message = await pubsub.get_message(timeout=0.5)
-            if message is not None and message["type"] == "subscribe":
-                return pubsub
-        raise TimeoutError("Redis did not confirm the subscription")
-    except Exception:
-        log.warning("event stream of %s: no Redis subscription, reading the database every "
-                    "%g s", campaign_id, POLL_S, exc_info=True)
-        if pubsub is not None:
-            await _close(pubsub)
-        return None
 
 
 async def _close(pubsub: Any) -> None:
@@ -185,18 +267,18 @@ async def event_stream(campaign_id: str, after: int, request: Request) -> AsyncI
     """Every event after ``after``, as it is committed, until the ``finished`` event."""
     yield "retry: 2000\n\n"
     cursor = Cursor(after)
-    pubsub = await _subscribe(campaign_id)  # before the first read: see the module's text
+    queue = await _HUB.attach(campaign_id)  # before the first read: see the module's text
     SENT["streams"] += 1
     try:
-        async for frame in _stream(campaign_id, cursor, pubsub, request):
+        async for frame in _stream(campaign_id, cursor, queue, request):
             yield frame
     finally:
         SENT["streams_closed"] += 1
-        if pubsub is not None:
-            await _close(pubsub)
+        if queue is not None:
+            _HUB.detach(campaign_id, queue)
 
 
-async def _stream(campaign_id: str, cursor: Cursor, pubsub: Any,
+async def _stream(campaign_id: str, cursor: Cursor, queue: asyncio.Queue[Any] | None,
                   request: Request) -> AsyncIterator[str]:
     async def read() -> tuple[list[StreamEvent], str | None]:
         """Everything after the cursor from the database (in batches)."""
@@ -220,24 +302,24 @@ async def _stream(campaign_id: str, cursor: Cursor, pubsub: Any,
     while True:
         events = []
         gap = False
-        if pubsub is not None:
+        if queue is not None:
             try:
-                message = await pubsub.get_message(ignore_subscribe_messages=True,
-                                                   timeout=1.0)
-            except Exception:
+                data = await asyncio.wait_for(queue.get(), 1.0)
+            except TimeoutError:
+                data = None
+            if data is LOST:
                 log.warning("event stream of %s lost Redis: reading the database every %g s",
-                            campaign_id, POLL_S, exc_info=True)
-                await _close(pubsub)
-                pubsub, message, gap = None, None, True
-            if message is not None and message.get("type") == "message":
-                pushed = cursor.from_push(_decode(message["data"]))
+                            campaign_id, POLL_S)
+                queue, data, gap = None, None, True
+            if data is not None:
+                pushed = cursor.from_push(_decode(data))
                 if pushed is None:
                     gap = True  # an event before these is missing: the database has it
                 else:
                     events = pushed
                     SENT["push"] += len(pushed)
         now = time.monotonic()
-        if gap or now - last_read >= (POLL_S if pubsub is None else CHECK_S):
+        if gap or now - last_read >= (POLL_S if queue is None else CHECK_S):
             events, status = await read()
             last_read = time.monotonic()
         for ev in events:
@@ -253,5 +335,5 @@ async def _stream(campaign_id: str, cursor: Cursor, pubsub: Any,
             if time.monotonic() - last_sent > KEEPALIVE_S:
                 yield ": keep-alive\n\n"
                 last_sent = time.monotonic()
-            if pubsub is None:
+            if queue is None:
                 await asyncio.sleep(POLL_S)

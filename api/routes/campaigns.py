@@ -15,13 +15,16 @@ from sqlalchemy.orm import defer
 from agent import engine
 from agent.report import best_kernel, summary
 from api.deps import (
+    ApiKeyDep,
     CampaignDep,
+    CampaignIdPath,
     OffsetQuery,
     SessionDep,
     SettingsDep,
     TeamDep,
     get_campaign,
     is_id,
+    owned_campaign_id,
 )
 from api.events import event_stream
 from api.schemas import (
@@ -270,7 +273,7 @@ EventId = Annotated[int, Field(ge=0, le=MAX_EVENT_ID)]
     200: {"description": "The event stream: `id`, `event` and a JSON `data` line per event",
           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     **error_responses(401, 404)})
-async def events(campaign: CampaignDep, session: SessionDep, request: Request,
+async def events(campaign_id: CampaignIdPath, request: Request, x_api_key: ApiKeyDep = None,
                  after: Annotated[EventId | None, Query(
                      description="resume after this event id")] = None,
                  last_event_id: Annotated[EventId | None, Header(
@@ -280,7 +283,9 @@ async def events(campaign: CampaignDep, session: SessionDep, request: Request,
 
     Resumes after ``?after=`` or else the ``Last-Event-ID`` header, when given."""
     start = after if after is not None else last_event_id or 0
-    session.rollback()  # no transaction stays open while the stream lasts
-    return StreamingResponse(event_stream(campaign.id, start, request),
+    # checked without the request's session: a dependency's session would stay with the
+    # stream until it ends (api.deps.owned_campaign_id)
+    owned = await owned_campaign_id(campaign_id, x_api_key)
+    return StreamingResponse(event_stream(owned, start, request),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

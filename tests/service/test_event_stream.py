@@ -301,3 +301,124 @@ def _campaign_of(st: Stack, team: TeamKey) -> str:
             s, engine.CampaignSpec(budget_iterations=1, team_id=who.team_id), backend="replay")
         campaign.status = "running"
         return campaign.id
+
+
+def _event_ids(st: Stack, campaign_id: str) -> list[int]:
+    with session_scope(st.db_url) as s:
+        return list(s.scalars(select(Event.id).where(Event.campaign_id == campaign_id)
+                              .order_by(Event.id)))
+
+
+def _stream_connections(redis_url: str) -> list[dict[str, Any]]:
+    """The API processes' Redis connections of the event streams that hold a subscription."""
+    from api.events import CLIENT_NAME
+
+    return [c for c in redis.Redis.from_url(redis_url).client_list()
+            if c.get("name") == CLIENT_NAME and (int(c.get("psub", 0)) or int(c.get("sub", 0)))]
+
+
+def _finish(st: Stack, campaign_id: str) -> None:
+    with session_scope(st.db_url) as s:
+        engine.finish_campaign(s, engine.lock_campaign(s, campaign_id), "done", "written")
+
+
+def test_streams_of_one_api_process_share_one_redis_subscription(
+        apis: tuple[Stack, Stack], redis_url: str, publishing: None) -> None:
+    """Nine streams on three campaigns: one Redis connection (one pattern subscription) in the
+    one API process, and each stream still gets its own campaign's events, by push."""
+    st, _ = apis
+    team = create_team_in_db(st, f"sse-{secrets.token_hex(3)}")
+    campaigns = [_campaign_of(st, team) for _ in range(3)]
+    before = sse_counts(st)
+    got: list[list[int]] = [[] for _ in range(9)]
+    readers = [threading.Thread(target=read_stream,
+                                args=(st, team.key, campaigns[i % 3], 0, got[i]))
+               for i in range(9)]
+    for r in readers:
+        r.start()
+    wait_until(lambda: all(g for g in got), 30, "every stream's first event", st)
+    for n in range(5):
+        for cid in campaigns:
+            note(st.db_url, cid, n=n)
+    wait_until(lambda: all(len(g) >= 6 for g in got), 30, "the notes, live", st)
+    connections = _stream_connections(redis_url)
+    assert len(connections) == 1, connections
+    assert (int(connections[0]["psub"]), int(connections[0]["sub"])) == (1, 0)
+    for cid in campaigns:
+        _finish(st, cid)
+    for r in readers:
+        r.join(30)
+        assert not r.is_alive()
+    for i, ids in enumerate(got):
+        assert ids == _event_ids(st, campaigns[i % 3])
+    assert sse_counts(st)["push"] - before.get("push", 0) >= 9 * 5
+
+
+def test_a_broken_subscription_loses_no_event_and_the_next_stream_subscribes_again(
+        apis: tuple[Stack, Stack], redis_url: str, publishing: None) -> None:
+    """Redis drops the process's subscription mid-stream: the stream still sends every event,
+    in order (from the database where the push missed them), and a stream started afterwards
+    is fed by push again."""
+    st, _ = apis
+    team = create_team_in_db(st, f"sse-{secrets.token_hex(3)}")
+    campaign_id = _campaign_of(st, team)
+    got: list[int] = []
+    reader = threading.Thread(target=read_stream, args=(st, team.key, campaign_id, 0, got))
+    reader.start()
+    wait_until(lambda: bool(got), 30, "the stream's first event", st)
+    for i in range(5):
+        note(st.db_url, campaign_id, i=i)
+    wait_until(lambda: len(got) >= 6, 30, "the first notes", st)
+    killed = redis.Redis.from_url(redis_url).client_kill_filter(_type="pubsub")
+    assert killed >= 1
+    for i in range(5, 10):
+        note(st.db_url, campaign_id, i=i)
+    _finish(st, campaign_id)
+    reader.join(30)
+    assert not reader.is_alive()
+    assert got == _event_ids(st, campaign_id)
+
+    second = _campaign_of(st, team)
+    later: list[int] = []
+    pushed_before = sse_counts(st).get("push", 0)
+    reader = threading.Thread(target=read_stream, args=(st, team.key, second, 0, later))
+    reader.start()
+    wait_until(lambda: bool(later), 30, "the new stream's first event", st)
+    for i in range(5):
+        note(st.db_url, second, i=i)
+    _finish(st, second)
+    reader.join(30)
+    assert not reader.is_alive()
+    assert later == _event_ids(st, second)
+    assert sse_counts(st)["push"] - pushed_before >= 5
+    assert len(_stream_connections(redis_url)) == 1
+
+
+def test_open_streams_hold_no_database_session_turn(apis: tuple[Stack, Stack],
+                                                    publishing: None) -> None:
+    """More open streams than the API's database-session turns (``MAX_SESSIONS``): every one
+    opens and gets its events, and other requests are answered at once meanwhile. (When the
+    stream's session was a dependency, the 17th stream and every request after it waited.)"""
+    from api.deps import MAX_SESSIONS
+
+    st, _ = apis
+    team = create_team_in_db(st, f"sse-{secrets.token_hex(3)}")
+    campaign_id = _campaign_of(st, team)
+    n = MAX_SESSIONS + 8
+    got: list[list[int]] = [[] for _ in range(n)]
+    readers = [threading.Thread(target=read_stream, args=(st, team.key, campaign_id, 0, g))
+               for g in got]
+    for r in readers:
+        r.start()
+    wait_until(lambda: all(g for g in got), 30, f"{n} open streams' first event", st)
+    with st.client(team.key) as client:
+        started = time.monotonic()
+        assert client.get(f"/campaigns/{campaign_id}").status_code == 200
+        assert time.monotonic() - started < 5.0
+    note(st.db_url, campaign_id, n=1)
+    _finish(st, campaign_id)
+    for r in readers:
+        r.join(30)
+        assert not r.is_alive()
+    expected = _event_ids(st, campaign_id)
+    assert all(g == expected for g in got)
