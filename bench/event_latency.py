@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,9 +38,7 @@ import httpx
 import redis
 from sqlalchemy import create_engine, text
 
-ROOT = Path(__file__).resolve().parent.parent
-PG = os.environ.get("TUNEFORGE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
-REDIS = os.environ.get("TUNEFORGE_BENCH_REDIS", "redis://127.0.0.1:6379")
+from bench.service_overhead import PG, ROOT, claim_redis, free_port, pct
 
 #: The writer (runs with the tree under test first on sys.path).
 WRITER = r'''
@@ -80,12 +77,6 @@ print(json.dumps(committed), flush=True)
 '''
 
 
-def pct(values: list[float], q: float) -> float:
-    """The ``q`` quantile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process and its children that were waited for."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -94,20 +85,6 @@ def cpu_s(pid: int) -> float:
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def claim_redis() -> str:
-    for number in range(15, 0, -1):
-        client = redis.Redis.from_url(f"{REDIS}/{number}")
-        if client.dbsize() == 0 and client.set("tuneforge:bench-claim", os.getpid(), nx=True):
-            return f"{REDIS}/{number}"
-    raise SystemExit("no empty Redis database number (1-15) for the benchmark")
 
 
 def read_stream(api: str, key: str, campaign_id: str, arrivals: dict[int, float],

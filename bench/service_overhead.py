@@ -65,6 +65,22 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on now (127.0.0.1)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def claim_redis() -> str:
+    """The URL of an empty Redis database number, marked as this process's."""
+    for number in range(15, 0, -1):
+        client = redis.Redis.from_url(f"{REDIS}/{number}")
+        if client.dbsize() == 0 and client.set("tuneforge:bench-claim", os.getpid(), nx=True):
+            return f"{REDIS}/{number}"
+    raise SystemExit("no empty Redis database number (1-15) for the benchmark")
+
+
 class BenchStack:
     """A private service stack (database, Redis db, API, workers) torn down on exit."""
 
@@ -73,10 +89,8 @@ class BenchStack:
                  heartbeat_s: float = 5.0) -> None:
         self.db_name = f"tuneforge_bench_{secrets.token_hex(4)}"
         self.db_url = f"{PG}/{self.db_name}"
-        self.redis_url = self._claim_redis()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.redis_url = claim_redis()
+        self.port = free_port()
         self.api = f"http://127.0.0.1:{self.port}"
         self.home = Path(tempfile.mkdtemp(prefix="tf-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
@@ -92,14 +106,6 @@ class BenchStack:
         self.replay_speed = replay_speed
         self.compile_concurrency = compile_concurrency
         self.procs: list[subprocess.Popen[bytes]] = []
-
-    @staticmethod
-    def _claim_redis() -> str:
-        for number in range(15, 0, -1):
-            client = redis.Redis.from_url(f"{REDIS}/{number}")
-            if client.dbsize() == 0 and client.set("tuneforge:bench-claim", os.getpid(), nx=True):
-                return f"{REDIS}/{number}"
-        raise SystemExit("no empty Redis database number (1-15) for the benchmark")
 
     def __enter__(self) -> BenchStack:
         admin = create_engine(f"{PG}/postgres", isolation_level="AUTOCOMMIT")
