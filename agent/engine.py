@@ -180,6 +180,8 @@ def candidate_for_record(session: Session, candidate_id: str) -> Candidate | Non
     # held for the transaction: the session's identity map keeps only weak references
     _scratch(session).setdefault("held", []).append(campaign)
     return cand
+
+
 _IN_FLIGHT = select(func.count()).select_from(Candidate).where(
     Candidate.campaign_id == bindparam("campaign_id"),
     Candidate.status.in_(CANDIDATE_IN_FLIGHT))

@@ -251,23 +251,24 @@ def start_compile(session: Session, candidate_id: str, node: str | None = None
                            {"candidate_id": candidate_id, "node": node}).first()
     if cand is None:
         return None
-    kernel, backend, arch = _compile_context(session, cand.campaign_id)
+    kernel, backend, arch = _campaign_constants(session, _COMPILE_CONTEXT, cand.campaign_id)
     return CompileJob(cand.id, kernel, dict(cand.params), backend, arch)
 
 
-#: campaign id -> (kernel, backend, arch): set when the campaign is created and never changed,
-#: so a compile worker reads them once per campaign.
-_COMPILE_CONTEXTS: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+#: (statement, campaign id) -> the row it read: columns set when the campaign is created and
+#: never changed (kernel, backend, arch, shape, seed, tolerance, profile), so a worker reads
+#: them once per campaign; the oldest entries go beyond 2048.
+_CAMPAIGN_CONSTANTS: OrderedDict[tuple[int, str], Any] = OrderedDict()
 
 
-def _compile_context(session: Session, campaign_id: str) -> tuple[str, str, str]:
-    found = _COMPILE_CONTEXTS.get(campaign_id)
+def _campaign_constants(session: Session, statement: Any, campaign_id: str) -> Any:
+    key = (id(statement), campaign_id)
+    found = _CAMPAIGN_CONSTANTS.get(key)
     if found is None:
-        kernel, backend, arch = session.execute(
-            _COMPILE_CONTEXT, {"campaign_id": campaign_id}).one()
-        found = _COMPILE_CONTEXTS[campaign_id] = (kernel, backend, arch)
-        while len(_COMPILE_CONTEXTS) > 1024:
-            _COMPILE_CONTEXTS.popitem(last=False)
+        found = _CAMPAIGN_CONSTANTS[key] = session.execute(
+            statement, {"campaign_id": campaign_id}).one()
+        while len(_CAMPAIGN_CONSTANTS) > 2048:
+            _CAMPAIGN_CONSTANTS.popitem(last=False)
     return found
 
 
@@ -335,7 +336,7 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
                            {"candidate_id": candidate_id, "node": node}).first()
     if cand is None:
         return None
-    campaign = _evaluation_context(session, cand.campaign_id)
+    campaign = _campaign_constants(session, _EVALUATION_CONTEXT, cand.campaign_id)
     incumbent = cand.incumbent_params
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
@@ -345,21 +346,6 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
     )
-
-
-#: campaign id -> what a GPU worker reads of it (kernel, backend, shape, seed, tolerance,
-#: profile): set when the campaign is created and never changed, so read once per campaign.
-_EVALUATION_CONTEXTS: OrderedDict[str, Any] = OrderedDict()
-
-
-def _evaluation_context(session: Session, campaign_id: str) -> Any:
-    found = _EVALUATION_CONTEXTS.get(campaign_id)
-    if found is None:
-        found = _EVALUATION_CONTEXTS[campaign_id] = session.execute(
-            _EVALUATION_CONTEXT, {"campaign_id": campaign_id}).one()
-        while len(_EVALUATION_CONTEXTS) > 1024:
-            _EVALUATION_CONTEXTS.popitem(last=False)
-    return found
 
 
 def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
