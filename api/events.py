@@ -192,10 +192,6 @@ class _Hub:
             if not watchers:
                 del self.queues[campaign_id]
 
-    def watchers(self) -> int:
-        """Streams registered now."""
-        return sum(len(q) for q in self.queues.values())
-
     async def _run(self, ready: asyncio.Future[bool]) -> None:
         pubsub = None
         try:
