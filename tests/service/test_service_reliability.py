@@ -218,7 +218,9 @@ def test_a_compile_whose_workers_die_outright_is_recorded_failed_at_the_cap(
 
     def final() -> tuple[str, str | None, str, str | None] | None:
         with session_scope(stack.db_url) as s:
-            cand, camp = s.get(Candidate, candidate_id), s.get(Campaign, campaign_id)
+            # the campaign first: each SELECT sees what was committed when it ran, and the
+            # candidate's record commits with (or before) the campaign's end
+            camp, cand = s.get(Campaign, campaign_id), s.get(Candidate, candidate_id)
             assert cand is not None
             assert camp is not None
             if camp.status not in ("done", "failed"):
