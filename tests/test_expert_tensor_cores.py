@@ -55,9 +55,16 @@ def test_a_hopper_tensor_core_kernel_is_offered_wgmma_then_its_own_moves() -> No
     wg = proposals[0].params
     small = GemmParams(**{**wg.__dict__, "block_y": 1, "stages": 1})
     actions = [p.action for p in ExpertPolicy().propose(context(incumbent(small)), 6)]
-    assert actions[:3] == ["change_block_config(128, 2)", "apply_double_buffer(2)",
-                           "apply_block_swizzle(4)"]
+    assert actions[:4] == ["change_block_config(128, 2)", "apply_double_buffer(2)",
+                           "apply_block_swizzle(4)", "apply_global_fragments(true)"]
     assert not any(a.startswith("apply_warp_tiling") for a in actions)
+    # the shape the campaigns settle on: B's fragments from global memory come first
+    tuned = GemmParams(**{**wg.__dict__, "block_y": 2, "stages": 2, "swizzle": 4})
+    first = ExpertPolicy().propose(context(incumbent(tuned)), 6)[0]
+    assert first.action == "apply_global_fragments(true)"
+    assert "shared memory" in first.reason
+    assert first.params.frag_global
+    assert first.params.smem_bytes < tuned.canonical().smem_bytes
 
 
 def test_no_wgmma_off_hopper() -> None:

@@ -30,6 +30,9 @@ TC = GemmParams(tf32x3=True, block_x=64, block_y=2, warp_m=32, warp_n=64, tile_k
 VARIANTS = [replace(WG, wgmma=n, block_y=w, stages=s)
             for n in (64, 128) for w in (1, 2) for s in (1, 2)]
 VARIANTS += [replace(WG, swizzle=4), replace(WG, split_k=4)]
+# B^T fragments from global memory straight into registers (no B tile in shared memory)
+VARIANTS += [replace(WG, frag_global=True), replace(WG, wgmma=64, block_y=1, frag_global=True),
+             replace(WG, frag_global=True, swizzle=4, split_k=4)]
 AWKWARD = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
            Shape(1000, 1002, 999), Shape(8192, 1024, 4096))
 
@@ -58,8 +61,8 @@ def cases_of(m: object) -> list[dict]:
 
 
 def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None:
-    """Each variant at 4096³ (three input distributions) plus the awkward shapes; two of them at
-    8192³ as well; the mma.sync 3xTF32 kernel beside them for the error comparison."""
+    """Each variant at 4096³ (three input distributions) plus the awkward shapes; three of them
+    at 8192³ as well; the mma.sync 3xTF32 kernel beside them for the error comparison."""
     points = [*VARIANTS, TC]
     compiled = compiled_all(evaluator, points)
     ev = checker(evaluator, AWKWARD)
@@ -67,7 +70,7 @@ def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None
     worst: dict[str, float] = {}
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
-        if params in (WG, TC):
+        if params in (WG, TC, replace(WG, frag_global=True)):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=29, verify=True)

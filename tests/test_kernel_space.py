@@ -50,6 +50,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_split_k": [("splits", (1, 2, 4, 8, 16, 32))],
     "specialize_shape": [("on", (False, True))],
     "apply_wgmma": [("n", (0, 64, 128))],
+    "apply_global_fragments": [("on", (False, True))],
 }
 
 

@@ -24,6 +24,9 @@ def variants() -> list[GemmParams]:
            for n in (64, 128) for w in (1, 2) for s in (1, 2)]
     out += [replace(WG, swizzle=4), replace(WG, split_k=4),
             replace(WG, shape_m=4096, shape_n=4096, shape_k=4096)]
+    # B^T fragments from global memory: both tiles, one and two warpgroups, with split-K
+    out += [replace(WG, wgmma=n, block_y=w, frag_global=True) for n in (64, 128) for w in (1, 2)]
+    out += [replace(WG, frag_global=True, split_k=4, swizzle=4)]
     return out
 
 
@@ -88,7 +91,8 @@ def test_launch_shapes_follow_the_tile() -> None:
 def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     tensor_cores = {**DOMAINS, "tf32x3": (True,)}  # the SIMT paths hold millions: left out
     hopper = [p for p in enumerate_space("sm_90", tensor_cores) if p.wgmma]
-    assert len(hopper) == 2 * 2 * 2 * 4 * 6  # tiles x warpgroups x buffers x swizzle x splits
+    # tiles x warpgroups x buffers x swizzle x splits x where B's fragments come from
+    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * 2
     assert len(set(hopper)) == len(hopper)
     assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]
     assert FAMILY.compile_arch(WG, "sm_90") == "sm_90a"
@@ -105,3 +109,41 @@ def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler) -> 
         assert r.regs_per_thread is not None
         assert r.regs_per_thread <= 255
         assert "wgmma.mma_async" in FAMILY.render(p)
+
+
+def test_global_fragments_take_b_out_of_shared_memory() -> None:
+    on = FAMILY.apply(Candidate(WG), "apply_global_fragments(true)")
+    assert isinstance(on, Candidate)
+    p = on.params
+    assert p.frag_global
+    assert p.to_dict()["frag_global"] is True
+    assert "frag_global" not in WG.to_dict()  # older wgmma points keep their keys
+    # the stage holds the big and small A tiles only: 2 x 128 x 32 x 4 bytes, 4 buffers + 1 KB
+    assert p.smem_bytes == 4 * (2 * 128 * 32 * 4) + 1024 < WG.smem_bytes
+    source = FAMILY.render(p)
+    assert "load_frags(nb" in source
+    assert "__ldg" in source
+    assert "#define B_BYTES 0" in source
+    assert "__ldg" not in FAMILY.render(WG)
+    off = FAMILY.apply(on, "apply_global_fragments(false)")
+    assert isinstance(off, Candidate)
+    assert off.params == WG
+    again = FAMILY.apply(on, "apply_global_fragments(true)")
+    assert isinstance(again, Rejection)
+    assert again.reason == "no_change"
+    # leaving wgmma drops the field: the mma.sync kernel has no such choice
+    mma = FAMILY.apply(on, "apply_wgmma(0)")
+    assert isinstance(mma, Candidate)
+    assert not mma.params.frag_global
+
+
+def test_global_fragments_need_the_wgmma_kernel() -> None:
+    rej = FAMILY.apply(Candidate(TC), "apply_global_fragments(true)")
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "requires_wgmma"
+    assert "apply_wgmma(128)" in rej.message
+    raw = validate(replace(TC, frag_global=True))
+    assert raw is not None
+    assert raw.reason == "requires_wgmma"
+    assert "wgmma is 0" in raw.message
+    assert replace(TC, frag_global=True).canonical() == TC

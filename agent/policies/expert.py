@@ -447,6 +447,11 @@ class ExpertPolicy:
             if p.swizzle == 1:
                 moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
                               "B tiles in L2"))
+            if not getattr(p, "frag_global", False) \
+                    and "apply_global_fragments" in ctx.family.transforms:
+                moves.append(("apply_global_fragments(true)", "B^T fragments from L2 straight "
+                              "into registers a tile ahead: shared memory, which bounds the "
+                              "kernel, carries only the A tiles (about a fifth less traffic)"))
             return moves
         if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
             moves.append(("apply_warp_tiling(32, 32)",

@@ -69,13 +69,15 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # Hopper warpgroup MMA for the 3xTF32 kernel: the instruction's N (rows of C per CTA);
     # 0 = the mma.sync kernel
     "wgmma": (0, 64, 128),
+    # the wgmma kernel's B^T fragments straight from global memory (L2) into registers
+    "frag_global": (False, True),
 }
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
-                                         "wgmma": 0}
+                                         "wgmma": 0, "frag_global": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -155,6 +157,10 @@ class GemmParams:
     #: is the rows of C a CTA computes (64 or 128); 0 = the mma.sync kernel. Block (128, W):
     #: W warpgroups of 128 threads, 64 columns of C each.
     wgmma: int = 0
+    #: the wgmma kernel loads its B^T fragments from global memory (L2) into registers, one
+    #: K-tile ahead, instead of staging a B tile in shared memory (which then carries only the
+    #: A tiles: their copies, their split and the MMAs' reads).
+    frag_global: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -238,7 +244,7 @@ class GemmParams:
         """Dynamic shared memory per block in bytes (0 without staging)."""
         if self.tf32x3 and self.wgmma:  # big + small A tiles, raw B tile, 1 KB aligned; + 1 KB
             a_tile = 4 * self.wgmma * WG_TILE_K
-            b_tile = 4 * WG_TILE_K * (self.tc_block_n + 8)
+            b_tile = 0 if self.frag_global else 4 * WG_TILE_K * (self.tc_block_n + 8)
             stage = -(-(2 * a_tile + b_tile) // 1024) * 1024
             return self.wg_buffers * stage + 1024
         if self.tf32x3:  # stages + 1 cp.async buffers of padded A and B tiles
@@ -253,7 +259,9 @@ class GemmParams:
     def est_regs_per_thread(self) -> int:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
         if self.tf32x3 and self.wgmma:  # accumulators + promoted partial sums + B^T fragments
-            return self.wgmma + 8 * (WG_TILE_K // 8) + TC_REGISTER_OVERHEAD
+            # (+ the next tile's raw fragments in flight when they come from global memory)
+            frags = (12 if self.frag_global else 8) * (WG_TILE_K // 8)
+            return self.wgmma + frags + TC_REGISTER_OVERHEAD
         if self.tf32x3:  # accumulators + promoted partial sums + split fragments
             mt, nt = self.warp_m // 16, self.warp_n // 8
             return 2 * 4 * mt * nt + 8 * mt + 4 * nt + TC_REGISTER_OVERHEAD
@@ -268,8 +276,8 @@ class GemmParams:
         if self.tf32x3 and self.wgmma:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
-            return replace(self, **TC_FIXED)
-        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0)
+            return replace(self, **TC_FIXED, frag_global=False)
+        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False)
         if point.smem:
             return point
         return replace(point, **SMEM_ONLY_DEFAULTS)
@@ -341,6 +349,13 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             "requires_tensor_cores",
             f"wgmma={params.wgmma} shapes the 3xTF32 tensor-core kernel, and tf32x3 is off",
             {"wgmma": params.wgmma, "tf32x3": False},
+        )
+    if params.frag_global and not (params.tf32x3 and params.wgmma):
+        return Rejection(
+            "requires_wgmma",
+            "frag_global shapes the wgmma 3xTF32 kernel, and "
+            + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
+            {"frag_global": True, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
         )
     if params.tf32x3 and params.wgmma:
         rejection = _validate_wgmma(params, arch)
@@ -564,6 +579,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "warp_n": (32,),
     "split_k": (1,),
     "wgmma": (0,),
+    "frag_global": (False,),
 }
 
 
@@ -580,7 +596,7 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
              "tile_k", "pad", "interleave", "stages", "split_k"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
-    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k"),
+    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
@@ -592,7 +608,7 @@ _PATH_BASE: dict[str, dict[str, Any]] = {
 #: The seed's space plus coalescing (no expert fields): small enough to enumerate whole.
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
-    "split_k": (1,), "wgmma": (0,),
+    "split_k": (1,), "wgmma": (0,), "frag_global": (False,),
 }
 
 

@@ -245,6 +245,26 @@ def apply_wgmma(candidate: Candidate, n: int) -> Candidate | Rejection:
 
 
 @TRANSFORMS.register(
+    "apply_global_fragments",
+    ArgSpec("on", DOMAINS["frag_global"], "the wgmma kernel's B^T fragments straight from global "
+            "memory (L2) into registers, a K-tile ahead (true), or through a shared-memory B "
+            "tile (false)", "frag_global"),
+    origin="expert",
+)
+def apply_global_fragments(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Load the wgmma kernel's register operand (B^T fragments) from global memory, one K-tile
+    ahead of the MMAs, instead of through a shared-memory B tile: shared memory then carries only
+    the A tiles, whose bandwidth the kernel is short of."""
+    action = Action("apply_global_fragments", (on,))
+    if not (candidate.params.tf32x3 and candidate.params.wgmma):
+        return Rejection("requires_wgmma",
+                         f"{action} shapes the wgmma 3xTF32 kernel; apply_wgmma(128) first",
+                         {"action": str(action), "wgmma": candidate.params.wgmma,
+                          "tf32x3": candidate.params.tf32x3})
+    return _step(candidate, action, frag_global=on)
+
+
+@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),
