@@ -16,16 +16,24 @@ on the same measurements exported as its cache file (:mod:`bench.kt_cache`), wit
 A target not reached within the budget counts as infinitely many evaluations for the median, so a
 median shown as ``>B`` means that fewer than half of the seeds got there within B.
 
+Each run also keeps its whole best-so-far trace as a fraction of the optimum, compactly: the
+``[evaluation, fraction]`` pairs at which it changed (:func:`best_so_far` expands it to one value
+per evaluation, the last value carried to the budget: a tuneforge run that stopped early holding
+the optimum, or a Kernel Tuner run that ended before the budget, stays where it ended).
+``--plot`` draws the median over seeds of that trace per tuner, with the 25-75th percentile band.
+
 Usage::
 
     python -m bench.agent_efficiency                       # 20 seeds, budget 300, everything
     python -m bench.agent_efficiency --seeds 3 --policies expert --kt ''
     python -m bench.agent_efficiency --write-docs          # also docs/BENCHMARKS.md
+    python -m bench.agent_efficiency --load runs.json --policies '' --kt '' --plot conv.png
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -44,7 +52,6 @@ TARGETS = (0.90, 0.95, 0.99)
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 SECTION = "## Tuner efficiency (replay)"
-DOC_DATE = "2026-11-29"
 MACHINE = "2-core dev box, replay of H200 measurements"
 
 _STATE: dict[str, Any] = {}
@@ -79,6 +86,30 @@ def _reached(trace: list[tuple[int, float, float, float]], optimum: float
         out[f"{round(100 * target)}"] = (
             None if hit is None else {"evaluations": hit[0], "wall_s": round(hit[1], 3),
                                       "gpu_s": round(hit[2], 2)})
+    return out
+
+
+def _steps(trace: list[tuple[int, float, float, float]], optimum: float) -> list[list[float]]:
+    """The best so far as a fraction of the optimum, only where it changed:
+    ``[[evaluation, fraction], ...]`` (fractions rounded to 6 digits)."""
+    out: list[list[float]] = []
+    prev = 0.0
+    for e, best, _w, _g in trace:
+        frac = round(best / optimum, 6)
+        if frac != prev:
+            out.append([e, frac])
+            prev = frac
+    return out
+
+
+def best_so_far(steps: list[list[float]], budget: int) -> list[float]:
+    """One value per evaluation 1..budget from a run's ``trace`` (see :func:`_steps`): 0 before
+    its first step, each step's fraction carried until the next and past the run's end."""
+    out = [0.0] * budget
+    for i, (e, frac) in enumerate(steps):
+        end = int(steps[i + 1][0]) if i + 1 < len(steps) else budget + 1
+        for j in range(max(int(e), 1), min(end, budget + 1)):
+            out[j - 1] = frac
     return out
 
 
@@ -127,7 +158,7 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
         sessions.kw["bind"].dispose()
     return {"tuner": f"tuneforge {policy}", "seed": seed, "evaluations": evaluations,
             "wall_s": round(wall, 3), "status": status, "reason": reason,
-            "reached": _reached(trace, st["optimum"])}
+            "reached": _reached(trace, st["optimum"]), "trace": _steps(trace, st["optimum"])}
 
 
 def run_kernel_tuner(strategy: str, seed: int, budget: int, cache: str) -> dict[str, Any]:
@@ -147,7 +178,7 @@ def run_kernel_tuner(strategy: str, seed: int, budget: int, cache: str) -> dict[
         trace.append((i, best, result["wall_s"] * i / max(len(evals), 1), gpu))
     return {"tuner": f"Kernel Tuner {strategy}", "seed": seed, "evaluations": len(evals),
             "wall_s": round(result["wall_s"], 3), "status": "done", "reason": None,
-            "reached": _reached(trace, st["optimum"])}
+            "reached": _reached(trace, st["optimum"]), "trace": _steps(trace, st["optimum"])}
 
 
 def _job(args: tuple[str, str, int, int, str]) -> dict[str, Any]:
@@ -237,16 +268,109 @@ def verdict(rows: list[dict[str, Any]], seeds: int) -> list[str]:
     return out
 
 
+# ---- convergence plot ---------------------------------------------------------------------------
+def curves(runs: list[dict[str, Any]], budget: int) -> dict[str, dict[str, list[float]]]:
+    """Per tuner (runs with a trace only): the 25th percentile, median and 75th percentile over
+    seeds of the best so far (fraction of the optimum) at each evaluation 1..budget."""
+    import numpy as np
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for tuner in dict.fromkeys(r["tuner"] for r in runs if "trace" in r):
+        grid = np.array([best_so_far(r["trace"], budget) for r in runs
+                         if r["tuner"] == tuner and "trace" in r])
+        p25, p50, p75 = np.percentile(grid, [25, 50, 75], axis=0)
+        out[tuner] = {"p25": p25.tolist(), "median": p50.tolist(), "p75": p75.tolist()}
+    return out
+
+
+def pick_tuners(rows: list[dict[str, Any]], kt_shown: int) -> tuple[list[str], list[str]]:
+    """The tuners to draw (every tuneforge policy, then the ``kt_shown`` Kernel Tuner strategies
+    with the fewest median evaluations to 95%, ties broken by seeds that got there, then by the
+    median to 99%) and the Kernel Tuner strategies left out."""
+    tf = [r["tuner"] for r in rows if not r["tuner"].startswith("Kernel Tuner")]
+    kts = sorted((r for r in rows if r["tuner"].startswith("Kernel Tuner")),
+                 key=lambda r: (r["median_evaluations_95"], -r["reached_95"],
+                                r["median_evaluations_99"]))
+    return (tf + [r["tuner"] for r in kts[:kt_shown]],
+            [r["tuner"] for r in kts[kt_shown:]])
+
+
+def plot(runs: list[dict[str, Any]], rows: list[dict[str, Any]], budget: int, path: Path, *,
+         kt_shown: int = 4, title: str = "") -> tuple[list[str], list[str]]:
+    """Draw the convergence plot (PNG); returns the tuners drawn and the ones left out (Kernel
+    Tuner strategies beyond the best ``kt_shown``, and tuners whose runs carry no trace)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = curves(runs, budget)
+    shown, omitted = pick_tuners(rows, kt_shown)
+    omitted += [t for t in shown if t not in data]
+    shown = [t for t in shown if t in data]
+    x = list(range(1, budget + 1))
+    # top: the whole climb; bottom: the same curves from 85 % up, where the targets are
+    fig, (full, zoom) = plt.subplots(2, 1, figsize=(10, 8.4), sharex=True,
+                                     gridspec_kw={"height_ratios": [1, 1.25]})
+    tf_colors = iter(["tab:red", "tab:orange", "tab:brown"])
+    kt_colors = iter(["tab:blue", "tab:green", "tab:purple", "tab:cyan", "tab:olive",
+                      "tab:pink", "tab:gray", "navy", "teal", "darkgreen", "indigo"])
+    colors = {t: next(tf_colors if t.startswith("tuneforge") else kt_colors, "black")
+              for t in shown}
+    for ax, low in ((full, 0.0), (zoom, 0.85)):
+        for target in TARGETS:
+            ax.axhline(target, color="0.45", linestyle="--", linewidth=0.8, zorder=1)
+            ax.text(1.005, target, f"{round(100 * target)}%", color="0.3", fontsize=8,
+                    va="center", transform=ax.get_yaxis_transform())
+        for tuner in shown:
+            own = tuner.startswith("tuneforge")
+            c = data[tuner]
+            ax.fill_between(x, c["p25"], c["p75"], color=colors[tuner], alpha=0.12,
+                            linewidth=0, step="post", zorder=2)
+            ax.step(x, c["median"], where="post", color=colors[tuner],
+                    linewidth=2.2 if own else 1.5, linestyle="-" if own else (0, (5, 1.5)),
+                    label=tuner, zorder=4 if own else 3)
+        ax.set_ylim(low, 1.012)
+        ax.grid(True, which="major", alpha=0.25)
+        ax.set_ylabel("best so far / dataset optimum")
+    full.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    zoom.set_yticks([0.85, 0.9, 0.95, 0.99, 1.0])
+    zoom.set_xscale("log")
+    zoom.set_xlim(1, budget)
+    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 300, 500, 1000) if t <= budget]
+    zoom.set_xticks(ticks, [str(t) for t in ticks])
+    zoom.set_xlabel("evaluations (log scale)")
+    zoom.set_title("the same, from 85 % of the optimum up", fontsize=9)
+    full.legend(fontsize=8, loc="upper left", title="median over seeds; band: 25th-75th pct",
+                title_fontsize=8)
+    if title:
+        full.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return shown, omitted
+
+
 _RUNS: list[dict[str, Any]] = []
 _BUDGET = [300]
 
 
+def _today() -> str:
+    return datetime.datetime.now(datetime.UTC).date().isoformat()
+
+
 def _commit() -> str:
+    """HEAD's short hash, with ``+changes`` when tracked files differ from it (what ran was
+    not that commit alone: run in a clean checkout, e.g. ``git worktree add``)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                               capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + ("+changes" if dirty.strip() else "")
 
 
 def write_docs(text: str) -> None:
@@ -265,6 +389,16 @@ def write_docs(text: str) -> None:
     DOC.write_text(new)
 
 
+def _dump(data: dict[str, Any]) -> str:
+    """JSON with one run (and one summary row) per line: small, and still diffable."""
+    head = {k: v for k, v in data.items() if k not in ("runs", "summary")}
+    parts = [json.dumps(head, default=str)[:-1]]
+    for key in ("runs", "summary"):
+        items = ",\n  ".join(json.dumps(x, default=str) for x in data[key])
+        parts.append(f', "{key}": [\n  {items}\n]')
+    return "".join(parts) + "}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the table last."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -278,14 +412,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=Path, action="append", default=[],
                     help="add the runs of an earlier --json file (tuners not run again)")
     ap.add_argument("--write-docs", action="store_true", help="update docs/BENCHMARKS.md")
+    ap.add_argument("--plot", type=Path,
+                    help="draw the convergence plot (median best so far per tuner) to this PNG")
+    ap.add_argument("--plot-kt", type=int, default=4,
+                    help="Kernel Tuner strategies drawn in --plot: the best N to 95%% "
+                         "(default 4)")
     args = ap.parse_args(argv)
     _BUDGET[0] = args.budget
     st = _load()
     sources = []
+    loaded_dates: list[str] = []
     for path in args.load:
         data = json.loads(path.read_text())
         _RUNS.extend({**r, "loaded": True} for r in data["runs"])
-        sources.append(f"`{data.get('command', '?')}` (commit {data.get('commit', '?')}: "
+        loaded_dates.append(data.get("date", "?"))
+        sources.append(f"`{data.get('command', '?')}` (commit {data.get('commit', '?')}, "
+                       f"{data.get('date', 'date not recorded')}: "
                        f"{', '.join(sorted({r['tuner'] for r in data['runs']}))})")
     loaded = {r["tuner"] for r in _RUNS}
     policies = [p for p in args.policies.split(",") if p and f"tuneforge {p}" not in loaded]
@@ -315,9 +457,28 @@ def main(argv: list[str] | None = None) -> int:
                                                             else sys.argv[1:])).strip()
     ran = sorted({r["tuner"] for r in _RUNS} - {r["tuner"] for r in _RUNS if r.get("loaded")})
     checks = verdict(rows, args.seeds)
+    date = _today() if ran else ", ".join(dict.fromkeys(loaded_dates)) or _today()
+    figure: list[str] = []
+    if args.plot:
+        shown, omitted = plot(_RUNS, rows, args.budget, args.plot, kt_shown=args.plot_kt,
+                              title=f"Best so far on the replay, {args.seeds} seeds, budget "
+                                    f"{args.budget} (commit {_commit()}, {date})")
+        image = os.path.relpath(args.plot.resolve(), DOC.parent.resolve())
+        figure = [
+            f"![best so far as a fraction of the optimum against evaluations]({image})", "",
+            "Best so far as a fraction of the dataset's optimum against evaluations (log "
+            "scale): per tuner the median over seeds (step line) and the 25th-75th percentile "
+            "band; dashed lines at 90, 95 and 99 %. A tuneforge run stops as soon as it holds the "
+            "optimum, and its trace stays at its last value (1.0) up to the budget (so does a "
+            "Kernel Tuner run that ended before the budget). Drawn: "
+            + ", ".join(shown) + "."
+            + (" Left out (Kernel Tuner strategies beyond the best "
+               f"{args.plot_kt} by median evaluations to 95 %, or runs without a trace): "
+               + ", ".join(t.removeprefix("Kernel Tuner ") for t in omitted) + "."
+               if omitted else ""), ""]
     text = "\n".join([
         SECTION, "",
-        f"Command: `{command}` · date {DOC_DATE} · machine: {MACHINE} · commit "
+        f"Command: `{command}` · date {date} · machine: {MACHINE} · commit "
         f"{_commit()} · {args.seeds} seeds, budget {args.budget} evaluations"
         + (f", {args.jobs} parallel jobs, {elapsed:.0f} s in all" if ran else "")
         + (f" ({', '.join(ran)})." if sources and ran else ".")
@@ -336,11 +497,14 @@ def main(argv: list[str] | None = None) -> int:
         "",
         table(rows, args.budget), "",
         *checks, "",
+        *figure,
     ])
     if args.json:
         own = [r for r in _RUNS if not r.get("loaded")]
-        args.json.write_text(json.dumps({"command": command, "commit": _commit(), "runs": own,
-                                         "summary": rows}, indent=1, default=str))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(_dump({"command": command, "commit": _commit(), "date": date,
+                                    "elapsed_s": round(elapsed, 1), "seeds": args.seeds,
+                                    "budget": args.budget, "runs": own, "summary": rows}))
     if args.write_docs:
         write_docs(text)
     print(text)
