@@ -15,17 +15,19 @@ replay sleep), then:
    throughput and the API's CPU per request.
 
     .venv/bin/python -m bench.service_overhead [--candidates 300] [--requests 3000]
-        [--json figures.json] [--before earlier.json]
+        [--json figures.json] [--before earlier.json] [--write-docs]
 
-Prints a table last and writes the figures under "Service overhead" in docs/BENCHMARKS.md
-(``--before``: beside those of an earlier run, e.g. this file run at an older commit).
+Prints a table last; ``--write-docs`` also writes the figures under "Service overhead" in
+docs/BENCHMARKS.md (``--before``: beside those of an earlier run, e.g. this file run at an
+older commit). Without it nothing under docs/ changes.
 
 ``--campaigns 1,2,4,8`` measures instead how the same stack (one agent, one compile and one GPU
 worker process) carries N concurrent campaigns: N campaigns with ``parallel = 1`` run side by
 side for ``--window`` seconds after a warm-up while 100 clients read one of them once a second;
 per N: each campaign's time from one proposal to its next (median, p90), candidates per second
-for all together, the service's CPU per candidate and the API's latency. It writes "Service
-overhead against concurrent campaigns" in docs/BENCHMARKS.md and a plot under docs/bench/.
+for all together, the service's CPU per candidate and the API's latency; with ``--write-docs``
+it writes "Service overhead against concurrent campaigns" in docs/BENCHMARKS.md and a plot
+under docs/bench/.
 """
 
 from __future__ import annotations
@@ -641,7 +643,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--before", type=Path, help="figures of an earlier run (--json), shown "
                         "beside these")
-    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write the figures (and the sweep's plot) into docs/")
+    # the default since 2026-11-30; still accepted so that recorded command lines run
+    parser.add_argument("--no-write", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--campaigns", help="comma-separated numbers of concurrent campaigns: "
                         "measure the sweep instead, e.g. 1,2,4,8")
     parser.add_argument("--window", type=float, default=15.0,
@@ -661,7 +666,7 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
         plot = ROOT / "docs" / "bench" / "service-overhead-campaigns.png"
-        if not args.no_write:
+        if args.write_docs:
             plot_sweep(rows, plot, f"replay, 2-core box, commit {meta['commit']}")
             write_sweep_markdown(rows, meta, args.markdown, plot)
         print("| campaigns | cycle median / p90 ms | candidates/s | CPU per candidate ms "
@@ -719,7 +724,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(f, indent=1) + "\n")
     before = json.loads(args.before.read_text()) if args.before else None
-    if not args.no_write:
+    if args.write_docs:
         write_markdown(f, args.markdown, before)
     from rich.console import Console
     from rich.table import Table
