@@ -65,6 +65,18 @@ def test_a_hopper_tensor_core_kernel_is_offered_wgmma_then_its_own_moves() -> No
     assert "shared memory" in first.reason
     assert first.params.frag_global
     assert first.params.smem_bytes < tuned.canonical().smem_bytes
+    # with them, the rule goes two transforms at once to two CTAs per SM
+    moved = first.params
+    two = ExpertPolicy().propose(context(incumbent(moved)), 6)[0]
+    assert two.action == "change_block_config(128, 1) ; apply_double_buffer(1)"
+    assert "two CTAs per SM" in two.reason
+    assert (two.params.block_y, two.params.stages, two.params.frag_global) == (1, 1, True)
+    assert (two.params.swizzle, two.params.wgmma) == (4, 128)
+    assert 2 * (two.params.smem_bytes + 1024) <= 228 * 1024  # two fit in one SM
+    # from one warpgroup with four buffers, one step is left
+    one = GemmParams(**{**moved.__dict__, "block_y": 1})
+    assert "apply_double_buffer(1)" in [
+        p.action for p in ExpertPolicy().propose(context(incumbent(one)), 6)]
 
 
 def test_no_wgmma_off_hopper() -> None:

@@ -306,19 +306,29 @@ class ExpertPolicy:
 
     # -- rules ---------------------------------------------------------------------------------
     def _move(self, ctx: PolicyContext, text: str, reason: str) -> Proposal | None:
+        """The incumbent moved by ``text``: one action, or a chain ``"a(1) ; b(2)"`` applied in
+        order (a rule whose destination is two transforms away); None when an action is
+        unknown, not allowed or rejected, or the point was tried."""
         inc = ctx.incumbent
         assert inc is not None
         try:
-            action = Action.parse(text)
-            ctx.family.transforms.check(action)
+            actions = Action.parse_many(text)
+            for action in actions:
+                ctx.family.transforms.check(action)
         except ValueError:
             return None
-        if not ctx.action_allowed(action.name):
+        if not actions or not all(ctx.action_allowed(a.name) for a in actions):
             return None
-        result = ctx.family.apply(ctx.point(inc.params), action)
-        if isinstance(result, Rejection) or not ctx.fresh(result.params):
+        node = ctx.point(inc.params)
+        for action in actions:
+            result = ctx.family.apply(node, action)
+            if isinstance(result, Rejection):
+                return None
+            node = result
+        if not ctx.fresh(node.params):
             return None
-        return Proposal(result.params, str(action), reason, self.name, inc.id)
+        return Proposal(node.params, " ; ".join(str(a) for a in actions), reason, self.name,
+                        inc.id)
 
     def _ruled(self, ctx: PolicyContext) -> list[Proposal]:
         inc = ctx.incumbent
@@ -452,6 +462,13 @@ class ExpertPolicy:
                 moves.append(("apply_global_fragments(true)", "B^T fragments from L2 straight "
                               "into registers a tile ahead: shared memory, which bounds the "
                               "kernel, carries only the A tiles (about a fifth less traffic)"))
+            elif wgmma == 128 and (p.block_y, p.stages) != (1, 1):
+                steps = (["change_block_config(128, 1)"] if p.block_y != 1 else []) \
+                    + (["apply_double_buffer(1)"] if p.stages != 1 else [])
+                moves.append((" ; ".join(steps), "one warpgroup and three buffers of A tiles "
+                              "only (97 KB, about 245 registers): two CTAs per SM, so one "
+                              "CTA's promotion and barriers hide behind the other's MMAs (the "
+                              "two warpgroups of one CTA stall together)"))
             return moves
         if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
             moves.append(("apply_warp_tiling(32, 32)",
