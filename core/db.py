@@ -51,13 +51,20 @@ def _ping_if_idle(engine: Engine) -> None:
             raise DisconnectionError(f"a pooled connection failed its ping: {err}") from err
 
 
-@lru_cache(maxsize=16)
-def get_engine(url: str) -> Engine:
-    """One engine per URL; SQLite gets WAL and a busy timeout for its worker threads."""
+def ensure_sqlite_dir(url: str) -> None:
+    """Create the folder of an SQLite file URL (SQLite creates the file, not its folder: the
+    embedded default, ``~/.tuneforge/tuneforge.db``, has none on a fresh machine)."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache(maxsize=16)
+def get_engine(url: str) -> Engine:
+    """One engine per URL; SQLite gets WAL and a busy timeout for its worker threads."""
+    if url.startswith("sqlite"):
+        ensure_sqlite_dir(url)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -119,6 +126,7 @@ def upgrade_database(url: str, revision: str = "head") -> None:
     """Run the migrations up to ``revision`` (the only way the schema is created)."""
     from alembic import command
 
+    ensure_sqlite_dir(url)  # Alembic opens its own connection, before any engine of ours
     command.upgrade(alembic_config(url), revision)
 
 

@@ -67,6 +67,20 @@ def test_tune_json_on_replay(tmp_path: Path, tuneforge_home: Path) -> None:
     assert tuple(row) == (15, pytest.approx(best["avg_us"], rel=1e-6), "done")
 
 
+def test_tune_on_a_fresh_machine_creates_its_home(tmp_path: Path) -> None:
+    # the README's first command on a machine that never ran tuneforge: no ~/.tuneforge, no
+    # --db; the embedded SQLite file goes under a home folder that does not exist yet
+    home = tmp_path / "fresh" / ".tuneforge"
+    done = tuneforge(home, "tune", "--backend", "replay", "--budget", "3", "--out",
+                     str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["status"], result["evaluations"]) == ("done", 3)
+    with create_engine(f"sqlite:///{home / 'tuneforge.db'}").connect() as conn:
+        assert conn.execute(text("SELECT status FROM campaigns WHERE id = :id"),
+                            {"id": result["campaign_id"]}).scalar_one() == "done"
+
+
 def test_bad_input_from_the_console_script(tuneforge_home: Path, tmp_path: Path) -> None:
     done = tuneforge(tuneforge_home, "tune", "--policy", "foo", "--db", str(tmp_path / "x.db"))
     assert done.returncode == 2
