@@ -20,10 +20,12 @@ Usage: ``python -m bench.kt_cache OUT.json`` writes the cache of the shipped H20
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +57,53 @@ def export_kt_cache(dataset: Any, shape: str, path: Path, *, kernel_name: str = 
     return data
 
 
+@contextlib.contextmanager
+def _seeded_lhs(seed: int) -> Iterator[None]:
+    """Make scipy's ``LatinHypercube`` draw from a generator seeded with ``seed``.
+
+    Kernel Tuner's bayes_opt (initial sample) and diff_evo (``Searchspace.get_LHS_sample``)
+    build ``LatinHypercube(d)`` without a generator, so it takes fresh OS entropy and the
+    same seed gave a different run each time (seeding ``random``/``np.random`` does not reach
+    it). One generator per run, shared by its successive samplers."""
+    import numpy as np
+    import scipy.stats.qmc as qmc
+    from kernel_tuner.strategies import bayes_opt
+
+    original = qmc.LatinHypercube
+    rng = np.random.default_rng(seed)
+
+    def seeded(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("rng") is None and kwargs.get("seed") is None:
+            kwargs.pop("seed", None)
+            kwargs["rng"] = rng
+        return original(*args, **kwargs)
+
+    saved = bayes_opt.LatinHypercube  # imported by name at its import
+    qmc.LatinHypercube = seeded
+    bayes_opt.LatinHypercube = seeded
+    try:
+        yield
+    finally:
+        qmc.LatinHypercube = original
+        bayes_opt.LatinHypercube = saved
+
+
 def run_kt(cache_path: Path, strategy: str, seed: int, max_fevals: int) -> dict[str, Any]:
     """One Kernel Tuner run in simulation mode: the unique configurations in the order the
     strategy evaluated them (times in ms), and the wall seconds at each."""
+    import importlib
     import warnings
 
     import numpy as np
+    import scipy.stats  # noqa: F401  (its first import draws from ``random``: before the seed)
     from kernel_tuner import tune_cache
 
-    random.seed(seed)
-    np.random.seed(seed)  # Kernel Tuner's strategies draw from the global generators
+    importlib.import_module(f"kernel_tuner.strategies.{strategy}")  # the same, if it imports any
     start = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _seeded_lhs(seed):
         warnings.simplefilter("ignore")
+        random.seed(seed)
+        np.random.seed(seed)  # Kernel Tuner's strategies draw from the global generators
         results, _env = tune_cache(str(cache_path), strategy=strategy, quiet=True,
                                    verbose=False,
                                    strategy_options={"max_fevals": max_fevals})
