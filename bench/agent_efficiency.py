@@ -271,14 +271,21 @@ def verdict(rows: list[dict[str, Any]], seeds: int) -> list[str]:
 # ---- convergence plot ---------------------------------------------------------------------------
 def curves(runs: list[dict[str, Any]], budget: int) -> dict[str, dict[str, list[float]]]:
     """Per tuner (runs with a trace only): the 25th percentile, median and 75th percentile over
-    seeds of the best so far (fraction of the optimum) at each evaluation 1..budget."""
+    seeds of the best so far (fraction of the optimum) at each evaluation 1..budget.
+
+    Each is a value some seed had, not an interpolation: the median is the lower one (of 20
+    seeds the 11th best, so the curve reaches a target once 11 seeds have, never before the
+    table's median of the crossings, and never where the table says ``>B``); the band runs from
+    the lower 25th to the higher 75th percentile (of 20, the 5th worst to the 5th best)."""
     import numpy as np
 
     out: dict[str, dict[str, list[float]]] = {}
     for tuner in dict.fromkeys(r["tuner"] for r in runs if "trace" in r):
         grid = np.array([best_so_far(r["trace"], budget) for r in runs
                          if r["tuner"] == tuner and "trace" in r])
-        p25, p50, p75 = np.percentile(grid, [25, 50, 75], axis=0)
+        p25 = np.percentile(grid, 25, axis=0, method="lower")
+        p50 = np.percentile(grid, 50, axis=0, method="lower")
+        p75 = np.percentile(grid, 75, axis=0, method="higher")
         out[tuner] = {"p25": p25.tolist(), "median": p50.tolist(), "p75": p75.tolist()}
     return out
 
@@ -312,11 +319,14 @@ def plot(runs: list[dict[str, Any]], rows: list[dict[str, Any]], budget: int, pa
     # top: the whole climb; bottom: the same curves from 85 % up, where the targets are
     fig, (full, zoom) = plt.subplots(2, 1, figsize=(10, 8.4), sharex=True,
                                      gridspec_kw={"height_ratios": [1, 1.25]})
-    tf_colors = iter(["tab:red", "tab:orange", "tab:brown"])
-    kt_colors = iter(["tab:blue", "tab:green", "tab:purple", "tab:cyan", "tab:olive",
-                      "tab:pink", "tab:gray", "navy", "teal", "darkgreen", "indigo"])
-    colors = {t: next(tf_colors if t.startswith("tuneforge") else kt_colors, "black")
-              for t in shown}
+    # tuneforge: solid, warm colours; Kernel Tuner: dashed/dotted, cold colours and black
+    tf_styles = iter([("tab:red", "-"), ("tab:orange", "-"), ("tab:brown", "-")])
+    kt_styles = iter([("tab:blue", (0, (5, 1.5))), ("tab:green", (0, (6, 1.5, 1.5, 1.5))),
+                      ("tab:purple", (0, (2.5, 1.5))), ("black", (0, (1, 1.2))),
+                      ("tab:cyan", (0, (5, 1.5))), ("tab:olive", (0, (6, 1.5, 1.5, 1.5))),
+                      ("tab:gray", (0, (2.5, 1.5)))])
+    styles = {t: next(tf_styles if t.startswith("tuneforge") else kt_styles,
+                      ("0.5", (0, (1, 1)))) for t in shown}
     for ax, low in ((full, 0.0), (zoom, 0.85)):
         for target in TARGETS:
             ax.axhline(target, color="0.45", linestyle="--", linewidth=0.8, zorder=1)
@@ -325,11 +335,11 @@ def plot(runs: list[dict[str, Any]], rows: list[dict[str, Any]], budget: int, pa
         for tuner in shown:
             own = tuner.startswith("tuneforge")
             c = data[tuner]
-            ax.fill_between(x, c["p25"], c["p75"], color=colors[tuner], alpha=0.12,
+            color, linestyle = styles[tuner]
+            ax.fill_between(x, c["p25"], c["p75"], color=color, alpha=0.10,
                             linewidth=0, step="post", zorder=2)
-            ax.step(x, c["median"], where="post", color=colors[tuner],
-                    linewidth=2.2 if own else 1.5, linestyle="-" if own else (0, (5, 1.5)),
-                    label=tuner, zorder=4 if own else 3)
+            ax.step(x, c["median"], where="post", color=color, linewidth=2.2 if own else 1.6,
+                    linestyle=linestyle, label=tuner, zorder=4 if own else 3)
         ax.set_ylim(low, 1.012)
         ax.grid(True, which="major", alpha=0.25)
         ax.set_ylabel("best so far / dataset optimum")
@@ -341,7 +351,7 @@ def plot(runs: list[dict[str, Any]], rows: list[dict[str, Any]], budget: int, pa
     zoom.set_xticks(ticks, [str(t) for t in ticks])
     zoom.set_xlabel("evaluations (log scale)")
     zoom.set_title("the same, from 85 % of the optimum up", fontsize=9)
-    full.legend(fontsize=8, loc="upper left", title="median over seeds; band: 25th-75th pct",
+    full.legend(fontsize=8, loc="lower right", title="median over seeds; band: 25th-75th pct",
                 title_fontsize=8)
     if title:
         full.set_title(title, fontsize=10)
@@ -422,10 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     st = _load()
     sources = []
     loaded_dates: list[str] = []
+    loaded_commits: list[str] = []
     for path in args.load:
         data = json.loads(path.read_text())
         _RUNS.extend({**r, "loaded": True} for r in data["runs"])
         loaded_dates.append(data.get("date", "?"))
+        loaded_commits.append(data.get("commit", "?"))
         sources.append(f"`{data.get('command', '?')}` (commit {data.get('commit', '?')}, "
                        f"{data.get('date', 'date not recorded')}: "
                        f"{', '.join(sorted({r['tuner'] for r in data['runs']}))})")
@@ -458,17 +470,23 @@ def main(argv: list[str] | None = None) -> int:
     ran = sorted({r["tuner"] for r in _RUNS} - {r["tuner"] for r in _RUNS if r.get("loaded")})
     checks = verdict(rows, args.seeds)
     date = _today() if ran else ", ".join(dict.fromkeys(loaded_dates)) or _today()
+    commits = ", ".join(dict.fromkeys(([_commit()] if ran else []) + loaded_commits))
     figure: list[str] = []
     if args.plot:
         shown, omitted = plot(_RUNS, rows, args.budget, args.plot, kt_shown=args.plot_kt,
                               title=f"Best so far on the replay, {args.seeds} seeds, budget "
-                                    f"{args.budget} (commit {_commit()}, {date})")
+                                    f"{args.budget} (commit {commits}, {date})")
         image = os.path.relpath(args.plot.resolve(), DOC.parent.resolve())
+        n = args.seeds
         figure = [
             f"![best so far as a fraction of the optimum against evaluations]({image})", "",
             "Best so far as a fraction of the dataset's optimum against evaluations (log "
-            "scale): per tuner the median over seeds (step line) and the 25th-75th percentile "
-            "band; dashed lines at 90, 95 and 99 %. A tuneforge run stops as soon as it holds the "
+            "scale), top the whole climb, bottom from 85 % up: per tuner the median over seeds "
+            f"(step line; the lower median, here the {n - (n - 1) // 2}th best of {n} seeds at "
+            "each evaluation, so a line crosses a target once more than half the seeds have, as "
+            "the table counts) and the 25th-75th percentile band "
+            f"({(n - 1) // 4 + 1}th worst to {n - math.ceil(0.75 * (n - 1))}th best seed); "
+            "dashed lines at 90, 95 and 99 %. A tuneforge run stops as soon as it holds the "
             "optimum, and its trace stays at its last value (1.0) up to the budget (so does a "
             "Kernel Tuner run that ended before the budget). Drawn: "
             + ", ".join(shown) + "."
