@@ -383,6 +383,14 @@ class ExpertPolicy:
                           ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
             if p.vec < 4:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
+            if p.reg_m * p.reg_n >= 16 and not getattr(p, "async_copy", True):
+                moves.append(("apply_async_copy(true)",
+                              "tiles staged through registers cost registers and a second "
+                              "barrier per tile: cp.async copies them straight into shared "
+                              "memory while the previous tile is computed"))
+            elif getattr(p, "async_copy", False) and p.stages < 2:
+                moves.append(("apply_double_buffer(2)", "three cp.async buffers: two tiles "
+                              "in flight behind the FMAs"))
             if p.reg_m * p.reg_n >= 16:
                 moves.append(("apply_tf32x3(true)",
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "

@@ -71,23 +71,25 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "wgmma": (0, 64, 128),
     # the wgmma kernel's B^T fragments straight from global memory (L2) into registers
     "frag_global": (False, True),
+    # the SIMT kernel's tiles copied by cp.async into stages + 1 shared-memory buffers
+    "async_copy": (False, True),
 }
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
-                                         "wgmma": 0, "frag_global": False}
+                                         "wgmma": 0, "frag_global": False, "async_copy": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
 
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
 SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1,
-                                      "split_k": 1}
+                                      "split_k": 1, "async_copy": False}
 #: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
 TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
-                            "unroll": 1, "pad": 0, "interleave": False}
+                            "unroll": 1, "pad": 0, "interleave": False, "async_copy": False}
 #: Fields only the tensor-core path uses (canonical values on the SIMT path).
 TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 #: Registers a tensor-core thread needs beyond its fragments.
@@ -161,6 +163,10 @@ class GemmParams:
     #: K-tile ahead, instead of staging a B tile in shared memory (which then carries only the
     #: A tiles: their copies, their split and the MMAs' reads).
     frag_global: bool = False
+    #: the SIMT kernel's A and B tiles go from global to shared memory by ``cp.async`` (no
+    #: register staging) into ``stages + 1`` buffers, one barrier per tile (A element by
+    #: element, landing transposed as before; B a vector at a time).
+    async_copy: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -253,7 +259,8 @@ class GemmParams:
         if not self.smem:
             return 0
         per_stage = (self.block_m + self.pad) + (self.block_n + self.pad)
-        return 4 * self.stages * self.tile_k * per_stage
+        buffers = self.stages + 1 if self.async_copy else self.stages
+        return 4 * buffers * self.tile_k * per_stage
 
     @property
     def est_regs_per_thread(self) -> int:
@@ -266,7 +273,8 @@ class GemmParams:
             mt, nt = self.warp_m // 16, self.warp_n // 8
             return 2 * 4 * mt * nt + 8 * mt + 4 * nt + TC_REGISTER_OVERHEAD
         staged = 0
-        if self.smem and self.stages > 1:  # the prefetched tile lives in registers
+        if self.smem and self.stages > 1 and not self.async_copy:  # the prefetched tile lives
+            # in registers (cp.async copies without them)
             staged = -(-self.tile_k * (self.block_m + self.block_n) // self.threads)
         return self.reg_m * self.reg_n + self.reg_m + self.reg_n + staged + REGISTER_OVERHEAD
 
@@ -374,6 +382,19 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             f"{regs_needed} > {REGISTERS_PER_SM} per SM",
             {"est_regs_per_thread": params.est_regs_per_thread, "threads_per_block": threads,
              "registers_per_sm": REGISTERS_PER_SM},
+        )
+    if params.async_copy and not params.smem:
+        return Rejection(
+            "requires_shared_memory",
+            "async_copy copies tiles into shared memory, and smem is off",
+            {"async_copy": True, "smem": False},
+        )
+    if params.async_copy and not params.tf32x3 and params.pad % params.vec:
+        return Rejection(
+            "async_copy_alignment",
+            f"cp.async copies {4 * params.vec} bytes (vec {params.vec}) to addresses aligned to "
+            f"that size: padding {params.pad} floats must be a multiple of {params.vec}",
+            {"pad": params.pad, "vec": params.vec, "copy_bytes": 4 * params.vec},
         )
     if params.interleave and (params.reg_m % 4 or params.reg_n % 4):
         return Rejection(
@@ -580,6 +601,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "split_k": (1,),
     "wgmma": (0,),
     "frag_global": (False,),
+    "async_copy": (False,),
 }
 
 
@@ -594,7 +616,7 @@ def in_replay_space(params: GemmParams) -> bool:
 PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
-             "tile_k", "pad", "interleave", "stages", "split_k"),
+             "tile_k", "pad", "interleave", "stages", "split_k", "async_copy"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
     "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global"),
 }
@@ -608,7 +630,7 @@ _PATH_BASE: dict[str, dict[str, Any]] = {
 #: The seed's space plus coalescing (no expert fields): small enough to enumerate whole.
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
-    "split_k": (1,), "wgmma": (0,), "frag_global": (False,),
+    "split_k": (1,), "wgmma": (0,), "frag_global": (False,), "async_copy": (False,),
 }
 
 
@@ -627,9 +649,9 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
     """Every valid canonical point of ``domains`` (default the whole space), deterministic.
 
     Walks each kernel path over the fields it reads only, so every tuple is a distinct canonical
-    point. The whole space holds about nine million points (staged SIMT tiles dominate): use
-    :func:`sample_space` to draw from it. With ``domains=REPLAY_DOMAINS`` only points of
-    :func:`in_replay_space`.
+    point. The whole space holds about fifteen million valid points (staged SIMT tiles dominate,
+    with or without cp.async): use :func:`sample_space` to draw from it. With
+    ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
     """
     replay = domains == REPLAY_DOMAINS
     domains = domains or DOMAINS

@@ -185,6 +185,25 @@ def apply_double_buffer(candidate: Candidate, stages: int) -> Candidate | Reject
 
 
 @TRANSFORMS.register(
+    "apply_async_copy",
+    ArgSpec("on", DOMAINS["async_copy"], "SIMT tiles copied into shared memory by cp.async "
+            "into stages + 1 buffers (true), or staged through registers (false)", "async_copy"),
+    origin="expert",
+)
+def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Copy the SIMT kernel's tiles with ``cp.async`` (global to shared memory without passing
+    through registers) into ``stages + 1`` buffers, one barrier per tile: with
+    ``apply_double_buffer(2)`` a three-stage pipeline. A is kept row-major in shared memory."""
+    action = Action("apply_async_copy", (on,))
+    if candidate.params.tf32x3:
+        return Rejection("tensor_core_kernel",
+                         f"{action} shapes the SIMT kernel; the tensor-core kernels always copy "
+                         "by cp.async (apply_double_buffer sets their buffers)",
+                         {"action": str(action), "tf32x3": True})
+    return _needs_smem(candidate, action) or _step(candidate, action, async_copy=on)
+
+
+@TRANSFORMS.register(
     "apply_block_swizzle",
     ArgSpec("group", DOMAINS["swizzle"], "row-tiles of blocks walked together: 1, 2, 4, 8",
             "swizzle"),
