@@ -385,9 +385,9 @@ class ExpertPolicy:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
             if p.reg_m * p.reg_n >= 16 and not getattr(p, "async_copy", True):
                 moves.append(("apply_async_copy(true)",
-                              "tiles staged through registers cost registers and a second "
-                              "barrier per tile: cp.async copies them straight into shared "
-                              "memory while the previous tile is computed"))
+                              "tiles staged through registers cost a load and a store per "
+                              "element and registers to hold them: cp.async copies them "
+                              "straight into shared memory while earlier tiles are computed"))
             elif getattr(p, "async_copy", False) and p.stages < 2:
                 moves.append(("apply_double_buffer(2)", "three cp.async buffers: two tiles "
                               "in flight behind the FMAs"))

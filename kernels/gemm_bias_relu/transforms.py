@@ -193,7 +193,8 @@ def apply_double_buffer(candidate: Candidate, stages: int) -> Candidate | Reject
 def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Copy the SIMT kernel's tiles with ``cp.async`` (global to shared memory without passing
     through registers) into ``stages + 1`` buffers, one barrier per tile: with
-    ``apply_double_buffer(2)`` a three-stage pipeline. A is kept row-major in shared memory."""
+    ``apply_double_buffer(2)`` a three-stage pipeline. A's elements land transposed, as the
+    register-staged kernel stores them, so the compute loop is unchanged."""
     action = Action("apply_async_copy", (on,))
     if candidate.params.tf32x3:
         return Rejection("tensor_core_kernel",
