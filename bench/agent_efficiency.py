@@ -428,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Kernel Tuner strategies drawn in --plot: the best N to 95%% "
                          "(default 4)")
     args = ap.parse_args(argv)
+    # the tree as it is when the runs start (a commit made while they run is not what ran)
+    ran_at = _commit()
     _BUDGET[0] = args.budget
     st = _load()
     sources = []
@@ -470,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ran = sorted({r["tuner"] for r in _RUNS} - {r["tuner"] for r in _RUNS if r.get("loaded")})
     checks = verdict(rows, args.seeds)
     date = _today() if ran else ", ".join(dict.fromkeys(loaded_dates)) or _today()
-    commits = ", ".join(dict.fromkeys(([_commit()] if ran else []) + loaded_commits))
+    commits = ", ".join(dict.fromkeys(([ran_at] if ran else []) + loaded_commits))
     figure: list[str] = []
     if args.plot:
         shown, omitted = plot(_RUNS, rows, args.budget, args.plot, kt_shown=args.plot_kt,
@@ -497,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([
         SECTION, "",
         f"Command: `{command}` · date {date} · machine: {MACHINE} · commit "
-        f"{_commit()} · {args.seeds} seeds, budget {args.budget} evaluations"
+        f"{ran_at} · {args.seeds} seeds, budget {args.budget} evaluations"
         + (f", {args.jobs} parallel jobs, {elapsed:.0f} s in all" if ran else "")
         + (f" ({', '.join(ran)})." if sources and ran else ".")
         + ("".join(f"\n\nRuns loaded from {src}." for src in sources)),
@@ -520,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         own = [r for r in _RUNS if not r.get("loaded")]
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(_dump({"command": command, "commit": _commit(), "date": date,
+        args.json.write_text(_dump({"command": command, "commit": ran_at, "date": date,
                                     "elapsed_s": round(elapsed, 1), "seeds": args.seeds,
                                     "budget": args.budget, "runs": own, "summary": rows}))
     if args.write_docs:
