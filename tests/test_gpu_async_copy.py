@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from async_copy_points import ASYNC, SIMT, variants
 from gpu_support import gpu_evaluator, save
-from test_async_copy import ASYNC, SIMT, variants
 
 from kernels.base import Shape
 from worker.compile import Compiler
