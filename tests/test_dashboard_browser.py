@@ -332,6 +332,63 @@ def test_a_running_campaign_updates_live(page: Page, done: tuple[TeamDb, str],
             15)
 
 
+def test_a_live_plots_legend_counts_the_points_it_holds(page: Page, done: tuple[TeamDb, str]
+                                                        ) -> None:
+    """Opened while a campaign runs (every candidate ok): the plots keep their first uPlot
+    (same series) as points arrive, and the legend's "ok (N)" must grow with them (it stayed
+    at the N of the first draw)."""
+    db, _ = done
+    live_id = create_campaign(db, budget=24)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run_campaign(db, live_id, delay_s=0.15, faults=False)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while sum(c.status == "ok" for c in rows_of(db, live_id)) < 3:
+            assert time.monotonic() < deadline, "the campaign did not start"
+            time.sleep(0.05)
+        pg = page.goto(f"/ui/campaigns/{live_id}")
+        page.loaded()
+        first = int(attr(pg, "#plot-iteration", "data-points") or 0)
+    finally:
+        worker.join(60)
+    assert not errors, errors
+    assert 3 <= first < 24  # drawn first mid-way
+    wait_js(pg, "document.querySelector('#live').dataset.state === 'finished'", 30)
+    wait_js(pg, "document.querySelector('#plot-time').dataset.drawnPoints === '24'", 30)
+    assert {c.status for c in rows_of(db, live_id)} == {"ok"}
+    for plot in ("iteration", "time"):
+        legend = pg.inner_text(f"#plot-{plot} .u-legend")
+        assert "ok (24)" in legend, (plot, legend)
+
+
+def test_a_campaign_that_failed_before_any_candidate_says_so(page: Page,
+                                                              done: tuple[TeamDb, str]) -> None:
+    """Its page must not say "yet" as if candidates were still to come."""
+    from agent import engine
+
+    db, _ = done
+    failed_id = create_campaign(db, budget=10)
+    with db.sessions.begin() as s:
+        row = s.get(Campaign, failed_id)
+        assert row is not None
+        engine.finish_campaign(s, row, "failed", "replay backend: no measurement (the test)")
+    pg = page.goto(f"/ui/campaigns/{failed_id}")
+    page.loaded()
+    for plot in ("iteration", "time"):
+        assert pg.inner_text(f"#plot-{plot}") == ("No candidate was evaluated: the campaign is "
+                                                  "failed.")
+    assert pg.inner_text("[data-stat=best] .sub") == "no correct kernel"
+    assert "yet" not in pg.inner_text("main")
+
+
 def test_history_shows_the_teams_best_per_kernel_shape_and_gpu(page: Page,
                                                                done: tuple[TeamDb, str],
                                                                artifacts: Path) -> None:

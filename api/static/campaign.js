@@ -33,6 +33,9 @@ function detail(candidateId) {
 
 const FINAL = new Set(Object.keys(STATUS_COLOURS));
 
+// whether the campaign may still evaluate candidates (its "yet"s)
+function running() { return ["queued", "running"].includes(state.campaign.status); }
+
 // ---- header figures ----
 function stat(label, value, sub, key) {
   return el("div", { class: "stat", dataset: { stat: key } }, el("div", { class: "label" }, label),
@@ -51,7 +54,7 @@ function renderStats() {
   document.getElementById("stats").replaceChildren(
     stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
     stat("best TFLOP/s", fmt(best.throughput_tflops),
-      best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : "no correct kernel yet", "best"),
+      best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : running() ? "no correct kernel yet" : "no correct kernel", "best"),
     stat("% of cuBLAS", fmtPct(c.pct_of_vendor), vendor ? `cuBLAS fp32 ${fmt(vendor)} TFLOP/s` : "no cuBLAS time", "vendor"),
     stat("speedup vs baseline", c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–",
       base.throughput_tflops ? `baseline ${fmt(base.throughput_tflops)} TFLOP/s` : "", "speedup"),
@@ -101,6 +104,22 @@ function plotData(by) {
     data.push(rows.map((r) => (r.point.status === status ? r.y : null)));
   }
   return { rows, series, data, firstStatus, signature: series.map((s) => s.label.split(" (")[0]).join("|") };
+}
+
+function plotTop(model) {
+  return Math.max(...model.rows.map((r) => r.y), state.page.vendor_tflops || 0, state.page.peak_tflops || 0);
+}
+
+// uPlot draws a series' legend label once, when the plot is made: a live campaign's plot keeps
+// its uPlot while the counts in the status labels ("ok (12)") grow
+function relabel(u, model) {
+  for (const label of u.root.querySelectorAll(".u-legend .u-series .u-label")) {
+    const name = label.textContent.split(" (")[0];
+    const index = model.series.findIndex((s, i) => i > 0 && s.label.split(" (")[0] === name);
+    if (index < 0) continue;
+    u.series[index].label = model.series[index].label;
+    if (label.textContent !== model.series[index].label) label.textContent = model.series[index].label;
+  }
 }
 
 function drawOverlay(name) {
@@ -155,7 +174,8 @@ function buildPlot(name) {
   const old = state.plots[name];
   if (old && old.model.signature === model.signature && old.u) {
     old.model = model;
-    old.u.setData(model.data);
+    old.u.setData(model.data);  // rescales y through the range below, which reads old.model
+    relabel(old.u, model);
     return;
   }
   if (old && old.u) old.u.destroy();
@@ -163,16 +183,20 @@ function buildPlot(name) {
   const plot = { container, model, u: null };
   state.plots[name] = plot;
   if (!model.rows.length) {
-    container.append(el("p", { class: "empty" }, "No evaluated candidate yet."));
+    container.append(el("p", { class: "empty" }, running() ? "No evaluated candidate yet."
+      : `No candidate was evaluated: the campaign is ${state.campaign.status}.`));
     container.dataset.points = "0";
     container.dataset.drawnPoints = "0";
     return;
   }
-  const top = Math.max(...model.rows.map((r) => r.y), state.page.vendor_tflops || 0, state.page.peak_tflops || 0);
   const opts = {
     width: Math.max(320, container.clientWidth), height: PLOT_HEIGHT,
-    // a little room below 0, so that failed candidates (drawn at 0) are whole and clickable
-    scales: { x: { time: false }, y: { range: () => [-(top * 0.04 || 0.04), top * 1.08 || 1] } },
+    // a little room below 0, so that failed candidates (drawn at 0) are whole and clickable;
+    // the top follows the points of a live campaign (a kernel may pass the FP32 peak)
+    scales: { x: { time: false }, y: { range: () => {
+      const top = plotTop(plot.model);
+      return [-(top * 0.04 || 0.04), top * 1.08 || 1];
+    } } },
     axes: [{ label: name === "iteration" ? "iteration" : "seconds since the campaign started" },
       { label: "TFLOP/s" }],
     series: model.series,
