@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.progress import (
@@ -67,6 +67,14 @@ class Source(Protocol):
     def candidates(self, campaign_id: str, bar: Progress) -> list[dict[str, Any]]:
         """Every candidate as ``GET /campaigns/{id}/candidates/{cid}``, by iteration."""
         ...
+
+
+def cannot_write(path: Path, exc: OSError) -> NoReturn:
+    """Exit naming the path that could not be written and why (no traceback)."""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None and Path(str(exc.filename)) != path:
+        why += f": {exc.filename}"
+    fail(f"cannot write {path}: {why}")
 
 
 def _match(campaign_id: str, ids: list[str], where: str) -> str:
@@ -327,20 +335,32 @@ def report(
     source = open_source(db, url, key)
     cid = source.resolve(campaign_id)
     out_dir = out or Path("tuneforge-out") / cid[:8]
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir} is a file: a report is a folder (report.md and two PNGs)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        cannot_write(out_dir, exc)
     with progress("report") as bar:
         campaign = source.campaign(cid)
         page = source.points(cid, bar)
         step = bar.add_task("plots", total=3)
         points = page["items"]
         plots = []
-        for by, name in (("iteration", "convergence-iteration.png"),
-                         ("elapsed_s", "convergence-time.png")):
-            plots.append(convergence_png(campaign, points, out_dir / name, by=by,
-                                         peak=page.get("peak_tflops")))
-            bar.advance(step)
         md = out_dir / "report.md"
-        md.write_text(markdown_report(campaign, points, plots=[p.name for p in plots],
-                                      peak=page.get("peak_tflops")))
+        path = md
+        try:
+            for by, name in (("iteration", "convergence-iteration.png"),
+                             ("elapsed_s", "convergence-time.png")):
+                path = out_dir / name
+                plots.append(convergence_png(campaign, points, path, by=by,
+                                             peak=page.get("peak_tflops")))
+                bar.advance(step)
+            path = md
+            md.write_text(markdown_report(campaign, points, plots=[p.name for p in plots],
+                                          peak=page.get("peak_tflops")))
+        except OSError as exc:
+            cannot_write(path, exc)
         bar.advance(step)
     for path in [md, *plots]:
         sys.stdout.write(f"{path}\n")
@@ -384,8 +404,15 @@ def export(
         if fmt == "cu":
             best = source.best(cid)
             if best is None:
-                fail(f"campaign {cid[:8]} has no correct kernel yet: `tuneforge watch {cid[:8]}` "
-                     "follows it; --format json exports what it has", code=4)
+                campaign = source.campaign(cid)
+                if campaign["status"] not in ("queued", "running"):
+                    fail(f"campaign {cid[:8]} is {campaign['status']} "
+                         f"({campaign.get('status_reason') or 'no reason recorded'}) with no "
+                         "correct kernel: --format json exports what it has", code=4)
+                follow = (f"`tuneforge watch {cid[:8]}` follows it; "
+                          if isinstance(source, ApiSource) else "")
+                fail(f"campaign {cid[:8]} ({campaign['status']}) has no correct kernel yet: "
+                     f"{follow}--format json exports what it has", code=4)
             text = best_kernel_source(best)
         elif fmt == "json":
             campaign = source.campaign(cid)
@@ -399,8 +426,11 @@ def export(
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+        except OSError as exc:
+            cannot_write(out, exc)
         err_console.print(f"wrote {out}")
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -305,7 +306,7 @@ def iter_sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 
 def watch(
-    campaign_id: Annotated[str, typer.Argument(help="campaign id")],
+    campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
     """Follow a campaign's progress (server-sent events) until it finishes.
@@ -313,6 +314,8 @@ def watch(
     Examples:
 
       tuneforge watch 81d814f4e0c84d6c9a3e5a1f2b7d9c01
+
+      tuneforge watch 81d814f4        # a unique prefix of the id
 
       TUNEFORGE_API_URL=http://gpu-box:8000 TUNEFORGE_API_KEY=tf_… tuneforge watch ID
     """
@@ -325,7 +328,11 @@ def watch(
         TimeElapsedColumn,
     )
 
-    with _client(url, key) as client:
+    from cli.report import ApiSource
+
+    source = ApiSource(url, key)
+    campaign_id = source.resolve(campaign_id)  # an id, or a unique prefix of one
+    with closing(source.client) as client:  # in use already (it resolved the id)
         campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
         total = campaign["budget"]["iterations"]
         flops = 2 * campaign["shape"]["m"] * campaign["shape"]["n"] * campaign["shape"]["k"]
@@ -356,10 +363,12 @@ def watch(
             fail(f"the event stream broke ({exc.__class__.__name__}): run `tuneforge watch "
                  f"{campaign_id}` again to resume", code=1)
         final = _call(client, "GET", f"/campaigns/{campaign_id}")
-    best = final.get("best") or {}
-    console.print(f"campaign {campaign_id[:8]} · [bold]{final['status']}[/] "
-                  f"({final['status_reason']}) · {final['evaluations']} evaluations · best "
-                  f"{best.get('avg_us')} µs ({best.get('throughput_tflops')} TFLOP/s)")
+    best = final.get("best")
+    found = (f"best {best['avg_us']} µs ({best['throughput_tflops']} TFLOP/s)" if best
+             else "no correct kernel")
+    reason = f" ({final['status_reason']})" if final.get("status_reason") else ""
+    console.print(f"campaign {campaign_id[:8]} · [bold]{final['status']}[/]{reason} · "
+                  f"{final['evaluations']} evaluations · {found}")
     if finished is None and final["status"] not in ("done", "failed", "cancelled"):
         fail("the stream ended before the campaign did: run watch again", code=1)
     if final["status"] == "failed":

@@ -430,3 +430,37 @@ def test_report_and_exports_read_the_api_as_they_read_the_database(
     refused = runner.invoke(cli_app, ["report", cid, "--url", server.url, "--key", "tf_nope"])
     assert refused.exit_code == 3
     assert "TUNEFORGE_API_KEY" in refused.stderr
+
+
+def test_watch_takes_a_prefix_and_says_when_there_is_no_kernel(
+        server: Server, done: tuple[TeamDb, str]) -> None:
+    """``tuneforge watch`` takes a unique prefix of the id, as ``report`` and ``export`` do (it
+    answered "no campaign '…' (is it your team's campaign?" for the team's own campaign), and a
+    campaign without a correct kernel is said so ("best None µs (None TFLOP/s)" before)."""
+    from agent import engine
+
+    db, cid = done
+    remote = ["--url", server.url, "--key", db.key]
+    runner = CliRunner()
+    watched = runner.invoke(cli_app, ["watch", cid[:8], *remote])
+    assert watched.exit_code == 0, watched.output
+    assert f"campaign {cid[:8]} · done" in watched.stdout
+    assert "None" not in watched.stdout
+    failed_id = create_campaign(db, budget=10)
+    with db.sessions.begin() as s:
+        row = s.get(Campaign, failed_id)
+        assert row is not None
+        engine.finish_campaign(s, row, "failed", "no measurement (the test)")
+    failed = runner.invoke(cli_app, ["watch", failed_id[:10], *remote], env={"COLUMNS": "300"})
+    assert failed.exit_code == 1, failed.output
+    assert (f"campaign {failed_id[:8]} · failed (no measurement (the test)) · 0 evaluations · "
+            "no correct kernel") in failed.stdout
+    assert "None" not in failed.stdout
+    exported = runner.invoke(cli_app, ["export", failed_id[:8], *remote])
+    assert exported.exit_code == 4
+    assert exported.stderr.strip() == (
+        f"error: campaign {failed_id[:8]} is failed (no measurement (the test)) with no correct "
+        "kernel: --format json exports what it has")
+    unknown = runner.invoke(cli_app, ["watch", "abcdef12", *remote])
+    assert unknown.exit_code == 4
+    assert "no campaign 'abcdef12'" in unknown.stderr

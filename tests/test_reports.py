@@ -271,6 +271,36 @@ def test_campaigns_lists_and_errors_say_what_to_do(done: tuple[TeamDb, str], db_
     assert "no campaign yet" in tf("campaigns", "--db", empty.url.split("///")[1]).stderr
 
 
+def test_an_output_that_cannot_be_written_is_one_error_line(done: tuple[TeamDb, str],
+                                                             db_path: Path,
+                                                             tmp_path: Path) -> None:
+    """``--out`` in a file's place, or a folder for a file: one line naming the path, exit 2
+    (a traceback before)."""
+    _db, cid = done
+    a_file = tmp_path / "best.cu"
+    a_file.write_text("// mine\n")
+    src = ["--db", str(db_path)]
+    for args, words in (
+            (["report", cid, "--out", str(a_file), *src],
+             f"error: --out {a_file} is a file: a report is a folder (report.md and two PNGs)"),
+            (["report", cid, "--out", str(a_file / "report"), *src],
+             f"error: cannot write {a_file / 'report'}: "),
+            (["export", cid, "--out", str(tmp_path), *src],
+             f"error: cannot write {tmp_path}: Is a directory"),
+            (["export", cid, "--format", "json", "--out", str(a_file / "all.json"), *src],
+             f"error: cannot write {a_file / 'all.json'}: "),
+    ):
+        result = CliRunner().invoke(cli_app, args, env={"COLUMNS": "300"})
+        assert result.exit_code == 2, (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), \
+            repr(result.exception)
+        assert "Traceback" not in result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, (args, result.stderr)
+        assert lines[0].startswith(words), (args, result.stderr)
+    assert a_file.read_text() == "// mine\n"
+
+
 def test_formats_are_pure_and_order_parameters_by_domain() -> None:
     rows: list[dict[str, Any]] = [
             {"params": {"b": True, "a": 4}, "status": "ok", "gpu_seconds": 0.5,
