@@ -31,7 +31,14 @@ from sqlalchemy import bindparam, event, func, or_, select
 from sqlalchemy.orm import Session, SessionTransaction, defer, load_only
 from sqlalchemy.orm.util import identity_key
 
-from agent.policies.base import HistoryItem, Policy, PolicyContext, SearchSpace, key_of
+from agent.policies.base import (
+    HistoryItem,
+    Policy,
+    PolicyContext,
+    Proposal,
+    SearchSpace,
+    key_of,
+)
 from core import feed
 from core.feedback import FeedbackRecord
 from core.models import (
@@ -533,13 +540,20 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         settings=settings, shape=Shape(campaign.m, campaign.n, campaign.k),
         device=campaign.device, campaign_id=campaign.id,
     )
-    proposals = policy.propose(ctx, min(slots, left))
+    wanted = min(slots, left)
+    # injected actions first, whatever the policy (only the expert read them: a random or optuna
+    # campaign took them and never tried them); one that cannot be tried is said so
+    proposals, kept, dropped = _injected_proposals(family, ctx, wanted)
+    for text, why in dropped:
+        emit(session, campaign.id, "note", {"kind": "injected_not_tried", "action": text,
+                                            "message": f"{text} was not tried: {why}"})
+    if ctx.injected:
+        campaign.injected_actions = kept
+    ctx.injected = []  # handled here
+    if len(proposals) < wanted:
+        proposals += policy.propose(ctx, wanted - len(proposals))
     for note in ctx.notes:
         emit(session, campaign.id, "note", note)
-    used = {p.action for p in proposals}
-    if ctx.injected:
-        campaign.injected_actions = [a for a in ctx.injected if a not in used
-                                     and _still_applicable(family, ctx, a)]
     created = [
         _new_candidate(session, campaign, family, p.params, action=p.action, reason=p.reason,
                        proposed_by=p.proposed_by, parent_id=p.parent_id)
@@ -564,13 +578,48 @@ def waiting(session: Session, campaign_id: str) -> list[tuple[str, str]] | None:
     return found
 
 
-def _still_applicable(family: Any, ctx: PolicyContext, text: str) -> bool:
+def _injected_proposals(family: Any, ctx: PolicyContext, n: int
+                        ) -> tuple[list[Proposal], list[str], list[tuple[str, str]]]:
+    """The campaign's injected actions applied to the incumbent, in the order they came: up to
+    ``n`` proposals, the actions left for a later decision (no slot now), and those that cannot
+    be tried with the reason. A proposed point joins ``ctx.explored``, so the policy does not
+    propose it again in the same decision."""
     from kernels.base import Rejection
 
-    if ctx.incumbent is None:
-        return True
-    result = family.apply(ctx.point(ctx.incumbent.params), text)
-    return not isinstance(result, Rejection) and ctx.fresh(result.params)
+    inc = ctx.incumbent
+    assert inc is not None
+    out: list[Proposal] = []
+    kept: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    for text in ctx.injected:
+        if len(out) >= n:
+            kept.append(text)
+            continue
+        result = family.apply(ctx.point(inc.params), text)
+        if isinstance(result, Rejection):
+            dropped.append((text, f"refused from the incumbent (#{inc.iteration}): "
+                                  f"{result.message}"))
+            continue
+        params = result.params
+        invalid = family.validate(params, ctx.arch)
+        key = key_of(params)
+        if invalid is not None:
+            dropped.append((text, f"from the incumbent (#{inc.iteration}) it gives an invalid "
+                                  f"point: {invalid.message}"))
+        elif key in ctx.explored:
+            seen = next((h for h in ctx.history if h.key == key), None)
+            where = f" (#{seen.iteration})" if seen is not None else ""
+            dropped.append((text, f"from the incumbent (#{inc.iteration}) it gives a point "
+                                  f"evaluated already{where}"))
+        elif not ctx.space.contains(params):
+            dropped.append((text, f"from the incumbent (#{inc.iteration}) it gives a point "
+                                  "outside this campaign's search space (a replay has the "
+                                  "measured points only)"))
+        else:
+            ctx.explored.add(key)
+            out.append(Proposal(params, str(Action.parse(text)),
+                                "injected into the running campaign", "injected", inc.id))
+    return out, kept, dropped
 
 
 def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:

@@ -22,6 +22,7 @@ from replay_support import (
     run_campaign,
     with_block,
 )
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,7 +33,8 @@ from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
 from agent.report import summary
 from core.feedback import SCHEMA_PATH, FeedbackRecord, json_schema
 from core.models import Campaign, Candidate
-from kernels.base import Shape
+from kernels.base import Candidate as Node
+from kernels.base import Rejection, Shape
 from worker.evaluate import Measurement, ReplayEvaluator, perf_block
 
 SHAPE = Shape(4096, 4096, 4096)
@@ -347,6 +349,51 @@ def test_injected_action_is_proposed_next_and_becomes_allowed(tmp_path: Path) ->
         engine.inject_actions(s, cid, ["apply_magic(2)"])
     with sessions.begin() as s, pytest.raises(engine.CampaignError, match="campaign is done"):
         engine.inject_actions(s, cid, ["apply_unroll(4)"])
+
+
+@pytest.mark.parametrize("policy", ["random", "optuna"])
+def test_injected_actions_are_tried_whatever_the_policy(tmp_path: Path, policy: str) -> None:
+    """Only the expert read the injected actions: a random or optuna campaign answered the POST
+    and never tried them. One that cannot be tried (it leaves the incumbent unchanged) is said
+    so in a note instead of vanishing."""
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy=policy, budget_iterations=12)
+    done: list[str] = []
+
+    rp = replay()
+
+    def inject(runner: EmbeddedRunner, camp: Campaign, _cand: Candidate | None) -> None:
+        if camp.evaluations == 4 and not done:
+            with runner.lock, sessions.begin() as s:
+                rows = s.scalars(select(Candidate).where(Candidate.campaign_id == cid)).all()
+                seen = {c.params_key for c in rows}
+                p = next(c.params for c in rows if c.id == camp.incumbent_id)
+                start = Node(rp.family.params_from_dict(p))
+                fresh = next(text for m in (1, 2, 4, 8) for n in (1, 2, 4, 8)
+                             if not isinstance(point := rp.family.apply(
+                                 start, text := f"apply_register_block({m}, {n})"), Rejection)
+                             and rp.space.contains(point.params)
+                             and key_of(point.params) not in seen)
+                again = f"apply_register_block({p['reg_m']}, {p['reg_n']})"  # the incumbent
+                engine.inject_actions(s, cid, [fresh, again])
+            done.extend([fresh, again])
+
+    run(sessions, cid, hook=inject)
+    assert done
+    fresh, again = done
+    evs = events(sessions, cid)
+    at = next(i for i, e in enumerate(evs) if e.kind == "injected")
+    following = next(e.payload for e in evs[at:] if e.kind == "proposed")
+    assert following["action"] == fresh
+    assert following["reason"] == "injected into the running campaign"
+    assert following["proposed_by"] == "injected"
+    notes = [e.payload for e in evs[at:] if e.kind == "note"]
+    assert [n["action"] for n in notes] == [again], notes
+    assert notes[0]["kind"] == "injected_not_tried"
+    assert notes[0]["message"].startswith(f"{again} was not tried: refused from the "
+                                          "incumbent (#")
+    assert notes[0]["message"].endswith("leaves the kernel unchanged")
+    assert campaign_of(sessions, cid).injected_actions == []
 
 
 def test_warm_start_evaluates_the_earlier_best_first(tmp_path: Path) -> None:
