@@ -296,7 +296,8 @@ ERROR_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
     401: "No X-API-Key header, or an unknown or revoked key",
     404: "No such campaign or candidate among the caller's team's",
-    409: "The campaign is finished: it takes no new actions",
+    409: "The campaign is finished: it takes no new actions, and one that is done or failed "
+         "has nothing left to cancel",
     413: "The body is larger than TUNEFORGE_MAX_BODY_BYTES",
 }
 

@@ -258,10 +258,16 @@ def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> Campa
 
 
 @router.post("/{campaign_id}/cancel", response_model=CampaignRead,
-             responses=error_responses(401, 404))
+             responses=error_responses(401, 404, 409))
 def cancel(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
-    """Stop proposing; candidates in flight are recorded as they finish."""
-    updated = engine.cancel_campaign(session, campaign.id)
+    """Stop proposing; candidates in flight are recorded as they finish. A campaign cancelled
+    already is answered as it is; one that ended otherwise (done, failed) is a 409."""
+    updated = engine.cancel_campaign(session, campaign.id)  # under the row lock: no-op if ended
+    if updated.status != "cancelled":
+        detail = (f"campaign is {updated.status} ({updated.status_reason}): it has nothing "
+                  "left to cancel")
+        session.rollback()
+        raise HTTPException(status.HTTP_409_CONFLICT, detail)
     session.commit()
     return campaign_read(session, updated)
 

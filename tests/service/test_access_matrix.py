@@ -45,7 +45,7 @@ ENDPOINTS = [
     Endpoint("GET", "/campaigns/{cid}/points", None, 200, 404),
     Endpoint("GET", "/campaigns/{cid}/events", None, 200, 404),
     Endpoint("POST", "/campaigns/{cid}/actions", {"actions": ["apply_unroll(2)"]}, 409, 404),
-    Endpoint("POST", "/campaigns/{cid}/cancel", None, 200, 404),
+    Endpoint("POST", "/campaigns/{cid}/cancel", None, 409, 404),
     Endpoint("GET", "/history", None, 200, 200),
     Endpoint("GET", "/workers", None, 200, 200),
     Endpoint("GET", "/healthz", None, 200, 200, public=True),
@@ -93,7 +93,7 @@ def expected(endpoint: Endpoint, caller: str) -> int:
 
 def test_every_endpoint_for_every_caller(stack: Stack, keys: Keys) -> None:
     seen: list[str] = []
-    # the owner's cancel comes last: it ends nothing (the campaign is done) but is a write
+    # the owner's cancel comes last: it would be a write (it is refused: the campaign is done)
     order = sorted(((e, c) for e in ENDPOINTS for c in CALLERS),
                    key=lambda ec: ec[0].path.endswith("/cancel") and ec[1] == "owner")
     for endpoint, caller in order:

@@ -51,6 +51,26 @@ def test_another_teams_campaign_is_a_404_everywhere(stack: Stack, team_a: TeamKe
         assert other.get(f"/campaigns/{campaign_of_a}/candidates/{first}").status_code == 404
 
 
+def test_cancelling_a_finished_campaign_is_a_409_naming_its_end(stack: Stack, team_a: TeamKey,
+                                                                campaign_of_a: str) -> None:
+    """A done campaign answered 200 with its unchanged body, as if it had been cancelled; a
+    cancelled one is still answered as it is (a retried cancel)."""
+    with stack.client(team_a.key) as client:
+        before = client.get(f"/campaigns/{campaign_of_a}").json()
+        refused = client.post(f"/campaigns/{campaign_of_a}/cancel")
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["detail"] == (
+            "campaign is done (iteration budget of 4 spent): it has nothing left to cancel")
+        assert client.get(f"/campaigns/{campaign_of_a}").json() == before
+        cid = client.post("/campaigns", json={"shape": SHAPE, "budget": {"iterations": 500}}
+                          ).json()["id"]
+        first = client.post(f"/campaigns/{cid}/cancel")
+        again = client.post(f"/campaigns/{cid}/cancel")
+        assert (first.status_code, again.status_code) == (200, 200), (first.text, again.text)
+        assert again.json()["status"] == "cancelled"
+        assert again.json()["status_reason"] == "cancelled by a user"
+
+
 @pytest.mark.parametrize("key", [None, "", "tf_00000000_not-a-real-key"])
 def test_missing_or_wrong_key_is_a_401(stack: Stack, campaign_of_a: str, key: str | None
                                        ) -> None:
