@@ -280,8 +280,9 @@ class WorkerRead(BaseModel):
     backend: str | None
     gpu: dict[str, Any] | None
     last_seen: dt.datetime
-    evaluations: int = Field(description="evaluations done (a GPU worker), or steps taken "
-                                         "(an agent: results recorded, decisions)")
+    evaluations: int = Field(description="evaluations done (a GPU worker), compiles done (a "
+                                         "compile worker), or steps taken (an agent: results "
+                                         "recorded, decisions)")
     busy_seconds: float = Field(description="seconds spent on them (busy / wall time is the "
                                             "process's utilization)")
 

@@ -155,6 +155,7 @@ def _heartbeat_loop() -> None:
 def compile_candidate(candidate_id: str) -> None:
     """Compile one candidate: a success is recorded here and sent to the GPUs, a failure is
     reported to the agent (which records the outcome and decides)."""
+    started = time.monotonic()
     # each step of a worker is one UPDATE that commits as it runs (and reads that need no
     # transaction): no BEGIN and COMMIT round trips
     with autocommit_scope(_url()) as s:
@@ -177,8 +178,10 @@ def compile_candidate(candidate_id: str) -> None:
         if recorded:  # else another delivery recorded it and sent the evaluation
             enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id,
                          queue=gpu_queue(job.arch))
-        return
-    enqueue(TaskName.COMPILED, candidate_id, jobs.compile_result_to_dict(result))
+    else:
+        enqueue(TaskName.COMPILED, candidate_id, jobs.compile_result_to_dict(result))
+    # a compile worker's heartbeat counts its compiles and their seconds (it showed 0 and 0)
+    runtime().count_evaluation(time.monotonic() - started)
 
 
 @app.task(name=TaskName.EVALUATE, autoretry_for=INFRA_ERRORS, retry_backoff=True,

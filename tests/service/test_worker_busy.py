@@ -48,3 +48,22 @@ def test_gpu_workers_report_their_busy_time(stack: Stack, team_a: TeamKey) -> No
     # busy for part of its life: more than nothing, less than the time since it started
     assert all(0 < w["busy_seconds"] < time.monotonic() - SESSION_START
                for w in gpus if w["evaluations"])
+
+
+def test_compile_workers_report_their_compiles(stack: Stack, team_a: TeamKey) -> None:
+    """GET /workers showed a compile worker with 0 evaluations and 0 busy seconds after any
+    number of compiles (only GPU workers and agents counted theirs)."""
+    with stack.client(team_a.key) as client:
+        before = sum(w["evaluations"] for w in client.get("/workers").json()
+                     if w["role"] == "compile")
+        cid = client.post("/campaigns", json={"shape": SHAPE, "budget": {"iterations": 6}}
+                          ).json()["id"]
+        wait_finished(client, cid, stack=stack)
+
+        def reported() -> bool:  # the next heartbeat carries the last compiles
+            workers = [w for w in client.get("/workers").json() if w["role"] == "compile"]
+            return sum(w["evaluations"] for w in workers) >= before + 6
+
+        wait_until(reported, 15, "the compile workers' heartbeats", stack)
+        workers = [w for w in client.get("/workers").json() if w["role"] == "compile"]
+    assert all(w["busy_seconds"] > 0 for w in workers if w["evaluations"])
