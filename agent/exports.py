@@ -147,7 +147,11 @@ def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
     ax.set_title(f"{campaign['kernel']} {m}x{n}x{k} · {campaign['policy']} · "
                  f"{campaign['backend']} ({campaign.get('gpu') or 'unknown GPU'})")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if not done:  # an empty frame says why, and there is no legend to draw (matplotlib warned)
+        ax.text(0.5, 0.5, "no evaluated candidate", transform=ax.transAxes, ha="center",
+                va="center", color="#868e96")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -333,3 +333,20 @@ def test_every_command_has_help_with_examples() -> None:
         result = tf(*name, "--help")
         assert result.exit_code == 0, name
         assert "Example" in result.stdout, name
+
+
+def test_report_of_a_campaign_without_candidates_warns_nothing(tmp_path: Path) -> None:
+    """A campaign that failed before its first candidate (a shape the replay never measured):
+    its plots are empty frames saying so; matplotlib's "No artists with labels found to put in
+    legend" warning reached the user's terminal."""
+    import warnings
+
+    from agent.exports import convergence_png
+
+    campaign = {"shape": {"m": 1024, "n": 1024, "k": 1024}, "kernel": "gemm_bias_relu",
+                "policy": "expert", "backend": "replay", "gpu": None, "vendor_us": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for by in ("iteration", "elapsed_s"):
+            path = convergence_png(campaign, [], tmp_path / f"{by}.png", by=by)
+            assert path.stat().st_size > 0
