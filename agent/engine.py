@@ -560,8 +560,7 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         for p in proposals
     ]
     if not created and pending == 0:
-        finish_campaign(session, campaign, "done",
-                        "search space exhausted: no unexplored point left to propose")
+        finish_campaign(session, campaign, "done", _nothing_to_propose(campaign, ctx))
     # what waits for its next step, as this transaction read it under the lock (the service's
     # plan needs no query of its own)
     _scratch(session).setdefault("waiting", {})[campaign.id] = [
@@ -576,6 +575,26 @@ def waiting(session: Session, campaign_id: str) -> list[tuple[str, str]] | None:
     since (a worker took it) was sent already: sending it again is a no-op of the guard."""
     found: list[tuple[str, str]] | None = _scratch(session).get("waiting", {}).get(campaign_id)
     return found
+
+
+def _nothing_to_propose(campaign: Campaign, ctx: PolicyContext) -> str:
+    """Why a campaign with budget left ends: the search space is exhausted, or (a policy's
+    empty answer proves nothing of the kind: optuna gives up after 60 draws it had seen) the
+    policy found no new point where unexplored ones remain."""
+    listed = getattr(ctx.space, "points", None)
+    candidates = listed() if callable(listed) else ctx.space.sample(ctx.rng(salt=97), 256)
+    left = sum(1 for params in candidates if ctx.fresh(params))
+    if left == 0 and callable(listed):
+        return "search space exhausted: no unexplored point left to propose"
+    explored = len(ctx.explored)
+    if left == 0:
+        return (f"the {campaign.policy} policy proposed no new point ({explored} explored; "
+                "the search space may be exhausted)")
+    how_many = f"{left} unexplored points remain" if callable(listed) else \
+        "unexplored points remain"
+    reach = " with the allowed actions" if campaign.allowed_actions else ""
+    return (f"the {campaign.policy} policy proposed no new point{reach} ({explored} explored, "
+            f"{how_many} in the search space)")
 
 
 def _injected_proposals(family: Any, ctx: PolicyContext, n: int

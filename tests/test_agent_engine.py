@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.policies import make_policy
 from agent.policies.base import key_of
 from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
 from agent.report import summary
@@ -394,6 +395,55 @@ def test_injected_actions_are_tried_whatever_the_policy(tmp_path: Path, policy: 
                                           "incumbent (#")
     assert notes[0]["message"].endswith("leaves the kernel unchanged")
     assert campaign_of(sessions, cid).injected_actions == []
+
+
+class _Silent:
+    """A policy that never has a point (as optuna, once 60 of its draws were explored)."""
+
+    name = "silent"
+
+    def propose(self, ctx: Any, n: int) -> list[Any]:
+        return []
+
+
+class _Three:
+    """The replay's space cut down to the baseline and two other points."""
+
+    def __init__(self) -> None:
+        rp = replay()
+        base = rp.family.baseline
+        self._points = [base, *[p for p in rp.space.points() if p != base][:2]]
+        self.domains = rp.space.domains
+
+    def contains(self, params: Any) -> bool:
+        return key_of(params) in {key_of(p) for p in self._points}
+
+    def points(self) -> list[Any]:
+        return list(self._points)
+
+    def sample(self, rng: Any, n: int) -> list[Any]:
+        return rng.sample(self._points, min(n, len(self._points)))
+
+
+def test_a_policy_without_a_point_is_not_an_exhausted_space(tmp_path: Path) -> None:
+    """A campaign whose policy proposed nothing ended "search space exhausted" with 2495 of the
+    replay's 2496 points unexplored (an optuna campaign, 259 of its 300 evaluations); the
+    reason is now what happened. A space really exhausted is still said so."""
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="optuna", budget_iterations=30)
+    campaign = run(sessions, cid, policy=_Silent())
+    assert campaign.evaluations == 1  # the baseline
+    assert campaign.status_reason == ("the optuna policy proposed no new point (1 explored, "
+                                      f"{len(replay().space.points()) - 1} unexplored points "
+                                      "remain in the search space)")
+    rp = replay()
+    small = create(sessions, policy="random", budget_iterations=30)
+    runner = EmbeddedRunner(sessions, [ReplayEvaluator(rp.family, rp.dataset)],
+                            policy=make_policy("random"), space=_Three())
+    ended = runner.run(small)
+    assert not runner.errors, runner.errors
+    assert ended.evaluations == 3
+    assert ended.status_reason == "search space exhausted: no unexplored point left to propose"
 
 
 def test_warm_start_evaluates_the_earlier_best_first(tmp_path: Path) -> None:
