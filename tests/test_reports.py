@@ -139,6 +139,12 @@ def test_report_writes_both_plots_and_a_summary_with_the_accepted_steps(
     steps = [line for line in section.splitlines() if line.startswith("| ") and
              line.split("|")[1].strip().isdigit()]
     assert [int(s.split("|")[1]) for s in steps] == [c.iteration for c in accepted]
+    # each step's speed-up over the incumbent, as the TFLOP/s show it (the column was "gain":
+    # the time saved, "+81.20%" for a kernel 5.3 times faster)
+    assert "| speed-up vs incumbent |" in section
+    for line, cand in zip(steps[1:], accepted[1:], strict=True):
+        improvement = (cand.decision or {})["improvement_pct"]
+        assert line.split("|")[4].strip() == f"{1 / (1 - improvement / 100):.2f}x", line
     for cand in accepted[1:]:
         assert cand.reason is not None
         assert cand.reason.replace("|", "\\|") in section
