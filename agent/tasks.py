@@ -138,33 +138,40 @@ def reconcile() -> list[str]:
     return ids
 
 
-#: The step that a candidate a worker holds waits for (decide re-plans the others): a correct
-#: kernel (``ok``) is held by the sanitizer gate.
-_STEP = {"compiling": TaskName.COMPILE, "measuring": TaskName.EVALUATE,
+#: The step that an in-flight candidate waits for: taken by a worker (``compiling``,
+#: ``measuring``; a correct kernel, ``ok``, held by the sanitizer gate) or sent and not taken yet
+#: (``pending``, ``compiled``: a message that a worker killed outright had taken off the queue
+#: and not yet claimed is in no queue and in no ``unacked`` hash, and decide's re-plan sends
+#: nothing while the step's enqueue guard stands, a day).
+_STEP = {"pending": TaskName.COMPILE, "compiling": TaskName.COMPILE,
+         "compiled": TaskName.EVALUATE, "measuring": TaskName.EVALUATE,
          "ok": TaskName.SANITIZE}
+#: The step of a candidate that a worker claimed (a claim on another status is stale).
+_CLAIMED_STEP = {status: _STEP[status] for status in ("compiling", "measuring", "ok")}
 
 
 def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """Candidates of ``campaign_ids`` that a worker took: id -> (status, queue of the step)."""
+    """Candidates of ``campaign_ids`` in flight: id -> (status, queue of their step)."""
     if not campaign_ids:
         return {}
     rows = session.execute(
         select(Candidate.id, Candidate.status, Campaign.arch)
         .join(Campaign, Campaign.id == Candidate.campaign_id)
         .where(Candidate.campaign_id.in_(campaign_ids),
-               Candidate.status.in_(("compiling", "measuring"))))
+               Candidate.status.in_(("pending", "compiling", "compiled", "measuring"))))
     return {cid: (status, _queue(status, arch)) for cid, status, arch in rows}
 
 
 def _queue(status: str, arch: str) -> str:
-    return "compile" if status == "compiling" else gpu_queue(arch)
+    return "compile" if status in ("pending", "compiling") else gpu_queue(arch)
 
 
 def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5) -> list[str]:
-    """Send again the step of every candidate that a worker took (or that waits for its
-    sanitizer gate) but that no message of the broker names any more (the broker restarted and
-    lost the running task's message, or the report the task sent): without this, a Redis
-    restart strands a campaign. Checked twice ``recheck_s`` apart (a message is briefly in
+    """Send again the step of every in-flight candidate (or one that waits for its sanitizer
+    gate) that no message of the broker names any more (the broker restarted and lost the
+    running task's message, or the report the task sent; a worker killed outright right after
+    it took the message off the queue): without this, a Redis restart or a killed GPU worker
+    strands a campaign. Checked twice ``recheck_s`` apart (a message is briefly in
     neither place while a worker takes it); sending a step twice is harmless (workers skip
     finished candidates). The ids sent."""
     if not working:
@@ -218,7 +225,7 @@ def release_abandoned() -> list[str]:
         with session_scope(_url()) as s:
             if not service.release(s, claim):
                 continue  # recorded or taken again meanwhile
-        step = _STEP.get(claim.status)
+        step = _CLAIMED_STEP.get(claim.status)
         if step is None:
             continue  # nothing waits for a step (a stale claim, now cleared)
         releases = int(redis_client().incr(f"tuneforge:released:{step}:{claim.candidate_id}"))

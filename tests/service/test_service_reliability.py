@@ -164,6 +164,48 @@ def test_a_campaign_whose_enqueue_was_lost_is_picked_up(stack: Stack) -> None:
     assert wait_until(finished, 30, "the reconciler to start the campaign", stack) == "done"
 
 
+@pytest.mark.parametrize("status", ["pending", "compiled"])
+def test_a_waiting_candidate_whose_message_was_lost_is_sent_again(stack: Stack,
+                                                                  status: str) -> None:
+    # seen by hand: a GPU worker killed outright (SIGKILL of its process group) while it took
+    # an evaluation off the queue, before it claimed the candidate: the message was in no
+    # queue and in no ``unacked`` hash, the candidate stayed ``compiled`` with no claim, and
+    # decide's re-plan sent nothing (the step's enqueue guard lasts a day): the campaign stood
+    # at 399 of 400 evaluations. Here: the baseline waiting for its compile or its evaluation,
+    # its step sent (the guard is set) and the message gone
+    rp_family = get_family("gemm_bias_relu")
+    with session_scope(stack.db_url) as s:
+        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=1),
+                                          backend="replay")
+        (baseline,) = engine.start_campaign(s, campaign.id)
+        campaign_id, candidate_id = campaign.id, baseline.id
+    step = TaskName.COMPILE
+    if status == "compiled":
+        evaluator = ReplayEvaluator(rp_family, replay_dataset("gemm_bias_relu"))
+        compiled = evaluator.compile(rp_family.baseline).result()
+        with session_scope(stack.db_url) as s:
+            engine.record_compile(s, candidate_id, compiled)
+            cand = s.get(Candidate, candidate_id)
+            assert cand is not None
+            assert cand.status == "compiled"
+        step = TaskName.EVALUATE
+    redis.Redis.from_url(stack.redis_url).set(f"tuneforge:sent:{step}:{candidate_id}", b"1",
+                                              ex=600)
+
+    def finished() -> str | None:
+        with session_scope(stack.db_url) as s:
+            found = s.get(Campaign, campaign_id)
+            assert found is not None
+            return found.status if found.status in ("done", "failed") else None
+
+    assert wait_until(finished, 40, "the reconciler to send the lost step again",
+                      stack) == "done"
+    with session_scope(stack.db_url) as s:
+        cand = s.get(Candidate, candidate_id)
+        assert cand is not None
+        assert (cand.status, cand.attempts) == ("ok", 1)
+
+
 def _done_gpu_campaign_with_best(stack: Stack, claimed_by: str | None) -> str:
     """A GPU-backend campaign asking for the sanitizer gate, done 10 s ago with a correct best
     kernel that has no gate record: as the agent leaves it when its ``worker.sanitize`` is
