@@ -126,14 +126,18 @@ def test_json_keeps_the_traces_for_load(ae: ModuleType, runs: list[dict[str, Any
 def test_kernel_tuner_runs_repeat_by_seed(ae: ModuleType, strategy: str,
                                           tmp_path: Path) -> None:
     """bayes_opt and diff_evo sample with scipy's LatinHypercube, which took fresh entropy
-    whatever the seed: the same seed must give the same run, and another seed another run."""
+    whatever the seed: the same seed must give the same sample, and another seed another one.
+    diff_evo repeats whole; bayes_opt its initial sample (``popsize``, 20 points) only: its
+    default acquisition refits the model depending on how long the last prediction and
+    evaluation took (wall clock), so what follows can differ between runs by design."""
     pytest.importorskip("kernel_tuner")
     from bench.kt_cache import run_kt
 
     cache = tmp_path / "cache.json"
     st = ae._load()
     ae.export_kt_cache(st["dataset"], st["shape"], cache)
-    first, again, other = (run_kt(cache, strategy, seed, 40)["evaluations"]
+    first, again, other = ([e["config"] for e in run_kt(cache, strategy, seed, 40)["evaluations"]]
                            for seed in (3, 3, 4))
-    assert [e["config"] for e in first] == [e["config"] for e in again]
-    assert [e["config"] for e in first] != [e["config"] for e in other]
+    repeatable = 20 if strategy == "bayes_opt" else len(first)
+    assert first[:repeatable] == again[:repeatable]
+    assert first[:repeatable] != other[:repeatable]
