@@ -535,7 +535,6 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         seed=campaign.seed, iteration=campaign.next_iteration,
         threshold_pct=campaign.accept_threshold_pct,
         allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
-        injected=list(campaign.injected_actions or []),
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
         settings=settings, shape=Shape(campaign.m, campaign.n, campaign.k),
         device=campaign.device, campaign_id=campaign.id,
@@ -543,13 +542,13 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     wanted = min(slots, left)
     # injected actions first, whatever the policy (only the expert read them: a random or optuna
     # campaign took them and never tried them); one that cannot be tried is said so
-    proposals, kept, dropped = _injected_proposals(family, ctx, wanted)
+    injected = list(campaign.injected_actions or [])
+    proposals, kept, dropped = _injected_proposals(family, ctx, injected, wanted)
     for text, why in dropped:
         emit(session, campaign.id, "note", {"kind": "injected_not_tried", "action": text,
                                             "message": f"{text} was not tried: {why}"})
-    if ctx.injected:
+    if injected:
         campaign.injected_actions = kept
-    ctx.injected = []  # handled here
     if len(proposals) < wanted:
         proposals += policy.propose(ctx, wanted - len(proposals))
     for note in ctx.notes:
@@ -597,9 +596,9 @@ def _nothing_to_propose(campaign: Campaign, ctx: PolicyContext) -> str:
             f"{how_many} in the search space)")
 
 
-def _injected_proposals(family: Any, ctx: PolicyContext, n: int
+def _injected_proposals(family: Any, ctx: PolicyContext, injected: list[str], n: int
                         ) -> tuple[list[Proposal], list[str], list[tuple[str, str]]]:
-    """The campaign's injected actions applied to the incumbent, in the order they came: up to
+    """The campaign's ``injected`` actions applied to the incumbent, in the order they came: up to
     ``n`` proposals, the actions left for a later decision (no slot now), and those that cannot
     be tried with the reason. A proposed point joins ``ctx.explored``, so the policy does not
     propose it again in the same decision."""
@@ -610,7 +609,7 @@ def _injected_proposals(family: Any, ctx: PolicyContext, n: int
     out: list[Proposal] = []
     kept: list[str] = []
     dropped: list[tuple[str, str]] = []
-    for text in ctx.injected:
+    for text in injected:
         if len(out) >= n:
             kept.append(text)
             continue

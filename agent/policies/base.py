@@ -75,7 +75,6 @@ class PolicyContext:
     iteration: int
     threshold_pct: float
     allowed_actions: set[str] | None = None
-    injected: list[str] = field(default_factory=list)
     stagnation: int = 0
     settings: Any = None
     #: the campaign's problem shape (shape-dependent transforms and rules need it)

@@ -1,24 +1,25 @@
 """The built-in expert policy: the seed's profile-driven rules, then local numeric search.
 
-Rules, in order, each producing a move from the incumbent only when its signal is present:
+Rules, in order, each producing a move from the incumbent only when its signal is present
+(actions injected into a running campaign come before any policy's proposals: the engine tries
+them, :func:`agent.engine.propose_candidates`):
 
-1. actions injected into the running campaign (the seed's human adding register blocking);
-2. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
-3. the last compile was over the shared-memory limit → the largest tile that fits, computed from
+1. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
+2. the last compile was over the shared-memory limit → the largest tile that fits, computed from
    ``max_smem_limit`` in the feedback (not a blind halving);
-4. operands read straight from global memory (memory-bound) → vectorize, stage tiles in shared
+3. operands read straight from global memory (memory-bound) → vectorize, stage tiles in shared
    memory, register-block;
-5. shared-memory bank conflicts (Nsight figure, or unpadded tiles when none was measured) →
+4. shared-memory bank conflicts (Nsight figure, or unpadded tiles when none was measured) →
    ``avoid_bank_conflict``;
-6. spills, or occupancy limited by registers → a smaller register block;
-7. low reuse per shared-memory load (register block under 4x4) → a larger register block;
-8. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
+5. spills, or occupancy limited by registers → a smaller register block;
+6. low reuse per shared-memory load (register block under 4x4) → a larger register block;
+7. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
    occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
    (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
-9. the structure has settled (a stagnation window without an acceptance) →
+8. the structure has settled (a stagnation window without an acceptance) →
    ``specialize_shape(true)``: compile-time M, N, K. Local search does not propose it earlier,
    since a specialized kernel is checked at the campaign's shape only;
-10. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
+9. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
    (a running mean of their improvements), untried ones next.
 
 A point measured once is never proposed again (so no ping-pong between two block shapes); a
@@ -336,8 +337,6 @@ class ExpertPolicy:
         p = inc.params
         profile = inc.profile or {}
         moves: list[tuple[str, str]] = []
-        for text in ctx.injected:
-            moves.append((text, "injected into the running campaign"))
         if not p.coalesced:
             moves.append(("apply_coalesce(true)",
                           "threadIdx.x runs along M: a warp's B loads and C stores are strided"))
