@@ -21,7 +21,6 @@ import argparse
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernels.base import Rejection, Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from worker.compile import Compiler, compile_candidate  # noqa: E402
-from worker.ncu import PROJECT_ROOT, ncu_path  # noqa: E402
+from worker.ncu import PROJECT_ROOT, launch_command, ncu_env, ncu_path  # noqa: E402
 
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy",
             "WarpStateStats")
@@ -106,13 +105,9 @@ def profile(label: str, params: Any, shape: Shape, compiler: Compiler, out: Path
     cmd = [exe, "--clock-control", "none", "--target-processes", "all",
            "-k", launch.kernel_name, "--launch-skip", "1", "--launch-count", "1",
            "--csv", "--page", "raw", *[a for s in SECTIONS for a in ("--section", s)],
-           sys.executable, "-m", "worker.ncu_launch", compiled.cubin_path, launch.kernel_name,
-           str(shape.m), str(shape.n), str(shape.k), str(launch.grid[0]), str(launch.grid[1]),
-           str(launch.block[0]), str(launch.block[1]), str(launch.dynamic_smem_bytes),
-           str(launch.grid[2]), str(launch.workspace_bytes or 0)]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu,
-               PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+           *launch_command(compiled.cubin_path, launch.kernel_name,
+                           (shape.m, shape.n, shape.k), launch.to_dict())]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ncu_env(gpu),
                           cwd=str(PROJECT_ROOT))
     (out / f"{label}.csv").write_text(done.stdout)
     try:

@@ -46,3 +46,15 @@ def test_the_summary_converts_orders_and_filters() -> None:
 def test_no_kernel_is_an_error() -> None:
     with pytest.raises(ValueError, match="no profiled kernel"):
         raw_rows("==PROF== Disconnected\n")
+
+
+def test_the_launch_program_gets_the_split_k_launch_in_its_argument_order() -> None:
+    import sys
+
+    from worker.ncu import launch_command
+
+    launch = {"grid": [32, 16, 4], "block": [128, 2, 1], "dynamic_smem_bytes": 132096,
+              "workspace_bytes": 4096}
+    assert launch_command("k.cubin", "gemm_bias_relu", (2048, 4096, 512), launch) == [
+        sys.executable, "-m", "worker.ncu_launch", "k.cubin", "gemm_bias_relu", "2048", "4096",
+        "512", "32", "16", "128", "2", "132096", "4", "4096"]

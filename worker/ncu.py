@@ -33,6 +33,24 @@ def ncu_path() -> str | None:
         "/usr/local/cuda/bin/ncu" if os.path.exists("/usr/local/cuda/bin/ncu") else None)
 
 
+def launch_command(cubin_path: str, kernel: str, shape: tuple[int, int, int],
+                   launch: dict[str, Any]) -> list[str]:
+    """The :mod:`worker.ncu_launch` program that ``ncu`` profiles: launch ``kernel`` of the cubin
+    twice at ``shape`` with ``launch`` (grid, block, dynamic smem, split-K workspace)."""
+    m, n, k = shape
+    return [sys.executable, "-m", "worker.ncu_launch", cubin_path, kernel, str(m), str(n),
+            str(k), str(launch["grid"][0]), str(launch["grid"][1]), str(launch["block"][0]),
+            str(launch["block"][1]), str(launch["dynamic_smem_bytes"]), str(launch["grid"][2]),
+            str(launch.get("workspace_bytes") or 0)]
+
+
+def ncu_env(gpu: str) -> dict[str, str]:
+    """The environment ``ncu`` runs the launch program in: one GPU, this project importable."""
+    return dict(os.environ, CUDA_VISIBLE_DEVICES=gpu,
+                PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT),
+                                            os.environ.get("PYTHONPATH", "")]))
+
+
 def parse_raw_csv(text: str) -> dict[str, float]:
     """Metric values from ``ncu --csv --page raw`` output (the last profiled kernel)."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
@@ -61,20 +79,13 @@ def profile_kernel(cubin: bytes, kernel: str, shape: tuple[int, int, int],
     with tempfile.TemporaryDirectory(prefix="tf-ncu-") as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
-        m, n, k = shape
         cmd = [exe, "--clock-control", "none", "--target-processes", "all", "-k", kernel,
                "--launch-skip", "1", "--launch-count", "1", "--csv", "--page", "raw",
                "--metrics", ",".join(METRICS.values()),
-               sys.executable, "-m", "worker.ncu_launch", str(path), kernel, str(m), str(n),
-               str(k), str(launch["grid"][0]), str(launch["grid"][1]), str(launch["block"][0]),
-               str(launch["block"][1]), str(launch["dynamic_smem_bytes"]),
-               str(launch["grid"][2]), str(launch.get("workspace_bytes") or 0)]
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu,
-                   PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH",
-                                                                                 "")]))
+               *launch_command(str(path), kernel, shape, launch)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                  env=env, cwd=str(PROJECT_ROOT))
+                                  env=ncu_env(gpu), cwd=str(PROJECT_ROOT))
         except subprocess.TimeoutExpired:
             return {}, {f: f"ncu did not finish within {timeout_s:g} s" for f in METRICS}
     try:
