@@ -18,8 +18,6 @@ table last.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import re
 import subprocess
@@ -32,7 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernels.base import Rejection, Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from worker.compile import Compiler, compile_candidate  # noqa: E402
-from worker.ncu import PROJECT_ROOT, launch_command, ncu_env, ncu_path  # noqa: E402
+from worker.ncu import (  # noqa: E402
+    PROJECT_ROOT,
+    launch_command,
+    ncu_env,
+    ncu_path,
+    number,
+    raw_rows,
+)
 
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy",
             "WarpStateStats")
@@ -47,28 +52,11 @@ HEADLINE = {
 }
 
 
-def raw_rows(text: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(metric -> value, metric -> unit) of the last kernel in ``ncu --csv --page raw``."""
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if len(rows) < 3:
-        raise ValueError("no profiled kernel in ncu's output")
-    header, units, values = rows[0], rows[1], rows[-1]
-    return dict(zip(header, values, strict=False)), dict(zip(header, units, strict=False))
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "").strip())
-    except ValueError:
-        return None
-
-
 def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
     """The headline figures, the busy pipes and the stall reasons of one kernel."""
     out: dict[str, Any] = {}
     for key, metric in HEADLINE.items():
-        v = _number(values.get(metric, ""))
+        v = number(values.get(metric, ""))
         if v is not None and key == "duration_us":
             unit = units.get(metric, "").strip()
             v = v / 1000.0 if unit == "nsecond" else v * 1000.0 if unit == "msecond" else v
@@ -76,14 +64,14 @@ def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
     pipes = {}
     for metric, text in values.items():
         m = PIPE.match(metric)
-        v = _number(text)
+        v = number(text)
         if m and v is not None and v > 1.0:
             pipes[m.group(1) or m.group(2)] = round(v, 1)
     out["pipes_pct"] = dict(sorted(pipes.items(), key=lambda kv: -kv[1]))
     stalls = {}
     for metric, text in values.items():
         m = STALL.match(metric)
-        v = _number(text)
+        v = number(text)
         if m and v is not None and v > 0.0:
             stalls[m.group(1)] = round(v, 3)
     out["stalls_cycles_per_issue"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))

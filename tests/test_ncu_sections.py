@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.ncu_sections import raw_rows, summarize
+from bench.ncu_sections import summarize
+from worker.ncu import raw_rows
 
 # the shape of `ncu --csv --page raw` (a banner line, the header, the units, one row per kernel)
 RAW = "\n".join([

@@ -51,21 +51,32 @@ def ncu_env(gpu: str) -> dict[str, str]:
                                             os.environ.get("PYTHONPATH", "")]))
 
 
-def parse_raw_csv(text: str) -> dict[str, float]:
-    """Metric values from ``ncu --csv --page raw`` output (the last profiled kernel)."""
+def raw_rows(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(metric -> value, metric -> unit) of the last kernel in ``ncu --csv --page raw``."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if len(rows) < 3:
         raise ValueError("no profiled kernel in ncu's output")
-    header, values = rows[0], rows[-1]  # rows[1] holds the units
+    header, units, values = rows[0], rows[1], rows[-1]
+    return dict(zip(header, values, strict=False)), dict(zip(header, units, strict=False))
+
+
+def number(text: str) -> float | None:
+    """A value of ncu's CSV (thousands separators allowed), or None when it is not a number."""
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> dict[str, float]:
+    """Metric values from ``ncu --csv --page raw`` output (the last profiled kernel)."""
+    values, _units = raw_rows(text)
     out: dict[str, float] = {}
     for metric in METRICS.values():
-        if metric in header:
-            raw = values[header.index(metric)].replace(",", "").strip()
-            try:
-                out[metric] = float(raw)
-            except ValueError:
-                continue
+        v = number(values.get(metric, ""))
+        if v is not None:
+            out[metric] = v
     return out
 
 
