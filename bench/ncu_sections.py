@@ -44,6 +44,9 @@ SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis",
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 PIPE = re.compile(r"^sm__inst_executed_pipe_(\w+?)\.avg\.pct_of_peak_sustained_active$|"
                   r"^sm__pipe_(\w+?)_cycles_active\.avg\.pct_of_peak_sustained_active$")
+#: the duration's unit as ncu writes it (``ns`` on the lent H200, ``nsecond`` in older versions)
+TIME_UNIT_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+                "s": 1e6, "second": 1e6}
 HEADLINE = {
     "duration_us": "gpu__time_duration.sum",
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -59,7 +62,7 @@ def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
         v = number(values.get(metric, ""))
         if v is not None and key == "duration_us":
             unit = units.get(metric, "").strip()
-            v = v / 1000.0 if unit == "nsecond" else v * 1000.0 if unit == "msecond" else v
+            v = v * TIME_UNIT_US.get(unit, 1.0)
         out[key] = v
     pipes = {}
     for metric, text in values.items():

@@ -44,6 +44,13 @@ def test_the_summary_converts_orders_and_filters() -> None:
         ("wait", 3102.5), ("barrier", 1.25), ("long_scoreboard", 0.4)]
 
 
+@pytest.mark.parametrize(("unit", "value"), [("ns", "1,731,600"), ("nsecond", "1731600"),
+                                             ("us", "1731.6"), ("msecond", "1.7316")])
+def test_the_duration_is_read_in_any_unit_ncu_writes(unit: str, value: str) -> None:
+    text = RAW.replace('"","","msecond"', f'"","","{unit}"').replace('"1.7316"', f'"{value}"')
+    assert summarize(*raw_rows(text))["duration_us"] == pytest.approx(1731.6)
+
+
 def test_no_kernel_is_an_error() -> None:
     with pytest.raises(ValueError, match="no profiled kernel"):
         raw_rows("==PROF== Disconnected\n")
