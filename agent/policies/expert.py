@@ -382,14 +382,9 @@ class ExpertPolicy:
                           ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
             if p.vec < 4:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
-            if p.reg_m * p.reg_n >= 16 and not getattr(p, "async_copy", True):
-                moves.append(("apply_async_copy(true)",
-                              "tiles staged through registers cost a load and a store per "
-                              "element and registers to hold them: cp.async copies them "
-                              "straight into shared memory while earlier tiles are computed"))
-            elif getattr(p, "async_copy", False) and p.stages < 2:
-                moves.append(("apply_double_buffer(2)", "three cp.async buffers: two tiles "
-                              "in flight behind the FMAs"))
+            # apply_async_copy is not offered: on the H200 the campaign's best SIMT kernel ran
+            # 15 % slower with it (0.739x against 0.873x cuBLAS at 4096³, 0.745x against
+            # 0.866x at 8192³, docs/GPU.md 2026-11-30); search policies still reach it
             if p.reg_m * p.reg_n >= 16:
                 moves.append(("apply_tf32x3(true)",
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
