@@ -33,6 +33,10 @@ VARIANTS += [replace(WG, swizzle=4), replace(WG, split_k=4)]
 # B^T fragments from global memory straight into registers (no B tile in shared memory)
 VARIANTS += [replace(WG, frag_global=True), replace(WG, wgmma=64, block_y=1, frag_global=True),
              replace(WG, frag_global=True, swizzle=4, split_k=4)]
+# MMAs in flight across K-tiles, partial sums promoted every 2 or 4 tiles
+WINDOW = replace(WG, swizzle=4, mma_window=4)
+VARIANTS += [WINDOW, replace(WG, mma_window=2), replace(WG, mma_window=4, stages=1),
+             replace(WG, mma_window=4, wgmma=64, block_y=1), replace(WG, mma_window=2, split_k=4)]
 AWKWARD = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
            Shape(1000, 1002, 999), Shape(8192, 1024, 4096))
 
@@ -70,7 +74,7 @@ def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None
     worst: dict[str, float] = {}
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
-        if params in (WG, TC, replace(WG, frag_global=True)):
+        if params in (WG, TC, replace(WG, frag_global=True), WINDOW):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=29, verify=True)

@@ -51,6 +51,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "specialize_shape": [("on", (False, True))],
     "apply_wgmma": [("n", (0, 64, 128))],
     "apply_global_fragments": [("on", (False, True))],
+    "apply_mma_pipeline": [("window", (1, 2, 4))],
     "apply_async_copy": [("on", (False, True))],
 }
 

@@ -28,6 +28,10 @@ def variants() -> list[GemmParams]:
     # B^T fragments from global memory: both tiles, one and two warpgroups, with split-K
     out += [replace(WG, wgmma=n, block_y=w, frag_global=True) for n in (64, 128) for w in (1, 2)]
     out += [replace(WG, frag_global=True, split_k=4, swizzle=4)]
+    # MMAs in flight across K-tiles: windows 2 and 4, three and four buffers, both tiles, split-K
+    out += [replace(WG, mma_window=w, swizzle=4) for w in (2, 4)]
+    out += [replace(WG, mma_window=4, stages=1), replace(WG, mma_window=4, wgmma=64, block_y=1),
+            replace(WG, mma_window=2, split_k=4)]
     return out
 
 
@@ -92,8 +96,9 @@ def test_launch_shapes_follow_the_tile() -> None:
 def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     tensor_cores = {**DOMAINS, "tf32x3": (True,)}  # the SIMT paths hold millions: left out
     hopper = [p for p in enumerate_space("sm_90", tensor_cores) if p.wgmma]
-    # tiles x warpgroups x buffers x swizzle x splits x where B's fragments come from
-    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * 2
+    # tiles x warpgroups x buffers x swizzle x splits x (B's fragments from shared memory with
+    # three MMA windows, or from global memory with the per-tile promotion)
+    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * (3 + 1)
     assert len(set(hopper)) == len(hopper)
     assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]
     assert FAMILY.compile_arch(WG, "sm_90") == "sm_90a"
@@ -111,6 +116,30 @@ def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler) -> 
         assert r.regs_per_thread is not None
         assert r.regs_per_thread <= 255
         assert "wgmma.mma_async" in FAMILY.render(p)
+
+
+def test_the_mma_pipeline_keeps_mmas_in_flight_and_promotes_per_window() -> None:
+    on = FAMILY.apply(Candidate(replace(WG, swizzle=4)), "apply_mma_pipeline(4)")
+    assert isinstance(on, Candidate)
+    p = on.params
+    assert p.mma_window == 4
+    assert p.to_dict()["mma_window"] == 4
+    assert "mma_window" not in WG.to_dict()  # older wgmma points keep their keys
+    assert p.smem_bytes == replace(WG, swizzle=4).smem_bytes  # registers, not shared memory
+    source = FAMILY.render(p)
+    # two commit groups a tile, each retired by a wait that leaves the other in flight
+    assert source.count("tf_wg_wait<1>();") == 2
+    assert "(kt + 1) % 4 == 0" in source
+    assert "(kt % 4) == 0" in source
+    assert "tf_wg_wait<1>" not in FAMILY.render(WG)
+    # not on the mma.sync kernel, not with global fragments
+    mma = FAMILY.apply(on, "apply_wgmma(0)")
+    assert isinstance(mma, Candidate)
+    assert mma.params.mma_window == 1
+    glob = FAMILY.apply(on, "apply_global_fragments(true)")
+    assert isinstance(glob, Rejection)
+    assert glob.reason == "mma_window_frag_global"
+    assert isinstance(FAMILY.apply(Candidate(TC), "apply_mma_pipeline(2)"), Rejection)
 
 
 def test_global_fragments_take_b_out_of_shared_memory() -> None:

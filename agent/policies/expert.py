@@ -459,18 +459,14 @@ class ExpertPolicy:
             if p.swizzle == 1:
                 moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
                               "B tiles in L2"))
-            if not getattr(p, "frag_global", False) \
-                    and "apply_global_fragments" in ctx.family.transforms:
-                moves.append(("apply_global_fragments(true)", "B^T fragments from L2 straight "
-                              "into registers a tile ahead: shared memory, which bounds the "
-                              "kernel, carries only the A tiles (about a fifth less traffic)"))
-            elif wgmma == 128 and (p.block_y, p.stages) != (1, 1):
-                steps = (["change_block_config(128, 1)"] if p.block_y != 1 else []) \
-                    + (["apply_double_buffer(1)"] if p.stages != 1 else [])
-                moves.append((" ; ".join(steps), "one warpgroup and three buffers of A tiles "
-                              "only (97 KB, about 245 registers): two CTAs per SM, so one "
-                              "CTA's promotion and barriers hide behind the other's MMAs (the "
-                              "two warpgroups of one CTA stall together)"))
+            if getattr(p, "mma_window", 1) == 1 and not getattr(p, "frag_global", False) \
+                    and "apply_mma_pipeline" in ctx.family.transforms:
+                moves.append(("apply_mma_pipeline(4)", "the tensor pipe drains at every K-tile "
+                              "(all MMAs retired before the promotion): keep them in flight "
+                              "across tiles, promote every 4 tiles"))
+            # not offered, measured slower on the H200 (docs/GPU.md, 2026-11-30): B's fragments
+            # from global memory (apply_global_fragments, 1.33x against 1.59x cuBLAS) and two
+            # one-warpgroup CTAs per SM with them (1.29x)
             return moves
         if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
             moves.append(("apply_warp_tiling(32, 32)",

@@ -73,13 +73,17 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "frag_global": (False, True),
     # the SIMT kernel's tiles copied by cp.async into stages + 1 shared-memory buffers
     "async_copy": (False, True),
+    # the wgmma kernel's MMAs kept in flight across K-tiles, partial sums promoted every this
+    # many K-tiles (1: every tile, the pipeline drained each time)
+    "mma_window": (1, 2, 4),
 }
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
-                                         "wgmma": 0, "frag_global": False, "async_copy": False}
+                                         "wgmma": 0, "frag_global": False, "async_copy": False,
+                                         "mma_window": 1}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -167,6 +171,11 @@ class GemmParams:
     #: register staging) into ``stages + 1`` buffers, one barrier per tile (A element by
     #: element, landing transposed as before; B a vector at a time).
     async_copy: bool = False
+    #: the wgmma kernel keeps its MMAs in flight across K-tiles (each tile's MMAs in two commit
+    #: groups with fragment registers of their own, made while the other group runs) and
+    #: promotes its partial sums into fp32 every this many K-tiles; 1 = every tile, waiting for
+    #: all MMAs each time.
+    mma_window: int = 1
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -284,8 +293,8 @@ class GemmParams:
         if self.tf32x3 and self.wgmma:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
-            return replace(self, **TC_FIXED, frag_global=False)
-        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False)
+            return replace(self, **TC_FIXED, frag_global=False, mma_window=1)
+        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1)
         if point.smem:
             return point
         return replace(point, **SMEM_ONLY_DEFAULTS)
@@ -364,6 +373,20 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             "frag_global shapes the wgmma 3xTF32 kernel, and "
             + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
             {"frag_global": True, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
+        )
+    if params.mma_window > 1 and not (params.tf32x3 and params.wgmma):
+        return Rejection(
+            "requires_wgmma",
+            f"mma_window={params.mma_window} shapes the wgmma 3xTF32 kernel, and "
+            + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
+            {"mma_window": params.mma_window, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
+        )
+    if params.mma_window > 1 and params.frag_global:
+        return Rejection(
+            "mma_window_frag_global",
+            "the in-flight MMA pipeline (mma_window > 1) makes its fragments from the "
+            "shared-memory B tile; frag_global loads them from global memory instead: choose one",
+            {"mma_window": params.mma_window, "frag_global": True},
         )
     if params.tf32x3 and params.wgmma:
         rejection = _validate_wgmma(params, arch)
@@ -602,6 +625,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "wgmma": (0,),
     "frag_global": (False,),
     "async_copy": (False,),
+    "mma_window": (1,),
 }
 
 
@@ -618,7 +642,7 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
              "tile_k", "pad", "interleave", "stages", "split_k", "async_copy"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
-    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global"),
+    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
@@ -631,6 +655,7 @@ _PATH_BASE: dict[str, dict[str, Any]] = {
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
     "split_k": (1,), "wgmma": (0,), "frag_global": (False,), "async_copy": (False,),
+    "mma_window": (1,),
 }
 
 

@@ -285,6 +285,27 @@ def apply_global_fragments(candidate: Candidate, on: bool) -> Candidate | Reject
 
 
 @TRANSFORMS.register(
+    "apply_mma_pipeline",
+    ArgSpec("window", DOMAINS["mma_window"], "K-tiles whose tensor-core partial sums are promoted "
+            "into fp32 at once, with the MMAs kept in flight across the tiles between (1: "
+            "promote every tile, all MMAs retired each time)", "mma_window"),
+    origin="expert",
+)
+def apply_mma_pipeline(candidate: Candidate, window: int) -> Candidate | Rejection:
+    """Keep the wgmma kernel's MMAs in flight across K-tiles: each tile's MMAs go in two commit
+    groups with fragment registers of their own, one group's fragments made while the other
+    group runs; the partial sums are promoted into fp32 every ``window`` K-tiles (32·window
+    products a sum), the only point where the tensor pipe drains."""
+    action = Action("apply_mma_pipeline", (window,))
+    if not (candidate.params.tf32x3 and candidate.params.wgmma):
+        return Rejection("requires_wgmma",
+                         f"{action} shapes the wgmma 3xTF32 kernel; apply_wgmma(128) first",
+                         {"action": str(action), "wgmma": candidate.params.wgmma,
+                          "tf32x3": candidate.params.tf32x3})
+    return _step(candidate, action, mma_window=window)
+
+
+@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),
