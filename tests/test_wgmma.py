@@ -129,8 +129,9 @@ def test_the_mma_pipeline_keeps_mmas_in_flight_and_promotes_per_window() -> None
     source = FAMILY.render(p)
     # two commit groups a tile, each retired by a wait that leaves the other in flight
     assert source.count("tf_wg_wait<1>();") == 2
-    assert "(kt + 1) % 4 == 0" in source
-    assert "(kt % 4) == 0" in source
+    # windows of 4 tiles unrolled (straight-line between promotions), the rest one at a time
+    assert "constexpr int WINDOW = 4;" in source
+    assert "tile(kt + t, t == 0, t == WINDOW - 1)" in source
     assert "tf_wg_wait<1>" not in FAMILY.render(WG)
     # not on the mma.sync kernel, not with global fragments
     mma = FAMILY.apply(on, "apply_wgmma(0)")
