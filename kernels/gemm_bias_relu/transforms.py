@@ -55,6 +55,15 @@ def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
     return None
 
 
+def _needs_wgmma(candidate: Candidate, action: Action) -> Rejection | None:
+    if not (candidate.params.tf32x3 and candidate.params.wgmma):
+        return Rejection("requires_wgmma",
+                         f"{action} shapes the wgmma 3xTF32 kernel; apply_wgmma(128) first",
+                         {"action": str(action), "wgmma": candidate.params.wgmma,
+                          "tf32x3": candidate.params.tf32x3})
+    return None
+
+
 def _needs_tensor_cores(candidate: Candidate, action: Action) -> Rejection | None:
     if not candidate.params.tf32x3:
         return Rejection("requires_tensor_cores",
@@ -274,14 +283,10 @@ def apply_wgmma(candidate: Candidate, n: int) -> Candidate | Rejection:
 def apply_global_fragments(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Load the wgmma kernel's register operand (B^T fragments) from global memory, one K-tile
     ahead of the MMAs, instead of through a shared-memory B tile: shared memory then carries only
-    the A tiles, whose bandwidth the kernel is short of."""
+    the A tiles (slower on the H200, 1.33x against 1.59x cuBLAS: the kernel was not short of
+    shared-memory bandwidth, docs/GPU.md 2026-11-30)."""
     action = Action("apply_global_fragments", (on,))
-    if not (candidate.params.tf32x3 and candidate.params.wgmma):
-        return Rejection("requires_wgmma",
-                         f"{action} shapes the wgmma 3xTF32 kernel; apply_wgmma(128) first",
-                         {"action": str(action), "wgmma": candidate.params.wgmma,
-                          "tf32x3": candidate.params.tf32x3})
-    return _step(candidate, action, frag_global=on)
+    return _needs_wgmma(candidate, action) or _step(candidate, action, frag_global=on)
 
 
 @TRANSFORMS.register(
@@ -297,12 +302,7 @@ def apply_mma_pipeline(candidate: Candidate, window: int) -> Candidate | Rejecti
     group runs; the partial sums are promoted into fp32 every ``window`` K-tiles (32·window
     products a sum), the only point where the tensor pipe drains."""
     action = Action("apply_mma_pipeline", (window,))
-    if not (candidate.params.tf32x3 and candidate.params.wgmma):
-        return Rejection("requires_wgmma",
-                         f"{action} shapes the wgmma 3xTF32 kernel; apply_wgmma(128) first",
-                         {"action": str(action), "wgmma": candidate.params.wgmma,
-                          "tf32x3": candidate.params.tf32x3})
-    return _step(candidate, action, mma_window=window)
+    return _needs_wgmma(candidate, action) or _step(candidate, action, mma_window=window)
 
 
 @TRANSFORMS.register(
