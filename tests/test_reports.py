@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from dashboard_support import FAILURES, TeamDb, finished_campaign, team_database
-from fastapi.testclient import TestClient
+from http_support import served
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -49,15 +50,15 @@ def tf(*args: str) -> Any:
 
 # ---- the data endpoint and the pages --------------------------------------------------------
 @pytest.fixture
-def client(done: tuple[TeamDb, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def client(done: tuple[TeamDb, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
     monkeypatch.setenv("TUNEFORGE_DATABASE_URL", done[0].url)
     get_settings.cache_clear()
-    with TestClient(create_app()) as c:
+    with served(create_app()) as c:
         yield c
 
 
 def test_points_carry_every_candidate_with_its_decision_and_time(
-        client: TestClient, done: tuple[TeamDb, str]) -> None:
+        client: httpx.Client, done: tuple[TeamDb, str]) -> None:
     db, cid = done
     rows = candidates(db, cid)
     body = client.get(f"/api/v1/campaigns/{cid}/points", headers={"X-API-Key": db.key}).json()
@@ -84,7 +85,7 @@ def test_points_carry_every_candidate_with_its_decision_and_time(
     assert [p["iteration"] for p in page["items"]] == [35, 36, 37, 38, 39]
 
 
-def test_points_need_the_owning_teams_key(client: TestClient, done: tuple[TeamDb, str],
+def test_points_need_the_owning_teams_key(client: httpx.Client, done: tuple[TeamDb, str],
                                           tmp_path: Path) -> None:
     db, cid = done
     assert client.get(f"/api/v1/campaigns/{cid}/points").status_code == 401
@@ -96,7 +97,7 @@ def test_points_need_the_owning_teams_key(client: TestClient, done: tuple[TeamDb
     assert response.status_code == 404
 
 
-def test_pages_load_without_a_key_and_forbid_foreign_scripts(client: TestClient) -> None:
+def test_pages_load_without_a_key_and_forbid_foreign_scripts(client: httpx.Client) -> None:
     assert client.get("/", follow_redirects=False).headers["location"] == "/ui/"
     for path in ("/ui/", "/ui/campaigns/whatever", "/ui/history"):
         page = client.get(path)
@@ -108,7 +109,7 @@ def test_pages_load_without_a_key_and_forbid_foreign_scripts(client: TestClient)
     assert "X-API-Key" in client.get("/ui/static/app.js").text
 
 
-def test_vendored_libraries_are_plain_files_with_their_licences(client: TestClient) -> None:
+def test_vendored_libraries_are_plain_files_with_their_licences(client: httpx.Client) -> None:
     vendor = STATIC / "vendor"
     for lib, files in {"uplot": ["uPlot.iife.min.js", "uPlot.min.css", "LICENSE"],
                        "diff": ["diff.min.js", "LICENSE"],

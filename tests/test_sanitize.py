@@ -633,7 +633,7 @@ def replay_campaign(tmp_path: Path) -> tuple[str, Any, str]:
 
 def test_the_record_is_stored_with_the_candidate_and_shown_by_api_and_export(
         replay_campaign: tuple[str, Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from fastapi.testclient import TestClient
+    from http_support import served
 
     from api import security
     from api.main import create_app
@@ -657,7 +657,7 @@ def test_the_record_is_stored_with_the_candidate_and_shown_by_api_and_export(
 
     monkeypatch.setenv("TUNEFORGE_DATABASE_URL", url)
     get_settings.cache_clear()
-    with TestClient(create_app()) as client:
+    with served(create_app()) as client:
         got = client.get(f"/api/v1/campaigns/{campaign_id}/candidates/{best_id}",
                          headers={"X-API-Key": key})
         assert got.status_code == 200, got.text
