@@ -707,18 +707,19 @@ def _decide(campaign: Campaign, m: Measurement, *, first: bool,
         inc_us = float(incumbent_us or math.inf)
         confident = True
         basis = "against the incumbent's recorded time"
+    # improvement_pct (and the threshold) is the share of the incumbent's time saved; the reason
+    # also says the speed-up, which is what a kernel engineer reads (81 % less time is 5.3x)
     improvement = 100.0 * (inc_us - cand_us) / inc_us
     threshold = campaign.accept_threshold_pct
+    change = (f"{inc_us / cand_us:.3f}x the incumbent's speed (time {-improvement:+.2f}%, "
+              f"{basis})" if math.isfinite(inc_us) else f"no incumbent time ({basis})")
     if improvement > threshold and confident:
         return {"accepted": True, "improvement_pct": round(improvement, 3),
-                "reason": f"{improvement:+.2f}% vs incumbent ({basis}), above the "
-                          f"{threshold:g}% threshold"}
+                "reason": f"{change}, above the {threshold:g}% threshold"}
     if improvement > threshold:
-        why = (f"{improvement:+.2f}% but the runs overlap the incumbent's ({basis}): "
-               "not confident; revert")
+        why = f"{change}, but the runs overlap the incumbent's: not confident; revert"
     else:
-        why = (f"{improvement:+.2f}% vs incumbent ({basis}), below the {threshold:g}% "
-               "threshold; revert")
+        why = f"{change}, below the {threshold:g}% threshold; revert"
     return {"accepted": False, "improvement_pct": round(improvement, 3), "reason": why}
 
 

@@ -144,6 +144,8 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     gain = _record(sessions, ev, proposed[0], [99.0, 99.1, 99.2], [100.0, 100.1, 100.2])
     assert gain.accepted
     assert "above the 0.5% threshold" in _decision(gain)["reason"]
+    # the speed-up, and the time saved signed as a change of time
+    assert _decision(gain)["reason"].startswith("1.010x the incumbent's speed (time -1.00%, ")
     assert campaign_of(sessions, cid).incumbent_id == gain.id != baseline_id
 
     overlap = _record(sessions, ev, proposed[1], [97.0, 98.0, 99.5], [99.0, 99.1, 99.2])
@@ -153,6 +155,7 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     small = _record(sessions, ev, proposed[2], [98.9, 98.95, 98.98], [99.0, 99.1, 99.2])
     assert not small.accepted
     assert "below the 0.5% threshold" in _decision(small)["reason"]
+    assert _decision(small)["reason"].startswith("1.002x the incumbent's speed (time -0.15%, ")
     wrong = _record(sessions, ev, proposed[3], [], [], status="wrong")
     assert not wrong.accepted
     assert _decision(wrong)["reason"].startswith("wrong: 17x33x65")
