@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -12,7 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from dashboard_support import FAILURES, TeamDb, finished_campaign, team_database
+from dashboard_support import (
+    FAILURES,
+    TeamDb,
+    create_campaign,
+    finished_campaign,
+    run_campaign,
+    team_database,
+)
 from http_support import served
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -20,7 +28,7 @@ from typer.testing import CliRunner
 from api.main import create_app
 from cli.main import app as cli_app
 from core import formats
-from core.models import CANDIDATE_FINAL, Candidate
+from core.models import CANDIDATE_FINAL, Campaign, Candidate
 from core.settings import get_settings
 
 STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
@@ -83,6 +91,32 @@ def test_points_carry_every_candidate_with_its_decision_and_time(
     page = client.get(f"/api/v1/campaigns/{cid}/points?limit=7&offset=35",
                       headers={"X-API-Key": db.key}).json()
     assert [p["iteration"] for p in page["items"]] == [35, 36, 37, 38, 39]
+
+
+def test_history_credits_the_campaign_that_reached_a_tied_best_first(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    """Two replay campaigns reach the same best time: /history names the one that finished
+    first, whichever row the database returns first."""
+    db = team_database(tmp_path / "ties.db", team="ties")
+    first, second = create_campaign(db, budget=30), create_campaign(db, budget=30)
+    for cid in (first, second):
+        run_campaign(db, cid, faults=False)
+    monkeypatch.setenv("TUNEFORGE_DATABASE_URL", db.url)
+    get_settings.cache_clear()
+    base = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+    for earlier, later in ((second, first), (first, second)):
+        with db.sessions.begin() as s:
+            rows = {c: s.get_one(Campaign, c) for c in (first, second)}
+            rows[earlier].finished_at = base
+            rows[later].finished_at = base + dt.timedelta(minutes=5)
+            bests = {s.get_one(Candidate, row.best_id).avg_us for row in rows.values()}
+        assert len(bests) == 1  # the tie this test is about
+        with served(create_app()) as client:
+            entries = client.get("/api/v1/history", headers={"X-API-Key": db.key}).json()
+        assert len(entries) == 1
+        assert entries[0]["campaign_id"] == earlier
+        assert entries[0]["campaigns"] == 2
 
 
 def test_points_need_the_owning_teams_key(client: httpx.Client, done: tuple[TeamDb, str],

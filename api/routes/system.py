@@ -32,9 +32,12 @@ Name = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)]
 @router.get("/history", response_model=list[HistoryEntry], responses=error_responses(401))
 def history(session: SessionDep, team: TeamDep, kernel: Name = None, m: Size = None,
             n: Size = None, k: Size = None, gpu: Name = None) -> list[HistoryEntry]:
-    """The team's best result per kernel, shape and GPU, across all its campaigns."""
+    """The team's best result per kernel, shape and GPU, across all its campaigns; of campaigns
+    whose best times tie, the one that finished first is credited (then the one created first)."""
     query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
-             .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None)))
+             .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
+             .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
+                       Campaign.created_at, Campaign.id))
     for column, value in ((Campaign.kernel, kernel), (Campaign.m, m), (Campaign.n, n),
                           (Campaign.k, k), (Campaign.gpu_name, gpu)):
         if value is not None:
