@@ -121,3 +121,23 @@ def test_bad_input_exits_2_with_one_line_naming_it(tmp_path: Path, args: list[st
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(message), lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_an_optuna_campaign_spends_its_budget_when_tpe_only_repeats(
+        tmp_path: Path, tuneforge_home: Path) -> None:
+    """Seed 0's TPE draws nothing but explored points after 159 evaluations of the replay
+    (the campaign used to stop there, 2337 points unexplored): the policy fills its batch with
+    uniform unexplored points instead, and the campaign spends all 300."""
+    db = tmp_path / "optuna.db"
+    done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--policy", "optuna",
+                     "--budget", "300", "--seed", "0", "--db", str(db), "--out",
+                     str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["evaluations"] == 300, result["reason"]
+    assert result["reason"] == "iteration budget of 300 spent"
+    with create_engine(f"sqlite:///{db}").connect() as conn:
+        actions = dict(conn.execute(text(
+            "SELECT action, count(*) FROM candidates GROUP BY action")).all())
+    assert actions.get("optuna_tpe()", 0) > 100
+    assert actions.get("random_point()", 0) > 0  # the fallback, labelled as such
