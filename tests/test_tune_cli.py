@@ -137,7 +137,7 @@ def test_an_optuna_campaign_spends_its_budget_when_tpe_only_repeats(
     assert result["evaluations"] == 300, result["reason"]
     assert result["reason"] == "iteration budget of 300 spent"
     with create_engine(f"sqlite:///{db}").connect() as conn:
-        actions = dict(conn.execute(text(
+        actions: dict[str, int] = dict(conn.execute(text(
             "SELECT action, count(*) FROM candidates GROUP BY action")).all())
     assert actions.get("optuna_tpe()", 0) > 100
     assert actions.get("random_point()", 0) > 0  # the fallback, labelled as such
