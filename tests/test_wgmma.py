@@ -4,8 +4,11 @@ sm_90a with no spills (the GPU side is tests/test_gpu_wgmma.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +182,18 @@ def test_global_fragments_need_the_wgmma_kernel() -> None:
     assert raw.reason == "requires_wgmma"
     assert "wgmma is 0" in raw.message
     assert replace(TC, frag_global=True).canonical() == TC
+
+
+def test_the_wgmma_ceiling_benchmark_compiles_every_variant(tmp_path: Path) -> None:
+    """bench/wgmma_peak.py (the TF32 warpgroup-MMA ceiling docs/GPU.md quotes) builds its six
+    kernels with the real nvcc for sm_90a, without spills."""
+    done = subprocess.run([sys.executable, "bench/wgmma_peak.py", "--compile-only", "--cache",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 6
+    for form in ("RS", "SS"):
+        for n in (64, 128, 256):
+            line = next(ln for ln in lines if ln.startswith(f"{form} m64n{n}k8:"))
+            assert line.endswith(", 0 spill bytes"), line
