@@ -13,9 +13,6 @@ from typing import Any
 from agent.policies.base import PolicyContext, Proposal, key_of
 
 FAIL_PENALTY = 10.0  # failed points are told as this many times the worst time seen
-#: draws per wanted point before the batch is filled at random: a TPE that has drawn this many
-#: explored points in a row is circling what it knows (and each draw refits its model)
-TPE_TRIES = 10
 
 
 class OptunaPolicy:
@@ -54,7 +51,7 @@ class OptunaPolicy:
         out: list[Proposal] = []
         seen: set[str] = set()
         explored = ctx.explored
-        for _ in range(TPE_TRIES * max(n, 1)):
+        for _ in range(60 * max(n, 1)):
             trial = study.ask(dists)
             params = ctx.family.params_type(**trial.params).canonical()
             key = key_of(params)
