@@ -113,6 +113,21 @@ class PolicyContext:
             return False
         return self.space.contains(params) and key_of(params) not in self.explored
 
+    def sample_unexplored(self, rng: random.Random, n: int, seen: set[str]) -> list[Any]:
+        """Up to ``n`` distinct points drawn uniformly from the space, none explored and none
+        in ``seen`` (which gains their keys)."""
+        out: list[Any] = []
+        # draw more than needed: some draws are explored already
+        for params in self.space.sample(rng, n + len(self.explored) + 16):
+            key = key_of(params)
+            if key in seen or not self.fresh(params):
+                continue
+            seen.add(key)
+            out.append(params)
+            if len(out) >= n:
+                break
+        return out
+
     def in_domains(self, spec: Any, action: Action) -> bool:
         """Whether every argument of ``action`` lies in the space's domain of the field it
         sets (a replay space measured some values of a field only)."""

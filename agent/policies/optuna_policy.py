@@ -70,17 +70,10 @@ class OptunaPolicy:
             # explored points (a 300-evaluation replay campaign stopped at 159, 2337 points
             # left). The rest of the batch is uniform over the unexplored points instead, so
             # the campaign spends its budget; the reason says so.
-            rng = ctx.rng(salt=57)
-            for params in ctx.space.sample(rng, n - len(out) + len(explored) + 16):
-                key = key_of(params)
-                if key in explored or key in seen or not ctx.fresh(params):
-                    continue
-                seen.add(key)
-                out.append(Proposal(params, "random_point()", "TPE drew only explored points: "
-                                    "a uniform random unexplored one instead", self.name,
-                                    ctx.incumbent.id if ctx.incumbent else None))
-                if len(out) >= n:
-                    break
+            out += [Proposal(params, "random_point()", "TPE drew only explored points: a uniform "
+                             "random unexplored one instead", self.name,
+                             ctx.incumbent.id if ctx.incumbent else None)
+                    for params in ctx.sample_unexplored(ctx.rng(salt=57), n - len(out), seen)]
         return out
 
 
