@@ -34,13 +34,22 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
     ap.add_argument("--no-baseline", action="store_true",
                     help="leave out the seed's baseline (141 ms a launch at 4096³)")
+    ap.add_argument("--runs", type=int, default=EvalOptions.bench_runs,
+                    help="timed runs per point (the median is reported)")
+    ap.add_argument("--target-run-ms", type=float, default=EvalOptions.target_run_ms,
+                    help="length of a timed run: longer runs see the clock the GPU sustains "
+                         "under its power limit (an 8192³ tensor-core kernel draws ~650 W)")
+    ap.add_argument("--max-reps", type=int, default=EvalOptions.max_reps,
+                    help="launches per timed run at most")
     args = ap.parse_args()
     points = [] if args.no_baseline else [("baseline", FAMILY.baseline)]
     for i, text in enumerate(args.params):
         label = args.label[i] if i < len(args.label) else f"point{i}"
         points.append((label, FAMILY.params_from_dict(json.loads(text))))
     compiler = Compiler(args.cache, arch="sm_90", workers=os.cpu_count() or 4)
-    ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(timeout_s=120.0),
+    ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(
+                          timeout_s=120.0, bench_runs=args.runs,
+                          target_run_ms=args.target_run_ms, max_reps=args.max_reps),
                       vendor_cache=args.cache / "vendor.json")
     # every point compiles in the pool at once (nvcc is the slow part on a fresh cache)
     futures = {label: ev.compile(params) for label, params in points}

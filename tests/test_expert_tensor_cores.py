@@ -66,6 +66,14 @@ def test_a_hopper_tensor_core_kernel_is_offered_wgmma_then_its_own_moves() -> No
     # measured slower on the H200: neither global fragments nor two one-warpgroup CTAs
     done = ExpertPolicy().propose(context(incumbent(first.params)), 6)
     assert not any("apply_global_fragments" in p.action or ";" in p.action for p in done)
+    # the windowed kernel: producer warpgroups take the copies and the split
+    assert [p.action for p in done][:2] == ["apply_warp_specialization(2)",
+                                            "apply_warp_specialization(1)"]
+    ws = done[0].params
+    assert ws.producers == 2
+    # with producers, three stages ahead beat four on the H200
+    after = [p.action for p in ExpertPolicy().propose(context(incumbent(ws)), 6)]
+    assert after[0] == "apply_double_buffer(1)"
 
 
 def test_no_wgmma_off_hopper() -> None:

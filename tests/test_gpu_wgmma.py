@@ -37,6 +37,12 @@ VARIANTS += [replace(WG, frag_global=True), replace(WG, wgmma=64, block_y=1, fra
 WINDOW = replace(WG, swizzle=4, mma_window=4)
 VARIANTS += [WINDOW, replace(WG, mma_window=2), replace(WG, mma_window=4, stages=1),
              replace(WG, mma_window=4, wgmma=64, block_y=1), replace(WG, mma_window=2, split_k=4)]
+# warp-specialized: one or two producer warpgroups copy and split, the consumers run the MMAs
+WS = replace(WG, mma_window=4, stages=1, producers=2)
+VARIANTS += [replace(WG, mma_window=4, stages=s, producers=n) for s in (1, 2) for n in (1, 2)]
+VARIANTS += [replace(WG, mma_window=4, stages=1, producers=2, swizzle=4, split_k=4),
+             replace(WG, mma_window=4, stages=1, producers=1, wgmma=64, block_y=1),
+             replace(WG, mma_window=2, stages=1, producers=2, block_y=1)]
 AWKWARD = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
            Shape(1000, 1002, 999), Shape(8192, 1024, 4096))
 
@@ -74,7 +80,7 @@ def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None
     worst: dict[str, float] = {}
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
-        if params in (WG, TC, replace(WG, frag_global=True), WINDOW):
+        if params in (WG, TC, replace(WG, frag_global=True), WINDOW, WS):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=29, verify=True)

@@ -52,6 +52,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_wgmma": [("n", (0, 64, 128))],
     "apply_global_fragments": [("on", (False, True))],
     "apply_mma_pipeline": [("window", (1, 2, 4))],
+    "apply_warp_specialization": [("producers", (0, 1, 2))],
     "apply_async_copy": [("on", (False, True))],
 }
 

@@ -13,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from agent.policies.base import key_of
-from kernels.base import Candidate, Rejection, Shape
+from kernels.base import Candidate, LaunchConfig, Rejection, Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import DOMAINS, enumerate_space, validate
+from kernels.gemm_bias_relu.params import (
+    DOMAINS,
+    enumerate_space,
+    validate,
+    ws_launch_registers,
+    ws_producer_registers,
+)
 from worker.compile import Compiler, compile_candidate
 
 TC = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2).canonical()
@@ -100,8 +106,9 @@ def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     tensor_cores = {**DOMAINS, "tf32x3": (True,)}  # the SIMT paths hold millions: left out
     hopper = [p for p in enumerate_space("sm_90", tensor_cores) if p.wgmma]
     # tiles x warpgroups x buffers x swizzle x splits x (B's fragments from shared memory with
-    # three MMA windows, or from global memory with the per-tile promotion)
-    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * (3 + 1)
+    # the per-tile promotion, or two MMA windows in lockstep or with one or two producer
+    # warpgroups; or from global memory with the per-tile promotion)
+    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * (1 + 2 * 3 + 1)
     assert len(set(hopper)) == len(hopper)
     assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]
     assert FAMILY.compile_arch(WG, "sm_90") == "sm_90a"
@@ -130,8 +137,10 @@ def test_the_mma_pipeline_keeps_mmas_in_flight_and_promotes_per_window() -> None
     assert "mma_window" not in WG.to_dict()  # older wgmma points keep their keys
     assert p.smem_bytes == replace(WG, swizzle=4).smem_bytes  # registers, not shared memory
     source = FAMILY.render(p)
-    # two commit groups a tile, each retired by a wait that leaves the other in flight
-    assert source.count("tf_wg_wait<1>();") == 2
+    # a commit group per k8 step, each set of fragment registers rewritten once the group four
+    # back has retired (three left in flight)
+    assert source.count("tf_wg_wait<BK / 8 - 1>();") == 1
+    assert source.count("tf_wg_commit();") == 1
     # windows of 4 tiles unrolled (straight-line between promotions), the rest one at a time
     assert "constexpr int WINDOW = 4;" in source
     assert "tile(kt + t, t == 0, t == WINDOW - 1)" in source
@@ -197,3 +206,56 @@ def test_the_wgmma_ceiling_benchmark_compiles_every_variant(tmp_path: Path) -> N
         for n in (64, 128, 256):
             line = next(ln for ln in lines if ln.startswith(f"{form} m64n{n}k8:"))
             assert line.endswith(", 0 spill bytes"), line
+
+
+def test_warp_specialization_hands_the_copies_to_producer_warpgroups() -> None:
+    window = FAMILY.apply(Candidate(WG), "apply_mma_pipeline(4)")
+    assert isinstance(window, Candidate)
+    on = FAMILY.apply(window, "apply_warp_specialization(2)")
+    assert isinstance(on, Candidate)
+    p = on.params
+    assert p.producers == 2
+    assert p.to_dict()["producers"] == 2
+    assert "producers" not in window.params.to_dict()  # older points keep their keys
+    # two consumer warpgroups (64 columns of C each) plus two producers: 512 threads
+    launch = FAMILY.launch(p, Shape(4096, 4096, 4096))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.block == (128, 4, 1)
+    assert launch.grid == (32, 32, 1)
+    assert p.threads == 512
+    # stages + 3 stages of A and B as copied and three small-part buffers
+    assert p.wg_buffers == p.stages + 3
+    assert p.smem_bytes == 5 * (16384 + 32 * 136 * 4) + 3 * 16384 + 1024
+    # registers: launched with 128 a thread; producers give 64 each to the consumers' 192
+    assert ws_launch_registers(p.threads) == 128
+    assert ws_producer_registers(p.threads, 2, 2) == 64
+    assert ws_producer_registers(384, 2, 1) == 120
+    assert ws_producer_registers(256, 1, 1) == 255  # no move needed
+    source = FAMILY.render(p)
+    assert "setmaxnreg.dec.sync.aligned.u32 64;" in source
+    assert "setmaxnreg.inc.sync.aligned.u32 192;" in source
+    assert source.count("mbarrier.try_wait.parity") == 1
+    assert "__syncthreads();" in source  # once, after the barriers' init
+    assert source.count("__syncthreads()") == 1
+    # only on the in-flight pipeline of the wgmma kernel
+    per_tile = FAMILY.apply(on, "apply_mma_pipeline(1)")
+    assert isinstance(per_tile, Rejection)
+    assert per_tile.reason == "requires_mma_pipeline"
+    assert isinstance(FAMILY.apply(Candidate(TC), "apply_warp_specialization(1)"), Rejection)
+    assert "setmaxnreg" not in FAMILY.render(window.params)
+
+
+def test_warp_specialized_kernels_launch_with_the_registers_setmaxnreg_assumes(
+        compiler: Compiler) -> None:
+    """setmaxnreg.inc waits for registers the producers' dec returns: if ptxas launched the
+    kernel with fewer registers than the arithmetic assumes, the consumers would wait forever."""
+    base = replace(WG, mma_window=4)
+    points = [replace(base, producers=n, block_y=w, stages=s, wgmma=t)
+              for n in (1, 2) for w in (1, 2) for s in (1, 2) for t in (64, 128)]
+    with ThreadPoolExecutor(compiler.workers) as pool:
+        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
+    for p, r in zip(points, results, strict=True):
+        assert r.status == "ok", (p, r.error)
+        assert r.spill_bytes == 0, (p.to_dict(), r.spill_bytes)
+        if "setmaxnreg" in FAMILY.render(p):
+            assert r.regs_per_thread == ws_launch_registers(p.threads), p.to_dict()

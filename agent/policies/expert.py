@@ -464,6 +464,18 @@ class ExpertPolicy:
                 moves.append(("apply_mma_pipeline(4)", "the tensor pipe drains at every K-tile "
                               "(all MMAs retired before the promotion): keep them in flight "
                               "across tiles, promote every 4 tiles"))
+            producers = getattr(p, "producers", 0)
+            if getattr(p, "mma_window", 1) > 1 and not producers \
+                    and "apply_warp_specialization" in ctx.family.transforms:
+                moves += [("apply_warp_specialization(2)", "the warps that issue the MMAs also "
+                           "copy and split every tile and meet at a CTA barrier each K-tile: "
+                           "give that to two producer warpgroups, the consumers only feed the "
+                           "tensor cores"),
+                          ("apply_warp_specialization(1)", "the warps that issue the MMAs also "
+                           "copy and split every tile: give that to a producer warpgroup")]
+            if producers and p.stages > 1:
+                moves.append(("apply_double_buffer(1)", "with producers, three stages ahead "
+                              "measured faster than four (docs/GPU.md, 2026-11-30)"))
             # not offered, measured slower on the H200 (docs/GPU.md, 2026-11-30): B's fragments
             # from global memory (apply_global_fragments, 1.33x against 1.59x cuBLAS) and two
             # one-warpgroup CTAs per SM with them (1.29x)

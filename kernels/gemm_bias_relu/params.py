@@ -76,6 +76,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the wgmma kernel's MMAs kept in flight across K-tiles, partial sums promoted every this
     # many K-tiles (1: every tile, the pipeline drained each time)
     "mma_window": (1, 2, 4),
+    # the wgmma kernel with that pipeline, warp-specialized: this many producer warpgroups copy
+    # the tiles and split A, the consumer warpgroups only run the MMAs (0: all in lockstep)
+    "producers": (0, 1, 2),
 }
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
@@ -83,7 +86,7 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
-                                         "mma_window": 1}
+                                         "mma_window": 1, "producers": 0}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -100,15 +103,40 @@ TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 TC_REGISTER_OVERHEAD = 40
 MAX_REGS_PER_THREAD = 255
 #: The wgmma kernel: 128 threads per warpgroup, each warpgroup owns 64 columns of C; its K tile
-#: is one 128-byte swizzle row of fp32 and it keeps ``stages + 2`` shared-memory buffers.
+#: is one 128-byte swizzle row of fp32 and it keeps ``stages + 2`` shared-memory buffers
+#: (``stages + 3`` and three small-part buffers when warp-specialized).
 WG_THREADS = 128
 WG_COLUMNS = 64
 WG_TILE_K = 32
+#: Buffers of the A tile's small part in the warp-specialized kernel (the tile being split, the
+#: one the MMAs read, and the one whose MMAs may still be in flight).
+WG_SMALL_BUFFERS = 3
 #: Fields the wgmma kernel fixes (besides :data:`TC_FIXED`); its block must be (128, 1 or 2),
 #: which validation checks rather than canonicalization hides.
 WG_FIXED: dict[str, Any] = {"tile_k": WG_TILE_K, **TC_ONLY_DEFAULTS}
 #: Archs whose GPUs have wgmma (the kernel is built for the ``a`` variant of sm_90).
 WGMMA_ARCHS = ("sm_90", "sm_90a")
+
+
+#: Registers a consumer thread of the warp-specialized wgmma kernel gets (``setmaxnreg.inc``)
+#: when the launch count is lower: accumulators, partial sums, four fragment sets, addresses.
+WS_CONSUMER_REGISTERS = 192
+
+
+def ws_launch_registers(threads: int) -> int:
+    """Registers per thread a warp-specialized wgmma kernel of ``threads`` is launched with
+    (``__launch_bounds__(threads, 1)``: what the register file allows, in steps of 8)."""
+    return min(REGISTERS_PER_SM // threads // 8 * 8, MAX_REGS_PER_THREAD)
+
+
+def ws_producer_registers(threads: int, consumers: int, producers: int) -> int:
+    """Registers a producer thread keeps (``setmaxnreg.dec``) so that the consumers can take
+    :data:`WS_CONSUMER_REGISTERS` out of the CTA's launch allocation."""
+    launch = ws_launch_registers(threads)
+    if launch >= WS_CONSUMER_REGISTERS:
+        return launch
+    spare = threads * launch - 128 * consumers * WS_CONSUMER_REGISTERS
+    return spare // (128 * producers) // 8 * 8
 
 
 def max_smem_limit(arch: str) -> int:
@@ -176,6 +204,11 @@ class GemmParams:
     #: promotes its partial sums into fp32 every this many K-tiles; 1 = every tile, waiting for
     #: all MMAs each time.
     mma_window: int = 1
+    #: warp specialization of the wgmma kernel with the in-flight MMA pipeline: this many
+    #: producer warpgroups (besides the ``block_y`` consumer warpgroups) copy the tiles and split
+    #: A, handing stages over through mbarriers; the consumers make B's fragments and run the
+    #: MMAs, and no CTA-wide barrier stops them. 0: every warpgroup does everything in lockstep.
+    producers: int = 0
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -191,8 +224,8 @@ class GemmParams:
     # -- derived figures ---------------------------------------------------------------------
     @property
     def threads(self) -> int:
-        """Threads per block."""
-        return self.block_x * self.block_y
+        """Threads per block (a warp-specialized wgmma kernel's producers included)."""
+        return self.block_x * (self.block_y + self.producers)
 
     @property
     def threads_n(self) -> int:
@@ -240,8 +273,10 @@ class GemmParams:
 
     @property
     def wg_buffers(self) -> int:
-        """Shared-memory buffers of the wgmma kernel (``stages + 2``)."""
-        return self.stages + 2
+        """Shared-memory stages of the wgmma kernel: ``stages + 2`` of big A, small A and B;
+        warp-specialized ``stages + 3`` of A and B as copied (the small parts then live in
+        :data:`WG_SMALL_BUFFERS` buffers of their own)."""
+        return self.stages + (3 if self.producers else 2)
 
     @property
     def fixed_shape(self) -> Shape | None:
@@ -260,6 +295,9 @@ class GemmParams:
         if self.tf32x3 and self.wgmma:  # big + small A tiles, raw B tile, 1 KB aligned; + 1 KB
             a_tile = 4 * self.wgmma * WG_TILE_K
             b_tile = 0 if self.frag_global else 4 * WG_TILE_K * (self.tc_block_n + 8)
+            if self.producers:  # stages of A and B, the small parts apart
+                stage = -(-(a_tile + b_tile) // 1024) * 1024
+                return self.wg_buffers * stage + WG_SMALL_BUFFERS * a_tile + 1024
             stage = -(-(2 * a_tile + b_tile) // 1024) * 1024
             return self.wg_buffers * stage + 1024
         if self.tf32x3:  # stages + 1 cp.async buffers of padded A and B tiles
@@ -276,6 +314,8 @@ class GemmParams:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
         if self.tf32x3 and self.wgmma:  # accumulators + promoted partial sums + B^T fragments
             # (+ the next tile's raw fragments in flight when they come from global memory)
+            if self.producers:  # the roles share the launch count out with setmaxnreg
+                return ws_launch_registers(self.threads)
             frags = (12 if self.frag_global else 8) * (WG_TILE_K // 8)
             return self.wgmma + frags + TC_REGISTER_OVERHEAD
         if self.tf32x3:  # accumulators + promoted partial sums + split fragments
@@ -293,8 +333,9 @@ class GemmParams:
         if self.tf32x3 and self.wgmma:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
-            return replace(self, **TC_FIXED, frag_global=False, mma_window=1)
-        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1)
+            return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0)
+        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
+                        producers=0)
         if point.smem:
             return point
         return replace(point, **SMEM_ONLY_DEFAULTS)
@@ -380,6 +421,16 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             f"mma_window={params.mma_window} shapes the wgmma 3xTF32 kernel, and "
             + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
             {"mma_window": params.mma_window, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
+        )
+    if params.producers and not (params.tf32x3 and params.wgmma and params.mma_window > 1):
+        return Rejection(
+            "requires_mma_pipeline",
+            f"producers={params.producers} specializes the wgmma 3xTF32 kernel's in-flight MMA "
+            "pipeline, and "
+            + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0" if not params.wgmma
+               else "mma_window is 1"),
+            {"producers": params.producers, "wgmma": params.wgmma,
+             "mma_window": params.mma_window, "tf32x3": params.tf32x3},
         )
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
@@ -582,7 +633,7 @@ def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
             grid=(grid_x, grid_y, 1),
-            block=(params.block_x, params.block_y, 1),
+            block=(params.block_x, params.block_y + params.producers, 1),
             dynamic_smem_bytes=params.smem_bytes,
         )
     # the split-K kernel always writes partial sums (even when a short K leaves one split)
@@ -595,7 +646,7 @@ def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
     return LaunchConfig(
         kernel_name=KERNEL_NAME,
         grid=(grid_x, grid_y, splits),
-        block=(params.block_x, params.block_y, 1),
+        block=(params.block_x, params.block_y + params.producers, 1),
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=workspace_bytes(splits, shape),
         epilogue=EpilogueLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
@@ -626,6 +677,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "frag_global": (False,),
     "async_copy": (False,),
     "mma_window": (1,),
+    "producers": (0,),
 }
 
 
@@ -642,7 +694,8 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
              "tile_k", "pad", "interleave", "stages", "split_k", "async_copy"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
-    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window"),
+    "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window",
+              "producers"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
@@ -656,6 +709,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "interleave": (False,), "stages": (1,), "swizzle": (1,), "tf32x3": (False,),
     "split_k": (1,), "wgmma": (0,), "frag_global": (False,), "async_copy": (False,),
     "mma_window": (1,),
+    "producers": (0,),
 }
 
 

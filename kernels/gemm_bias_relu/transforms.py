@@ -297,12 +297,29 @@ def apply_global_fragments(candidate: Candidate, on: bool) -> Candidate | Reject
     origin="expert",
 )
 def apply_mma_pipeline(candidate: Candidate, window: int) -> Candidate | Rejection:
-    """Keep the wgmma kernel's MMAs in flight across K-tiles: each tile's MMAs go in two commit
-    groups with fragment registers of their own, one group's fragments made while the other
-    group runs; the partial sums are promoted into fp32 every ``window`` K-tiles (32·window
-    products a sum), the only point where the tensor pipe drains."""
+    """Keep the wgmma kernel's MMAs in flight across K-tiles: each k8 step's three MMAs are a
+    commit group with fragment registers of its own, made while the three groups before it run;
+    the partial sums are promoted into fp32 every ``window`` K-tiles (32·window products a sum),
+    the only point where the tensor pipe drains."""
     action = Action("apply_mma_pipeline", (window,))
     return _needs_wgmma(candidate, action) or _step(candidate, action, mma_window=window)
+
+
+@TRANSFORMS.register(
+    "apply_warp_specialization",
+    ArgSpec("producers", DOMAINS["producers"], "producer warpgroups that copy the tiles and split "
+            "A while the consumer warpgroups only run the MMAs (0: all in lockstep)",
+            "producers"),
+    origin="expert",
+)
+def apply_warp_specialization(candidate: Candidate, producers: int) -> Candidate | Rejection:
+    """Warp-specialize the wgmma kernel's in-flight MMA pipeline: ``producers`` warpgroups copy
+    each K-tile (cp.async) and split its A tile, handing stages to the consumer warpgroups through
+    mbarriers (full: copied and split; empty: the MMAs that read it retired); the consumers make
+    B's fragments and issue the MMAs and never stop at a CTA-wide barrier. Registers move from
+    producers to consumers with ``setmaxnreg``."""
+    action = Action("apply_warp_specialization", (producers,))
+    return _needs_wgmma(candidate, action) or _step(candidate, action, producers=producers)
 
 
 @TRANSFORMS.register(
