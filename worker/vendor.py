@@ -34,6 +34,8 @@ def measure_torch(m: int, n: int, k: int, runs: int = 3, target_ms: float = 50.0
         end.synchronize()
         return start.elapsed_time(end) * 1000.0
 
+    once()  # the first call carries cuBLAS's set-up (~100 ms): it must not size the runs, or
+    # every run would be one launch long (what the runs of 2026-11-29 and 30 were)
     warm = max(once(), once())
     reps = max(1, min(100, int(target_ms * 1000 / warm)))
     run_medians = [statistics.median(once() for _ in range(reps)) for _ in range(runs)]
