@@ -228,9 +228,9 @@ def test_warp_specialization_hands_the_copies_to_producer_warpgroups() -> None:
     assert p.smem_bytes == 5 * (16384 + 32 * 136 * 4) + 3 * 16384 + 1024
     # registers: launched with 128 a thread; producers give 64 each to the consumers' 192
     assert ws_launch_registers(p.threads) == 128
-    assert ws_producer_registers(p.threads, 2, 2) == 64
-    assert ws_producer_registers(384, 2, 1) == 120
-    assert ws_producer_registers(256, 1, 1) == 255  # no move needed
+    assert ws_producer_registers(2, 2) == 64
+    assert ws_producer_registers(2, 1) == 120
+    assert ws_producer_registers(1, 1) == 255  # no move needed
     source = FAMILY.render(p)
     assert "setmaxnreg.dec.sync.aligned.u32 64;" in source
     assert "setmaxnreg.inc.sync.aligned.u32 192;" in source

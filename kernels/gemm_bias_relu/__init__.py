@@ -22,7 +22,7 @@ from kernels.gemm_bias_relu.params import (
     REDUCE_THREADS,
     SEED_DOMAINS,
     SPLITK_REDUCE_NAME,
-    WS_CONSUMER_REGISTERS,
+    WG_SMALL_BUFFERS,
     GemmParams,
     compile_arch,
     enumerate_space,
@@ -30,8 +30,6 @@ from kernels.gemm_bias_relu.params import (
     max_smem_limit,
     sample_space,
     validate,
-    ws_launch_registers,
-    ws_producer_registers,
 )
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
 
@@ -56,15 +54,6 @@ def _environment() -> jinja2.Environment:
 @lru_cache(maxsize=4)
 def _template(name: str = "gemm_bias_relu.cu.j2") -> jinja2.Template:
     return _environment().get_template(name)
-
-
-def _ws_registers(p: GemmParams) -> tuple[int, int, int]:
-    """Launch, producer and consumer registers per thread of a warp-specialized wgmma kernel
-    (zeros for any other point)."""
-    if not p.producers:
-        return (0, 0, 0)
-    return (ws_launch_registers(p.threads),
-            ws_producer_registers(p.threads, p.block_y, p.producers), WS_CONSUMER_REGISTERS)
 
 
 class GemmBiasRelu:
@@ -101,7 +90,8 @@ class GemmBiasRelu:
             reduce_name=SPLITK_REDUCE_NAME,
             reduce_threads=REDUCE_THREADS,
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
-            ws_regs=_ws_registers(canonical),
+            ws_regs=canonical.ws_registers,
+            small_buffers=WG_SMALL_BUFFERS,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

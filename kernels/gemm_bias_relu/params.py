@@ -129,14 +129,15 @@ def ws_launch_registers(threads: int) -> int:
     return min(REGISTERS_PER_SM // threads // 8 * 8, MAX_REGS_PER_THREAD)
 
 
-def ws_producer_registers(threads: int, consumers: int, producers: int) -> int:
-    """Registers a producer thread keeps (``setmaxnreg.dec``) so that the consumers can take
-    :data:`WS_CONSUMER_REGISTERS` out of the CTA's launch allocation."""
+def ws_producer_registers(consumers: int, producers: int) -> int:
+    """Registers a producer thread keeps (``setmaxnreg.dec``) so that the ``consumers``
+    warpgroups can take :data:`WS_CONSUMER_REGISTERS` out of the CTA's launch allocation."""
+    threads = WG_THREADS * (consumers + producers)
     launch = ws_launch_registers(threads)
     if launch >= WS_CONSUMER_REGISTERS:
         return launch
-    spare = threads * launch - 128 * consumers * WS_CONSUMER_REGISTERS
-    return spare // (128 * producers) // 8 * 8
+    spare = threads * launch - WG_THREADS * consumers * WS_CONSUMER_REGISTERS
+    return spare // (WG_THREADS * producers) // 8 * 8
 
 
 def max_smem_limit(arch: str) -> int:
@@ -277,6 +278,15 @@ class GemmParams:
         warp-specialized ``stages + 3`` of A and B as copied (the small parts then live in
         :data:`WG_SMALL_BUFFERS` buffers of their own)."""
         return self.stages + (3 if self.producers else 2)
+
+    @property
+    def ws_registers(self) -> tuple[int, int, int]:
+        """Launch, producer and consumer registers per thread of a warp-specialized wgmma
+        kernel (zeros for any other point)."""
+        if not self.producers:
+            return (0, 0, 0)
+        return (ws_launch_registers(self.threads),
+                ws_producer_registers(self.block_y, self.producers), WS_CONSUMER_REGISTERS)
 
     @property
     def fixed_shape(self) -> Shape | None:
