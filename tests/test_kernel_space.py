@@ -35,7 +35,7 @@ SEED_NAMES = (
 DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_tiling": [("tile_size", (8, 16, 32, 64))],
     "apply_vectorize": [("vec_width", (1, 2, 4))],
-    "apply_register_block": [("m", (1, 2, 4, 8)), ("n", (1, 2, 4, 8))],
+    "apply_register_block": [("m", (1, 2, 4, 8, 16)), ("n", (1, 2, 4, 8, 16))],
     "apply_unroll": [("factor", (1, 2, 4, 8))],
     "change_block_config": [("x", (8, 16, 32, 64, 128, 256)), ("y", (1, 2, 4, 8, 16, 32))],
     "apply_shared_memory_load": [("on", (False, True))],
@@ -54,6 +54,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_mma_pipeline": [("window", (1, 2, 4))],
     "apply_warp_specialization": [("producers", (0, 1, 2))],
     "apply_async_copy": [("on", (False, True))],
+    "apply_fragment_prefetch": [("on", (False, True))],
 }
 
 

@@ -385,6 +385,7 @@ class ExpertPolicy:
             # apply_async_copy is not offered: on the H200 the campaign's best SIMT kernel ran
             # 15 % slower with it (0.739x against 0.873x cuBLAS at 4096³, 0.745x against
             # 0.866x at 8192³, docs/GPU.md 2026-11-30); search policies still reach it
+            moves += self._simt_pipeline_moves(p)
             if p.reg_m * p.reg_n >= 16:
                 moves.append(("apply_tf32x3(true)",
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
@@ -403,6 +404,26 @@ class ExpertPolicy:
             if prop is not None:
                 out.append(prop)
         return out
+
+    @staticmethod
+    def _simt_pipeline_moves(p: Any) -> list[tuple[str, str]]:
+        """The SIMT kernel's last steps: the fragment pipeline in registers, then 128 outputs a
+        thread (8x16 in 128 threads, the same 128x128 tile). On the H200 an 8x8 kernel at 128
+        registers and four warps a scheduler ran at 0.874x cuBLAS, 8x16 with the pipeline at
+        0.937x (docs/GPU.md 2026-12-01)."""
+        if not (p.interleave and p.stages == 2 and p.reg_m * p.reg_n >= 64):
+            return []
+        why = (f"a {p.reg_m}x{p.reg_n} block waits on each k-step's shared-memory fragments "
+               "(short-scoreboard stalls): read the next step's into a second register set")
+        moves = [("apply_fragment_prefetch(true)", why)] if not p.frag_prefetch else []
+        if p.reg_m * p.reg_n < 128:
+            pre = "" if p.frag_prefetch else "apply_fragment_prefetch(true) ; "
+            moves.append((pre + "apply_register_block(8, 16) ; change_block_config(8, 16)",
+                          f"{p.reg_m}x{p.reg_n} outputs a thread spend 1 LDS.128 per "
+                          f"{p.reg_m * p.reg_n // ((p.reg_m + p.reg_n) // 4)} FFMAs and the "
+                          "tile's loads are shared by few FMAs: 8x16 in 128 threads (255 "
+                          "registers, two CTAs an SM) keeps the 128x128 tile at 1 LDS per 21"))
+        return moves
 
     def _settled(self, ctx: PolicyContext) -> bool:
         return ctx.stagnation >= self.stagnation_window

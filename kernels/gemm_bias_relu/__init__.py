@@ -92,6 +92,7 @@ class GemmBiasRelu:
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
             ws_regs=canonical.ws_registers,
             small_buffers=WG_SMALL_BUFFERS,
+            min_blocks=canonical.min_blocks_per_sm,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

@@ -53,8 +53,8 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "coalesced": (False, True),
     "smem": (False, True),
     "tile_k": (8, 16, 32, 64),
-    "reg_m": (1, 2, 4, 8),
-    "reg_n": (1, 2, 4, 8),
+    "reg_m": (1, 2, 4, 8, 16),
+    "reg_n": (1, 2, 4, 8, 16),
     "vec": (1, 2, 4),
     "unroll": (1, 2, 4, 8),
     "pad": (0, 1, 2, 4),
@@ -73,6 +73,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "frag_global": (False, True),
     # the SIMT kernel's tiles copied by cp.async into stages + 1 shared-memory buffers
     "async_copy": (False, True),
+    # the SIMT kernel's k-steps unrolled over the tile, each step's fragments read one step ahead
+    # into a second register set, interior tiles loaded without bound checks
+    "frag_prefetch": (False, True),
     # the wgmma kernel's MMAs kept in flight across K-tiles, partial sums promoted every this
     # many K-tiles (1: every tile, the pipeline drained each time)
     "mma_window": (1, 2, 4),
@@ -86,17 +89,18 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
-                                         "mma_window": 1, "producers": 0}
+                                         "mma_window": 1, "producers": 0, "frag_prefetch": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
 
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
 SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1,
-                                      "split_k": 1, "async_copy": False}
+                                      "split_k": 1, "async_copy": False, "frag_prefetch": False}
 #: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
 TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
-                            "unroll": 1, "pad": 0, "interleave": False, "async_copy": False}
+                            "unroll": 1, "pad": 0, "interleave": False, "async_copy": False,
+                            "frag_prefetch": False}
 #: Fields only the tensor-core path uses (canonical values on the SIMT path).
 TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 #: Registers a tensor-core thread needs beyond its fragments.
@@ -200,6 +204,12 @@ class GemmParams:
     #: register staging) into ``stages + 1`` buffers, one barrier per tile (A element by
     #: element, landing transposed as before; B a vector at a time).
     async_copy: bool = False
+    #: the SIMT kernel's software pipeline in registers (with the register-staged double buffer,
+    #: ``stages=2``): the tile's ``tile_k`` steps unrolled, step k+1's A and B fragments read from
+    #: shared memory into a second register set while step k's FFMAs run (the next tile's first
+    #: fragments right after the one barrier that publishes it), and CTAs inside the matrices
+    #: loading their tiles without per-element bound checks. ``unroll`` has no meaning then.
+    frag_prefetch: bool = False
     #: the wgmma kernel keeps its MMAs in flight across K-tiles (each tile's MMAs in two commit
     #: groups with fragment registers of their own, made while the other group runs) and
     #: promotes its partial sums into fp32 every this many K-tiles; 1 = every tile, waiting for
@@ -335,7 +345,15 @@ class GemmParams:
         if self.smem and self.stages > 1 and not self.async_copy:  # the prefetched tile lives
             # in registers (cp.async copies without them)
             staged = -(-self.tile_k * (self.block_m + self.block_n) // self.threads)
-        return self.reg_m * self.reg_n + self.reg_m + self.reg_n + staged + REGISTER_OVERHEAD
+        frags = (2 if self.frag_prefetch else 1) * (self.reg_m + self.reg_n)
+        return self.reg_m * self.reg_n + frags + staged + REGISTER_OVERHEAD
+
+    @property
+    def min_blocks_per_sm(self) -> int:
+        """CTAs per SM a SIMT kernel asks ptxas to fit (``__launch_bounds__``' second figure):
+        as many as the register file holds at :attr:`est_regs_per_thread` rounded up to 8."""
+        regs = -(-self.est_regs_per_thread // 8) * 8
+        return max(1, REGISTERS_PER_SM // (self.threads * regs))
 
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
@@ -347,7 +365,8 @@ class GemmParams:
         point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
                         producers=0)
         if point.smem:
-            return point
+            # the prefetching kernel unrolls its tile's steps whole: the unroll factor is moot
+            return replace(point, unroll=1) if point.frag_prefetch else point
         return replace(point, **SMEM_ONLY_DEFAULTS)
 
     def to_dict(self) -> dict[str, Any]:
@@ -467,6 +486,21 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"est_regs_per_thread": params.est_regs_per_thread, "threads_per_block": threads,
              "registers_per_sm": REGISTERS_PER_SM},
         )
+    # (checked for the late fields only: older points past it compile with spills and were
+    # measured, and the space they belong to stays as it was)
+    late = params.reg_m > 8 or params.reg_n > 8 or params.frag_prefetch
+    if late and not params.tf32x3 and params.est_regs_per_thread > MAX_REGS_PER_THREAD:
+        return Rejection(
+            "register_file",
+            f"a {params.reg_m}x{params.reg_n} register block needs at least "
+            f"{params.est_regs_per_thread} registers per thread (max {MAX_REGS_PER_THREAD})",
+            {"est_regs_per_thread": params.est_regs_per_thread,
+             "max_regs_per_thread": MAX_REGS_PER_THREAD},
+        )
+    if params.frag_prefetch:
+        rejection = _validate_frag_prefetch(params)
+        if rejection is not None:
+            return rejection
     if params.async_copy and not params.smem:
         return Rejection(
             "requires_shared_memory",
@@ -557,6 +591,20 @@ def _workspace_check(splits: int, shape: Shape) -> Rejection | None:
             f"the limit is {MAX_WORKSPACE_BYTES} B",
             {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES,
              "split_k": splits, "m": shape.m, "n": shape.n},
+        )
+    return None
+
+
+def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
+    needs = {"smem": True, "stages": 2, "async_copy": False}
+    wrong = {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+    if wrong:
+        return Rejection(
+            "frag_prefetch_pipeline",
+            "frag_prefetch pipelines the register-staged double buffer (smem on, stages 2, "
+            "async_copy off); "
+            f"here {', '.join(f'{k}={v}' for k, v in wrong.items())}",
+            {"frag_prefetch": True, **wrong},
         )
     return None
 
@@ -688,6 +736,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "async_copy": (False,),
     "mma_window": (1,),
     "producers": (0,),
+    "frag_prefetch": (False,),
 }
 
 
@@ -702,7 +751,7 @@ def in_replay_space(params: GemmParams) -> bool:
 PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
-             "tile_k", "pad", "interleave", "stages", "split_k", "async_copy"),
+             "tile_k", "pad", "interleave", "stages", "split_k", "async_copy", "frag_prefetch"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
     "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window",
               "producers"),
@@ -720,6 +769,8 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "split_k": (1,), "wgmma": (0,), "frag_global": (False,), "async_copy": (False,),
     "mma_window": (1,),
     "producers": (0,),
+    # the seed's register blocking goes up to 8 x 8
+    "reg_m": (1, 2, 4, 8), "reg_n": (1, 2, 4, 8), "frag_prefetch": (False,),
 }
 
 

@@ -94,9 +94,9 @@ def apply_vectorize(candidate: Candidate, vec_width: int) -> Candidate | Rejecti
 
 @TRANSFORMS.register(
     "apply_register_block",
-    ArgSpec("m", DOMAINS["reg_m"], "outputs per thread along M: 1, 2, 4, 8", "reg_m"),
-    ArgSpec("n", DOMAINS["reg_n"], "outputs per thread along N: 1, 2, 4, 8 (up to 8x8)",
-            "reg_n"),
+    ArgSpec("m", DOMAINS["reg_m"], "outputs per thread along M: 1, 2, 4, 8, 16", "reg_m"),
+    ArgSpec("n", DOMAINS["reg_n"], "outputs per thread along N: 1, 2, 4, 8, 16 (the seed's "
+            "space stops at 8x8; 8x16 and 16x8 fit in 255 registers)", "reg_n"),
 )
 def apply_register_block(candidate: Candidate, m: int, n: int) -> Candidate | Rejection:
     """Each thread computes an m x n block of outputs in registers."""
@@ -211,6 +211,26 @@ def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
                          "by cp.async (apply_double_buffer sets their buffers)",
                          {"action": str(action), "tf32x3": True})
     return _needs_smem(candidate, action) or _step(candidate, action, async_copy=on)
+
+
+@TRANSFORMS.register(
+    "apply_fragment_prefetch",
+    ArgSpec("on", DOMAINS["frag_prefetch"], "SIMT k-steps unrolled over the tile, each step's "
+            "fragments read one step ahead into a second register set (true)", "frag_prefetch"),
+    origin="expert",
+)
+def apply_fragment_prefetch(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Software-pipeline the double-buffered SIMT kernel in registers: the tile's ``tile_k``
+    steps unrolled whole, step k+1's A and B fragments read from shared memory into a second
+    register set while step k's FFMAs run (the next tile's first ones right after its one
+    barrier), interior CTAs loading their tiles without bound checks. Needs
+    ``apply_double_buffer(2)``; the unroll factor then has no meaning."""
+    action = Action("apply_fragment_prefetch", (on,))
+    if candidate.params.tf32x3:
+        return Rejection("tensor_core_kernel",
+                         f"{action} shapes the SIMT kernel; the tensor-core kernels pipeline "
+                         "their fragments themselves", {"action": str(action), "tf32x3": True})
+    return _needs_smem(candidate, action) or _step(candidate, action, frag_prefetch=on)
 
 
 @TRANSFORMS.register(

