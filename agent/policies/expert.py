@@ -385,12 +385,12 @@ class ExpertPolicy:
             # apply_async_copy is not offered: on the H200 the campaign's best SIMT kernel ran
             # 15 % slower with it (0.739x against 0.873x cuBLAS at 4096³, 0.745x against
             # 0.866x at 8192³, docs/GPU.md 2026-11-30); search policies still reach it
-            moves += self._simt_pipeline_moves(p)
             if p.reg_m * p.reg_n >= 16:
                 moves.append(("apply_tf32x3(true)",
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
                               "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
                               "with a higher ceiling"))
+            moves += self._simt_pipeline_moves(p)
         moves += self._split_k_moves(ctx, inc)
         if self._settled(ctx) and ctx.shape is not None and getattr(
                 p, "fixed_shape", None) is None:
@@ -407,22 +407,37 @@ class ExpertPolicy:
 
     @staticmethod
     def _simt_pipeline_moves(p: Any) -> list[tuple[str, str]]:
-        """The SIMT kernel's last steps: the fragment pipeline in registers, then 128 outputs a
-        thread (8x16 in 128 threads, the same 128x128 tile). On the H200 an 8x8 kernel at 128
-        registers and four warps a scheduler ran at 0.874x cuBLAS, 8x16 with the pipeline at
-        0.937x (docs/GPU.md 2026-12-01)."""
-        if not (p.interleave and p.stages == 2 and p.reg_m * p.reg_n >= 64):
+        """Where the SIMT kernel ends (after the tensor-core move, which has the higher
+        ceiling): the register pipeline on the double-buffered, interleaved kernel, then 8x16
+        outputs a thread in 128 threads (the same 128x128 tile, 255 registers, two CTAs an SM),
+        each a chain from wherever a register-blocked staged incumbent stands. On the H200 the
+        8x8 kernel ran at 0.874x cuBLAS, 8x16 with the pipeline at 0.937x (docs/GPU.md
+        2026-12-01)."""
+        if p.reg_m * p.reg_n < 16 or p.async_copy:
             return []
-        why = (f"a {p.reg_m}x{p.reg_n} block waits on each k-step's shared-memory fragments "
-               "(short-scoreboard stalls): read the next step's into a second register set")
-        moves = [("apply_fragment_prefetch(true)", why)] if not p.frag_prefetch else []
-        if p.reg_m * p.reg_n < 128:
-            pre = "" if p.frag_prefetch else "apply_fragment_prefetch(true) ; "
-            moves.append((pre + "apply_register_block(8, 16) ; change_block_config(8, 16)",
-                          f"{p.reg_m}x{p.reg_n} outputs a thread spend 1 LDS.128 per "
-                          f"{p.reg_m * p.reg_n // ((p.reg_m + p.reg_n) // 4)} FFMAs and the "
-                          "tile's loads are shared by few FMAs: 8x16 in 128 threads (255 "
-                          "registers, two CTAs an SM) keeps the 128x128 tile at 1 LDS per 21"))
+        base = [step for step, needed in (
+            ("apply_coalesce(true)", not p.coalesced),
+            ("apply_vectorize(4)", p.vec != 4),
+            ("avoid_bank_conflict(4)", p.pad % 4 != 0),
+            ("apply_fragment_interleave(true)", not p.interleave),
+            ("apply_double_buffer(2)", p.stages != 2),
+            ("apply_fragment_prefetch(true)", not p.frag_prefetch)) if needed]
+        moves = []
+        if not p.frag_prefetch:
+            moves.append((" ; ".join(base), (
+                f"a {p.reg_m}x{p.reg_n} block waits on each k-step's shared-memory fragments "
+                "(short-scoreboard stalls): read the next step's into a second register set "
+                "while this step's FFMAs run")))
+        wide = base + [step for step, needed in (
+            ("apply_tiling(16)", p.tile_k != 16),
+            ("apply_register_block(8, 16)", (p.reg_m, p.reg_n) != (8, 16)),
+            ("change_block_config(8, 16)", (p.block_x, p.block_y) != (8, 16))) if needed]
+        if len(wide) > len(base):
+            per_lds = p.reg_m * p.reg_n * 4 // (p.reg_m + p.reg_n)
+            moves.append((" ; ".join(wide), (
+                f"{p.reg_m}x{p.reg_n} outputs a thread do {per_lds} FFMAs per LDS.128: 8x16 in "
+                "128 threads (255 registers, two CTAs an SM) keeps a 128x128 tile at 21, "
+                "with the fragment pipeline")))
         return moves
 
     def _settled(self, ctx: PolicyContext) -> bool:
