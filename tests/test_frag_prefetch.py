@@ -84,3 +84,35 @@ def test_the_source_unrolls_the_tile_and_keeps_one_barrier_per_tile() -> None:
     assert "__launch_bounds__(THREADS, 2)" in src
     assert src.count("__syncthreads()") == 2  # the prologue's and the one per tile
     assert "load_frags(fa[(kk + 1) & 1]" in src
+
+
+def _expert_rules(params: GemmParams, allowed: set[str] | None) -> list[str]:
+    from agent.policies.base import HistoryItem, PolicyContext, key_of
+    from agent.policies.expert import ExpertPolicy
+    from agent.spaces import FullSpace
+
+    inc = HistoryItem(id="inc", iteration=5, params=params, key=key_of(params), status="ok",
+                      avg_us=3000.0, accepted=True,
+                      compile={"spill_bytes": 0, "regs_per_thread": 128})
+    ctx = PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_90"), arch="sm_90",
+                        incumbent=inc, history=[inc], seed=1, iteration=6, threshold_pct=0.5,
+                        allowed_actions=allowed, shape=SHAPE)
+    return [p.action for p in ExpertPolicy().propose(ctx, 40)
+            if not p.reason.startswith("local search")]
+
+
+def test_the_expert_ends_a_simt_only_campaign_at_8x16_with_the_pipeline() -> None:
+    simt_only = {s.name for s in FAMILY.transforms} - {"apply_tf32x3"}
+    rules = _expert_rules(SIMT, simt_only)
+    assert rules[:2] == ["apply_fragment_prefetch(true)", "apply_fragment_prefetch(true) ; "
+                         "apply_register_block(8, 16) ; change_block_config(8, 16)"]
+    # from a plain register-blocked kernel the chain brings the double buffer and the rest
+    plain = replace(SIMT, coalesced=False, interleave=False, stages=1, swizzle=1)
+    chain = [r for r in _expert_rules(plain, simt_only) if "change_block_config(8, 16)" in r]
+    assert chain == ["apply_coalesce(true) ; apply_fragment_interleave(true) ; "
+                     "apply_double_buffer(2) ; apply_fragment_prefetch(true) ; "
+                     "apply_register_block(8, 16) ; change_block_config(8, 16)"]
+    # where the tensor cores may be had and were not tried, they come first and alone
+    everything = _expert_rules(SIMT, None)
+    assert "apply_tf32x3(true)" in everything
+    assert not any("apply_fragment_prefetch" in r for r in everything)

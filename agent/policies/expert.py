@@ -390,7 +390,12 @@ class ExpertPolicy:
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
                               "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
                               "with a higher ceiling"))
-            moves += self._simt_pipeline_moves(p)
+            # the SIMT kernel's own end, where the tensor cores are not to be had or were tried
+            # (they reach 2.6x cuBLAS against 0.94x: offered earlier, these moves cost a full
+            # campaign 20 evaluations on its way there)
+            if not ctx.action_allowed("apply_tf32x3") or any(
+                    getattr(h.params, "tf32x3", False) for h in ctx.history):
+                moves += self._simt_pipeline_moves(p)
         moves += self._split_k_moves(ctx, inc)
         if self._settled(ctx) and ctx.shape is not None and getattr(
                 p, "fixed_shape", None) is None:
@@ -407,10 +412,11 @@ class ExpertPolicy:
 
     @staticmethod
     def _simt_pipeline_moves(p: Any) -> list[tuple[str, str]]:
-        """Where the SIMT kernel ends (after the tensor-core move, which has the higher
-        ceiling): the register pipeline on the double-buffered, interleaved kernel, then 8x16
-        outputs a thread in 128 threads (the same 128x128 tile, 255 registers, two CTAs an SM),
-        each a chain from wherever a register-blocked staged incumbent stands. On the H200 the
+        """Where the SIMT kernel ends (offered where the tensor cores, with the higher
+        ceiling, are not allowed or were tried): the register pipeline on the double-buffered,
+        interleaved kernel, then 8x16 outputs a thread in 128 threads (the same 128x128 tile,
+        255 registers, two CTAs an SM), each a chain from wherever a register-blocked staged
+        incumbent stands. On the H200 the
         8x8 kernel ran at 0.874x cuBLAS, 8x16 with the pipeline at 0.937x (docs/GPU.md
         2026-12-01)."""
         if p.reg_m * p.reg_n < 16 or p.async_copy:
