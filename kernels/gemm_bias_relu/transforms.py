@@ -55,6 +55,13 @@ def _needs_smem(candidate: Candidate, action: Action) -> Rejection | None:
     return None
 
 
+def _needs_simt(candidate: Candidate, action: Action, why: str) -> Rejection | None:
+    if candidate.params.tf32x3:
+        return Rejection("tensor_core_kernel", f"{action} shapes the SIMT kernel; {why}",
+                         {"action": str(action), "tf32x3": True})
+    return None
+
+
 def _needs_wgmma(candidate: Candidate, action: Action) -> Rejection | None:
     if not (candidate.params.tf32x3 and candidate.params.wgmma):
         return Rejection("requires_wgmma",
@@ -205,12 +212,9 @@ def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
     ``apply_double_buffer(2)`` a three-stage pipeline. A's elements land transposed, as the
     register-staged kernel stores them, so the compute loop is unchanged."""
     action = Action("apply_async_copy", (on,))
-    if candidate.params.tf32x3:
-        return Rejection("tensor_core_kernel",
-                         f"{action} shapes the SIMT kernel; the tensor-core kernels always copy "
-                         "by cp.async (apply_double_buffer sets their buffers)",
-                         {"action": str(action), "tf32x3": True})
-    return _needs_smem(candidate, action) or _step(candidate, action, async_copy=on)
+    return (_needs_simt(candidate, action, "the tensor-core kernels always copy by cp.async "
+                        "(apply_double_buffer sets their buffers)")
+            or _needs_smem(candidate, action) or _step(candidate, action, async_copy=on))
 
 
 @TRANSFORMS.register(
@@ -226,11 +230,9 @@ def apply_fragment_prefetch(candidate: Candidate, on: bool) -> Candidate | Rejec
     barrier), interior CTAs loading their tiles without bound checks. Needs
     ``apply_double_buffer(2)``; the unroll factor then has no meaning."""
     action = Action("apply_fragment_prefetch", (on,))
-    if candidate.params.tf32x3:
-        return Rejection("tensor_core_kernel",
-                         f"{action} shapes the SIMT kernel; the tensor-core kernels pipeline "
-                         "their fragments themselves", {"action": str(action), "tf32x3": True})
-    return _needs_smem(candidate, action) or _step(candidate, action, frag_prefetch=on)
+    return (_needs_simt(candidate, action, "the tensor-core kernels pipeline their fragments "
+                        "themselves")
+            or _needs_smem(candidate, action) or _step(candidate, action, frag_prefetch=on))
 
 
 @TRANSFORMS.register(
