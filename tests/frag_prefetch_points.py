@@ -16,10 +16,29 @@ PREFETCH = replace(SIMT, frag_prefetch=True).canonical()
 WIDE = replace(PREFETCH, reg_n=16, block_x=8, block_y=16).canonical()
 
 
+#: 8x8 in 128 threads as a 64x128 tile (three CTAs an SM) with lane quads: 0.970x cuBLAS at
+#: 4096^3 and 0.975x at 8192^3 on the H200 (docs/GPU.md, 2026-12-01 session 8)
+QUADS = replace(WIDE, reg_n=8, block_x=16, block_y=8, lane_quads=True).canonical()
+
+
+def quad_variants() -> list[GemmParams]:
+    """Lane quads on 8x8 as 64x128 and 128x64 tiles, on 8x16 and 16x8, on the unpipelined 8x8
+    kernel in 256 threads and its uncoalesced form; no padding, float2 in 256 threads, tile 8,
+    split-K, a specialized shape."""
+    return [QUADS, replace(QUADS, block_x=8, block_y=16), replace(WIDE, lane_quads=True),
+            replace(WIDE, reg_m=16, reg_n=8, block_x=16, block_y=8, tile_k=8, lane_quads=True),
+            replace(SIMT, lane_quads=True), replace(SIMT, lane_quads=True, coalesced=False),
+            replace(QUADS, pad=0), replace(QUADS, vec=2, pad=2, block_y=16),
+            replace(QUADS, tile_k=8), replace(QUADS, split_k=4),
+            replace(QUADS, shape_m=4096, shape_n=4096, shape_k=4096)]
+
+
 def variants() -> list[GemmParams]:
     """Both register blocks, 16x8, tile depths 8 and 32, a 128x64 tile, narrow vectors and
-    misaligned-row fallbacks, no padding, uncoalesced, split-K, a specialized shape."""
-    return [PREFETCH, WIDE, replace(WIDE, reg_m=16, reg_n=8, block_x=16, block_y=8),
+    misaligned-row fallbacks, no padding, uncoalesced, split-K, a specialized shape; and the
+    lane-quad points of :func:`quad_variants`."""
+    return quad_variants() + [
+        PREFETCH, WIDE, replace(WIDE, reg_m=16, reg_n=8, block_x=16, block_y=8),
             replace(WIDE, tile_k=8), replace(PREFETCH, tile_k=32), replace(WIDE, reg_n=8),
             replace(PREFETCH, vec=2, pad=2), replace(PREFETCH, vec=1, pad=1),
             replace(WIDE, pad=0), replace(PREFETCH, coalesced=False),

@@ -101,17 +101,16 @@ def _expert_rules(params: GemmParams, allowed: set[str] | None) -> list[str]:
             if not p.reason.startswith("local search")]
 
 
-def test_the_expert_ends_a_simt_only_campaign_at_8x16_with_the_pipeline() -> None:
+def test_the_expert_chains_the_pipeline_from_a_plain_kernel_after_the_tensor_cores() -> None:
     simt_only = {s.name for s in FAMILY.transforms} - {"apply_tf32x3"}
-    rules = _expert_rules(SIMT, simt_only)
-    assert rules[:2] == ["apply_fragment_prefetch(true)", "apply_fragment_prefetch(true) ; "
-                         "apply_register_block(8, 16) ; change_block_config(8, 16)"]
-    # from a plain register-blocked kernel the chain brings the double buffer and the rest
+    # from a plain register-blocked kernel the chains bring the double buffer and the rest
+    # (tests/test_lane_quads.py checks where they start from the staged 8x8 kernel)
     plain = replace(SIMT, coalesced=False, interleave=False, stages=1, swizzle=1)
     chain = [r for r in _expert_rules(plain, simt_only) if "change_block_config(8, 16)" in r]
-    assert chain == ["apply_coalesce(true) ; apply_fragment_interleave(true) ; "
-                     "apply_double_buffer(2) ; apply_fragment_prefetch(true) ; "
-                     "apply_register_block(8, 16) ; change_block_config(8, 16)"]
+    pipe = ("apply_coalesce(true) ; apply_fragment_interleave(true) ; apply_double_buffer(2) ; "
+            "apply_fragment_prefetch(true) ; apply_lane_quads(true)")
+    assert chain == [f"{pipe} ; change_block_config(8, 16)",
+                     f"{pipe} ; apply_register_block(8, 16) ; change_block_config(8, 16)"]
     # where the tensor cores may be had and were not tried, they come first and alone
     everything = _expert_rules(SIMT, None)
     assert "apply_tf32x3(true)" in everything

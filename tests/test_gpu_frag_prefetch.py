@@ -1,11 +1,12 @@
-"""GPU tests of the SIMT kernel's register pipeline (``apply_fragment_prefetch``) and its 8x16 /
-16x8 register blocks (``pytest -m gpu tests/test_gpu_frag_prefetch.py``).
+"""GPU tests of the SIMT kernel's register pipeline (``apply_fragment_prefetch``), its 8x16 /
+16x8 register blocks and lane quads (``pytest -m gpu tests/test_gpu_frag_prefetch.py``).
 
 Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned
 output, normal, uniform and mixed-magnitude inputs, the pass rule of DESIGN.md §4) at 4096³ and
 at awkward edge shapes (partial tiles and CTAs, K not a multiple of the tile, misaligned rows, a
-single element); then the 8x8 kernel without and with the pipeline and the 8x16 one timed in one
-process, twice each, interleaved, with cuBLAS. Figures go to ``$TUNEFORGE_GPU_OUT``."""
+single element); then the 8x8 kernel without and with the pipeline, the 8x16 one and 8x8 in 128
+threads with lane quads timed in one process, twice each, interleaved, with cuBLAS. Figures go
+to ``$TUNEFORGE_GPU_OUT``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from async_copy_points import SIMT
-from frag_prefetch_points import PREFETCH, WIDE, variants
+from frag_prefetch_points import PREFETCH, QUADS, WIDE, variants
 from gpu_support import gpu_evaluator, save
 
 from kernels.base import Shape
@@ -54,7 +55,8 @@ def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None
 def test_timed_beside_the_unpipelined_kernel_and_cublas(evaluator: GpuEvaluator) -> None:
     evaluator.options = EvalOptions(timeout_s=120.0)
     shape = Shape(4096, 4096, 4096)
-    points = {"simt_8x8": SIMT, "prefetch_8x8": PREFETCH, "prefetch_8x16": WIDE}
+    points = {"simt_8x8": SIMT, "prefetch_8x8": PREFETCH, "prefetch_8x16": WIDE,
+              "quads_8x8_128": QUADS}
     compiled = {k: evaluator.compile(p).result() for k, p in points.items()}
     times: dict[str, list[float]] = {k: [] for k in points}
     for repeat in range(2):

@@ -55,6 +55,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_warp_specialization": [("producers", (0, 1, 2))],
     "apply_async_copy": [("on", (False, True))],
     "apply_fragment_prefetch": [("on", (False, True))],
+    "apply_lane_quads": [("on", (False, True))],
 }
 
 

@@ -414,11 +414,13 @@ class ExpertPolicy:
     def _simt_pipeline_moves(p: Any) -> list[tuple[str, str]]:
         """Where the SIMT kernel ends (offered where the tensor cores, with the higher
         ceiling, are not allowed or were tried): the register pipeline on the double-buffered,
-        interleaved kernel, then 8x16 outputs a thread in 128 threads (the same 128x128 tile,
-        255 registers, two CTAs an SM), each a chain from wherever a register-blocked staged
-        incumbent stands. On the H200 the
-        8x8 kernel ran at 0.874x cuBLAS, 8x16 with the pipeline at 0.937x (docs/GPU.md
-        2026-12-01)."""
+        interleaved kernel with its threads in lane quads, then register blocks in 128 threads:
+        8x8 in a 64x128 tile and in a 128x64 one (~160 registers, three CTAs an SM) and 8x16 in
+        a 128x128 one (255 registers, two CTAs an SM), each a chain from wherever a
+        register-blocked staged incumbent stands. On the H200 (docs/GPU.md): the 8x8 kernel
+        without the pipeline 0.874x cuBLAS, 8x16 with it 0.937x (2026-12-01, session 7); with
+        lane quads 8x8 in 64x128 tiles 0.970x at 4096^3 and 0.975x at 8192^3, 128x64 0.953x /
+        0.960x, 8x16 0.940x / 0.930x (session 8)."""
         if p.reg_m * p.reg_n < 16 or p.async_copy:
             return []
         base = [step for step, needed in (
@@ -427,23 +429,32 @@ class ExpertPolicy:
             ("avoid_bank_conflict(4)", p.pad % 4 != 0),
             ("apply_fragment_interleave(true)", not p.interleave),
             ("apply_double_buffer(2)", p.stages != 2),
-            ("apply_fragment_prefetch(true)", not p.frag_prefetch)) if needed]
+            ("apply_fragment_prefetch(true)", not p.frag_prefetch),
+            ("apply_lane_quads(true)", not p.lane_quads)) if needed]
         moves = []
-        if not p.frag_prefetch:
+        if not (p.frag_prefetch and p.lane_quads):
             moves.append((" ; ".join(base), (
                 f"a {p.reg_m}x{p.reg_n} block waits on each k-step's shared-memory fragments "
                 "(short-scoreboard stalls): read the next step's into a second register set "
-                "while this step's FFMAs run")))
-        wide = base + [step for step, needed in (
-            ("apply_tiling(16)", p.tile_k != 16),
-            ("apply_register_block(8, 16)", (p.reg_m, p.reg_n) != (8, 16)),
-            ("change_block_config(8, 16)", (p.block_x, p.block_y) != (8, 16))) if needed]
-        if len(wide) > len(base):
-            per_lds = p.reg_m * p.reg_n * 4 // (p.reg_m + p.reg_n)
-            moves.append((" ; ".join(wide), (
-                f"{p.reg_m}x{p.reg_n} outputs a thread do {per_lds} FFMAs per LDS.128: 8x16 in "
-                "128 threads (255 registers, two CTAs an SM) keeps a 128x128 tile at 21, "
-                "with the fragment pipeline")))
+                "while this step's FFMAs run, with lane pairs sharing each LDS.128 (two "
+                "wavefronts instead of four)")))
+        per_lds = p.reg_m * p.reg_n * 4 // (p.reg_m + p.reg_n)
+        for (rm, rn), (bx, by), why in (
+                ((8, 8), (16, 8), "8x8 in 128 threads as a 64x128 tile (~160 registers, three "
+                                  "CTAs an SM: three warps a scheduler to hide the fragment "
+                                  "and barrier waits; B's rows 512 B wide)"),
+                ((8, 8), (8, 16), "8x8 in 128 threads as a 128x64 tile (three CTAs an SM)"),
+                ((8, 16), (8, 16), "8x16 in 128 threads (a 128x128 tile, 255 registers, two "
+                                   "CTAs an SM: 21 FFMAs per LDS.128)")):
+            chain = base + [step for step, needed in (
+                ("apply_tiling(16)", p.tile_k != 16),
+                (f"apply_register_block({rm}, {rn})", (p.reg_m, p.reg_n) != (rm, rn)),
+                (f"change_block_config({bx}, {by})", (p.block_x, p.block_y) != (bx, by)))
+                if needed]
+            if len(chain) > len(base):
+                moves.append((" ; ".join(chain), (
+                    f"{p.reg_m}x{p.reg_n} outputs in {p.threads} threads ({per_lds} FFMAs per "
+                    f"LDS.128): {why}, with the fragment pipeline and lane quads")))
         return moves
 
     def _settled(self, ctx: PolicyContext) -> bool:

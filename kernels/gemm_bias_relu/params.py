@@ -76,6 +76,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the SIMT kernel's k-steps unrolled over the tile, each step's fragments read one step ahead
     # into a second register set, interior tiles loaded without bound checks
     "frag_prefetch": (False, True),
+    # the SIMT kernel's threads in 2x2 quads of (row, column) fragments: lane pairs share an
+    # address in every shared-memory fragment read (an LDS.128 returns in 2 wavefronts, not 4)
+    "lane_quads": (False, True),
     # the wgmma kernel's MMAs kept in flight across K-tiles, partial sums promoted every this
     # many K-tiles (1: every tile, the pipeline drained each time)
     "mma_window": (1, 2, 4),
@@ -89,18 +92,20 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 #: that do not use them keep their identity, JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
-                                         "mma_window": 1, "producers": 0, "frag_prefetch": False}
+                                         "mma_window": 1, "producers": 0, "frag_prefetch": False,
+                                         "lane_quads": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
 
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
 SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1,
-                                      "split_k": 1, "async_copy": False, "frag_prefetch": False}
+                                      "split_k": 1, "async_copy": False, "frag_prefetch": False,
+                                      "lane_quads": False}
 #: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
 TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
                             "unroll": 1, "pad": 0, "interleave": False, "async_copy": False,
-                            "frag_prefetch": False}
+                            "frag_prefetch": False, "lane_quads": False}
 #: Fields only the tensor-core path uses (canonical values on the SIMT path).
 TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 #: Registers a tensor-core thread needs beyond its fragments.
@@ -210,6 +215,13 @@ class GemmParams:
     #: fragments right after the one barrier that publishes it), and CTAs inside the matrices
     #: loading their tiles without per-element bound checks. ``unroll`` has no meaning then.
     frag_prefetch: bool = False
+    #: the SIMT kernel's threads in 2x2 quads: of each four consecutive threads, bit 0 of the
+    #: index runs along N and bit 1 along M (the rest row-major over quads), so lanes t and t^1
+    #: read the same A fragment and t and t^2 the same B fragment. Shared memory returns 128 B a
+    #: cycle; an LDS.128 of 32 different addresses takes 4 wavefronts, one whose lane pairs share
+    #: their addresses 2. A warp covers the same rows and columns as without (shared-memory path,
+    #: threads even along M and N).
+    lane_quads: bool = False
     #: the wgmma kernel keeps its MMAs in flight across K-tiles (each tile's MMAs in two commit
     #: groups with fragment registers of their own, made while the other group runs) and
     #: promotes its partial sums into fp32 every this many K-tiles; 1 = every tile, waiting for
@@ -501,6 +513,15 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
         rejection = _validate_frag_prefetch(params)
         if rejection is not None:
             return rejection
+    if params.lane_quads and (params.threads_m % 2 or params.threads_n % 2 or not params.smem):
+        return Rejection(
+            "lane_quads_shape",
+            "lane quads arrange 2x2 threads over the shared-memory fragments: they need smem on "
+            f"and an even number of threads along M and N, here smem={params.smem}, "
+            f"{params.threads_m} x {params.threads_n} threads",
+            {"lane_quads": True, "smem": params.smem, "threads_m": params.threads_m,
+             "threads_n": params.threads_n},
+        )
     if params.async_copy and not params.smem:
         return Rejection(
             "requires_shared_memory",
@@ -737,6 +758,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "mma_window": (1,),
     "producers": (0,),
     "frag_prefetch": (False,),
+    "lane_quads": (False,),
 }
 
 
@@ -751,7 +773,8 @@ def in_replay_space(params: GemmParams) -> bool:
 PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
-             "tile_k", "pad", "interleave", "stages", "split_k", "async_copy", "frag_prefetch"),
+             "tile_k", "pad", "interleave", "stages", "split_k", "async_copy", "frag_prefetch",
+             "lane_quads"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
     "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window",
               "producers"),
@@ -771,6 +794,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "producers": (0,),
     # the seed's register blocking goes up to 8 x 8
     "reg_m": (1, 2, 4, 8), "reg_n": (1, 2, 4, 8), "frag_prefetch": (False,),
+    "lane_quads": (False,),
 }
 
 

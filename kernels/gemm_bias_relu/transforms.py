@@ -236,6 +236,26 @@ def apply_fragment_prefetch(candidate: Candidate, on: bool) -> Candidate | Rejec
 
 
 @TRANSFORMS.register(
+    "apply_lane_quads",
+    ArgSpec("on", DOMAINS["lane_quads"], "SIMT threads in 2x2 quads: lane pairs share each "
+            "shared-memory fragment read (an LDS.128 in 2 wavefronts, not 4)", "lane_quads"),
+    origin="expert",
+)
+def apply_lane_quads(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Arrange the SIMT kernel's threads in 2x2 quads of (row, column) fragments: of four
+    consecutive threads, index bit 0 runs along N and bit 1 along M, so lanes t and t^1 read the
+    same A fragment and t and t^2 the same B fragment. Shared memory returns 128 B a cycle: an
+    LDS.128 whose 32 lanes want different addresses takes four wavefronts, one whose lane pairs
+    share them two. The warp's footprint (rows and columns of C) is unchanged; the pipelined
+    kernel also runs its FFMAs in a serpentine order. Needs staged tiles and an even number of
+    threads along M and N."""
+    action = Action("apply_lane_quads", (on,))
+    return (_needs_simt(candidate, action, "the tensor-core kernels' fragments follow the mma "
+                        "layouts")
+            or _needs_smem(candidate, action) or _step(candidate, action, lane_quads=on))
+
+
+@TRANSFORMS.register(
     "apply_block_swizzle",
     ArgSpec("group", DOMAINS["swizzle"], "row-tiles of blocks walked together: 1, 2, 4, 8",
             "swizzle"),
