@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from async_copy_points import SIMT
-from frag_prefetch_points import PREFETCH, WIDE, variants
+from frag_prefetch_points import PREFETCH, UNSTRIDED, WIDE, variants
 
 from kernels.base import Candidate, Rejection, Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -71,10 +71,14 @@ def test_every_variant_compiles_without_spills(tmp_path: Path) -> None:
         results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), variants()))
     for params, res in zip(variants(), results, strict=True):
         assert res.status == "ok", (params, res.error)
-        # 16x8 in 128 threads is the one that ptxas packs into 255 registers with a few spills
-        if (params.reg_m, params.reg_n) != (16, 8):
+        assert res.spill_bytes is not None
+        # 16x8 in 128 threads, and 8x16 with lane quads, are what ptxas packs into 255
+        # registers with a few spilled bytes; UNSTRIDED spills (see its comment); the rest fit
+        if (params.reg_m, params.reg_n) == (16, 8) or (params.reg_n == 16 and params.lane_quads):
+            assert res.spill_bytes <= 64, (params.to_dict(), res.spill_bytes)
+        elif params != UNSTRIDED:
             assert res.spill_bytes == 0, (params.to_dict(), res.spill_bytes)
-    wide = results[1]
+    wide = results[variants().index(WIDE)]
     assert wide.regs_per_thread is not None
     assert wide.regs_per_thread > 128
 
