@@ -16,8 +16,8 @@ PREFETCH = replace(SIMT, frag_prefetch=True).canonical()
 WIDE = replace(PREFETCH, reg_n=16, block_x=8, block_y=16).canonical()
 
 
-#: 8x8 in 128 threads as a 64x128 tile (three CTAs an SM) with lane quads: 0.970x cuBLAS at
-#: 4096^3 and 0.975x at 8192^3 on the H200 (docs/GPU.md, 2026-12-01 session 8)
+#: 8x8 in 128 threads as a 64x128 tile (three CTAs an SM) with lane quads: 0.988x cuBLAS at
+#: 4096^3 and 0.995x at 8192^3 on the H200 (docs/GPU.md, 2026-12-01 session 8)
 QUADS = replace(WIDE, reg_n=8, block_x=16, block_y=8, lane_quads=True).canonical()
 
 

@@ -419,8 +419,8 @@ class ExpertPolicy:
         a 128x128 one (255 registers, two CTAs an SM), each a chain from wherever a
         register-blocked staged incumbent stands. On the H200 (docs/GPU.md): the 8x8 kernel
         without the pipeline 0.874x cuBLAS, 8x16 with it 0.937x (2026-12-01, session 7); with
-        lane quads 8x8 in 64x128 tiles 0.970x at 4096^3 and 0.975x at 8192^3, 128x64 0.953x /
-        0.960x, 8x16 0.940x / 0.930x (session 8)."""
+        lane quads (and their strided tile copy) 8x8 in 64x128 tiles 0.988x at 4096^3 and 0.995x
+        at 8192^3, 128x64 0.970x / 0.982x, 8x16 0.950x / 0.943x (session 8)."""
         if p.reg_m * p.reg_n < 16 or p.async_copy:
             return []
         base = [step for step, needed in (
