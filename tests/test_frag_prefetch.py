@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from async_copy_points import SIMT
+from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import PREFETCH, UNSTRIDED, WIDE, variants
 
 from kernels.base import Candidate, Rejection, Shape
@@ -90,32 +91,17 @@ def test_the_source_unrolls_the_tile_and_keeps_one_barrier_per_tile() -> None:
     assert "load_frags(fa[(kk + 1) & 1]" in src
 
 
-def _expert_rules(params: GemmParams, allowed: set[str] | None) -> list[str]:
-    from agent.policies.base import HistoryItem, PolicyContext, key_of
-    from agent.policies.expert import ExpertPolicy
-    from agent.spaces import FullSpace
-
-    inc = HistoryItem(id="inc", iteration=5, params=params, key=key_of(params), status="ok",
-                      avg_us=3000.0, accepted=True,
-                      compile={"spill_bytes": 0, "regs_per_thread": 128})
-    ctx = PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_90"), arch="sm_90",
-                        incumbent=inc, history=[inc], seed=1, iteration=6, threshold_pct=0.5,
-                        allowed_actions=allowed, shape=SHAPE)
-    return [p.action for p in ExpertPolicy().propose(ctx, 40)
-            if not p.reason.startswith("local search")]
-
-
 def test_the_expert_chains_the_pipeline_from_a_plain_kernel_after_the_tensor_cores() -> None:
-    simt_only = {s.name for s in FAMILY.transforms} - {"apply_tf32x3"}
     # from a plain register-blocked kernel the chains bring the double buffer and the rest
     # (tests/test_lane_quads.py checks where they start from the staged 8x8 kernel)
     plain = replace(SIMT, coalesced=False, interleave=False, stages=1, swizzle=1)
-    chain = [r for r in _expert_rules(plain, simt_only) if "change_block_config(8, 16)" in r]
+    rules = expert_rules(plain, simt_only(), SHAPE)
+    chain = [r for r in rules if "change_block_config(8, 16)" in r]
     pipe = ("apply_coalesce(true) ; apply_fragment_interleave(true) ; apply_double_buffer(2) ; "
             "apply_fragment_prefetch(true) ; apply_lane_quads(true)")
     assert chain == [f"{pipe} ; change_block_config(8, 16)",
                      f"{pipe} ; apply_register_block(8, 16) ; change_block_config(8, 16)"]
     # where the tensor cores may be had and were not tried, they come first and alone
-    everything = _expert_rules(SIMT, None)
+    everything = expert_rules(SIMT, None, SHAPE)
     assert "apply_tf32x3(true)" in everything
     assert not any("apply_fragment_prefetch" in r for r in everything)

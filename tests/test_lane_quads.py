@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from async_copy_points import SIMT
+from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import QUADS, WIDE, quad_variants
 
 from kernels.base import Candidate, Rejection, Shape
@@ -90,30 +91,14 @@ def test_quads_8x8_launch_64x128_tiles_three_ctas_an_sm() -> None:
     assert "__launch_bounds__(THREADS, 3)" in FAMILY.render(QUADS)
 
 
-def _expert_rules(params: GemmParams) -> list[str]:
-    from agent.policies.base import HistoryItem, PolicyContext, key_of
-    from agent.policies.expert import ExpertPolicy
-    from agent.spaces import FullSpace
-
-    simt_only = {s.name for s in FAMILY.transforms} - {"apply_tf32x3"}
-    inc = HistoryItem(id="inc", iteration=5, params=params, key=key_of(params), status="ok",
-                      avg_us=3000.0, accepted=True,
-                      compile={"spill_bytes": 0, "regs_per_thread": 128})
-    ctx = PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_90"), arch="sm_90",
-                        incumbent=inc, history=[inc], seed=1, iteration=6, threshold_pct=0.5,
-                        allowed_actions=simt_only, shape=SHAPE)
-    return [p.action for p in ExpertPolicy().propose(ctx, 40)
-            if not p.reason.startswith("local search")]
-
-
 def test_the_expert_offers_quads_and_the_128_thread_blocks() -> None:
-    rules = _expert_rules(SIMT)
+    rules = expert_rules(SIMT, simt_only(), SHAPE)
     pipe = "apply_fragment_prefetch(true) ; apply_lane_quads(true)"
     assert rules[:4] == [pipe, f"{pipe} ; change_block_config(16, 8)",
                          f"{pipe} ; change_block_config(8, 16)",
                          f"{pipe} ; apply_register_block(8, 16) ; change_block_config(8, 16)"]
     # at the 64x128 kernel the other two blocks are left to offer, and nothing of the pipeline
-    at_end = _expert_rules(QUADS)
+    at_end = expert_rules(QUADS, simt_only(), SHAPE)
     assert at_end[:2] == ["change_block_config(8, 16)",
                           "apply_register_block(8, 16) ; change_block_config(8, 16)"]
     assert not any("apply_lane_quads" in r or "prefetch" in r for r in at_end)

@@ -62,6 +62,14 @@ def _needs_simt(candidate: Candidate, action: Action, why: str) -> Rejection | N
     return None
 
 
+def _simt_smem_step(candidate: Candidate, action: Action, why: str,
+                    **changes: Any) -> Candidate | Rejection:
+    """A step of the staged SIMT kernel: rejected on the tensor-core kernels (``why``) and
+    without shared-memory tiles."""
+    return (_needs_simt(candidate, action, why) or _needs_smem(candidate, action)
+            or _step(candidate, action, **changes))
+
+
 def _needs_wgmma(candidate: Candidate, action: Action) -> Rejection | None:
     if not (candidate.params.tf32x3 and candidate.params.wgmma):
         return Rejection("requires_wgmma",
@@ -211,10 +219,9 @@ def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
     through registers) into ``stages + 1`` buffers, one barrier per tile: with
     ``apply_double_buffer(2)`` a three-stage pipeline. A's elements land transposed, as the
     register-staged kernel stores them, so the compute loop is unchanged."""
-    action = Action("apply_async_copy", (on,))
-    return (_needs_simt(candidate, action, "the tensor-core kernels always copy by cp.async "
-                        "(apply_double_buffer sets their buffers)")
-            or _needs_smem(candidate, action) or _step(candidate, action, async_copy=on))
+    return _simt_smem_step(candidate, Action("apply_async_copy", (on,)),
+                           "the tensor-core kernels always copy by cp.async "
+                           "(apply_double_buffer sets their buffers)", async_copy=on)
 
 
 @TRANSFORMS.register(
@@ -229,10 +236,9 @@ def apply_fragment_prefetch(candidate: Candidate, on: bool) -> Candidate | Rejec
     register set while step k's FFMAs run (the next tile's first ones right after its one
     barrier), interior CTAs loading their tiles without bound checks. Needs
     ``apply_double_buffer(2)``; the unroll factor then has no meaning."""
-    action = Action("apply_fragment_prefetch", (on,))
-    return (_needs_simt(candidate, action, "the tensor-core kernels pipeline their fragments "
-                        "themselves")
-            or _needs_smem(candidate, action) or _step(candidate, action, frag_prefetch=on))
+    return _simt_smem_step(candidate, Action("apply_fragment_prefetch", (on,)),
+                           "the tensor-core kernels pipeline their fragments themselves",
+                           frag_prefetch=on)
 
 
 @TRANSFORMS.register(
@@ -249,10 +255,9 @@ def apply_lane_quads(candidate: Candidate, on: bool) -> Candidate | Rejection:
     share them two. The warp's footprint (rows and columns of C) is unchanged; the pipelined
     kernel also runs its FFMAs in a serpentine order. Needs staged tiles and an even number of
     threads along M and N."""
-    action = Action("apply_lane_quads", (on,))
-    return (_needs_simt(candidate, action, "the tensor-core kernels' fragments follow the mma "
-                        "layouts")
-            or _needs_smem(candidate, action) or _step(candidate, action, lane_quads=on))
+    return _simt_smem_step(candidate, Action("apply_lane_quads", (on,)),
+                           "the tensor-core kernels' fragments follow the mma layouts",
+                           lane_quads=on)
 
 
 @TRANSFORMS.register(
