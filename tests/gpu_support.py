@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from kernels.gemm_bias_relu import FAMILY
+from kernels.base import Shape
+from kernels.gemm_bias_relu import FAMILY, GemmParams
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -46,3 +47,20 @@ def gpu_evaluator(compiler: Compiler, timeout_s: float) -> Iterator[GpuEvaluator
         pytest.skip(f"no GPU evaluation here: {exc}")
     yield ev
     ev.child.close()
+
+
+def time_interleaved(ev: GpuEvaluator, points: dict[str, GemmParams], shape: Shape,
+                     name: str) -> dict[str, list[float]]:
+    """Compile ``points``, time each twice at ``shape``, interleaved (so that a drift of the
+    clock touches them alike), with cuBLAS; save the figures as ``name``; the times by label."""
+    compiled = {k: ev.compile(p).result() for k, p in points.items()}
+    times: dict[str, list[float]] = {k: [] for k in points}
+    for repeat in range(2):
+        for label, params in points.items():
+            m = ev.measure(params, compiled[label], shape=shape, iteration=repeat, seed=5,
+                           verify=False)
+            assert m.status == "ok", (label, m.error)
+            times[label].append(float((m.perf or {})["avg_us"]))
+    save(name, {"shape": str(shape), "avg_us": times, "cublas_us": ev.vendor_us(shape),
+                "regs": {k: c.regs_per_thread for k, c in compiled.items()}})
+    return times

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 from async_copy_points import ASYNC, SIMT, variants
-from gpu_support import gpu_evaluator, save
+from gpu_support import gpu_evaluator, save, time_interleaved
 
 from kernels.base import Shape
 from worker.compile import Compiler
@@ -56,16 +56,6 @@ def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None
 def test_timed_beside_the_register_staged_kernel(evaluator: GpuEvaluator) -> None:
     shape = Shape(4096, 4096, 4096)
     points = {"staged": SIMT, "async_3buf": ASYNC, "async_2buf": replace(ASYNC, stages=1)}
-    compiled = {k: evaluator.compile(p).result() for k, p in points.items()}
-    times: dict[str, list[float]] = {k: [] for k in points}
-    for repeat in range(2):
-        for label, params in points.items():
-            m = evaluator.measure(params, compiled[label], shape=shape, iteration=repeat,
-                                  seed=5, verify=False)
-            assert m.status == "ok", (label, m.error)
-            times[label].append(float((m.perf or {})["avg_us"]))
-    vendor = evaluator.vendor_us(shape)
-    save("async_copy_speed", {"shape": str(shape), "avg_us": times, "cublas_us": vendor,
-                              "regs": {k: c.regs_per_thread for k, c in compiled.items()}})
+    times = time_interleaved(evaluator, points, shape, "async_copy_speed")
     # a record, not a speed target (those live in bench/): both ran and were timed
     assert all(len(v) == 2 and min(v) > 0 for v in times.values())

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from async_copy_points import SIMT
 from frag_prefetch_points import PREFETCH, QUADS, WIDE, variants
-from gpu_support import gpu_evaluator, save
+from gpu_support import gpu_evaluator, save, time_interleaved
 
 from kernels.base import Shape
 from worker.compile import Compiler
@@ -56,17 +56,7 @@ def test_timed_beside_the_unpipelined_kernel_and_cublas(evaluator: GpuEvaluator)
     evaluator.options = EvalOptions(timeout_s=120.0)
     shape = Shape(4096, 4096, 4096)
     points = {"simt_8x8": SIMT, "prefetch_8x8": PREFETCH, "prefetch_8x16": WIDE,
-              "quads_8x8_128": QUADS}
-    compiled = {k: evaluator.compile(p).result() for k, p in points.items()}
-    times: dict[str, list[float]] = {k: [] for k in points}
-    for repeat in range(2):
-        for label, params in points.items():
-            m = evaluator.measure(params, compiled[label], shape=shape, iteration=repeat,
-                                  seed=5, verify=False)
-            assert m.status == "ok", (label, m.error)
-            times[label].append(float((m.perf or {})["avg_us"]))
-    vendor = evaluator.vendor_us(shape)
-    save("frag_prefetch_speed", {"shape": str(shape), "avg_us": times, "cublas_us": vendor,
-                                 "regs": {k: c.regs_per_thread for k, c in compiled.items()}})
+              "quads_8x8_64x128": QUADS}
+    times = time_interleaved(evaluator, points, shape, "frag_prefetch_speed")
     # a record, not a speed target (those live in bench/): every point ran and was timed
     assert all(len(v) == 2 and min(v) > 0 for v in times.values())
