@@ -98,6 +98,9 @@ class LaunchConfig:
     #: Extra device memory the kernel needs (split-K partial sums), in bytes.
     workspace_bytes: int = 0
     epilogue: EpilogueLaunch | None = None
+    #: Rows and columns of C one CTA computes, where the grid does not say it (a stream-K grid
+    #: counts CTAs, not tiles); None: grid x covers N and grid y covers M. Not sent to a GPU.
+    tile: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``epilogue`` only when there is one)."""

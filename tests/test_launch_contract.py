@@ -118,6 +118,7 @@ def evaluator() -> GpuEvaluator:
     ev = GpuEvaluator.__new__(GpuEvaluator)
     ev.family = FAMILY
     ev.options = EvalOptions()
+    ev.device = {"sm_count": 132}  # what the started GPU child reports (an H200's SMs)
     return ev
 
 

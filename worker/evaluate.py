@@ -237,7 +237,7 @@ class GpuEvaluator:
     def _launches(self, params: Any, shapes: Iterable[Shape]) -> dict[Shape, LaunchConfig]:
         out: dict[Shape, LaunchConfig] = {}
         for shape in shapes:
-            launch = self.family.launch(params, shape)
+            launch = self.family.launch(params, shape, sm_count=int(self.device["sm_count"]))
             if isinstance(launch, Rejection):
                 raise ValueError(f"{launch.reason}: {launch.message}")
             out[shape] = launch

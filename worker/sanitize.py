@@ -423,14 +423,18 @@ def run_tool(exe: str, tool: str, cubin: Path,
 
 # ---- the gate -------------------------------------------------------------------------------
 def block_tile(family: Any, params: Any) -> tuple[int, int] | None:
-    """Rows and columns of C that one block computes, read from the launch contract (grid x
-    covers N, grid y covers M); None when the kernel refuses small shapes."""
+    """Rows and columns of C that one block computes, read from the launch contract (its
+    ``tile``, else grid x covers N and grid y covers M); None when the kernel refuses small
+    shapes."""
     def grid(m: int, n: int) -> tuple[int, int] | None:
         found = family.launch(params, Shape(m, n, 1))
         return None if isinstance(found, Rejection) else (found.grid[1], found.grid[0])
 
-    if grid(1, 1) is None:
+    first = family.launch(params, Shape(1, 1, 1))
+    if isinstance(first, Rejection):
         return None
+    if first.tile is not None:  # the launch says it (its grid counts CTAs, not tiles)
+        return first.tile
 
     def largest(axis: int) -> int:  # the largest extent one block covers along ``axis``
         lo, hi = 1, 2

@@ -68,6 +68,9 @@ STAGNATION_WINDOW = 12
 MIN_K_TILES_PER_SPLIT = 4
 #: SMs assumed when the device is not known (an H200)
 DEFAULT_SM_COUNT = 132
+#: stream-K is proposed while the last wave of tiles would be at most this full (the fix-up
+#: of its split tiles costs about a workspace pass over S tiles)
+STREAM_K_MAX_LAST_WAVE_FILL = 0.9
 
 
 #: statuses of a candidate not finished yet (``core.models.CANDIDATE_IN_FLIGHT``)
@@ -395,7 +398,7 @@ class ExpertPolicy:
             # campaign 20 evaluations on its way there)
             if not ctx.action_allowed("apply_tf32x3") or any(
                     getattr(h.params, "tf32x3", False) for h in ctx.history):
-                moves += self._simt_pipeline_moves(p)
+                moves += self._stream_k_moves(ctx, inc) + self._simt_pipeline_moves(p)
         moves += self._split_k_moves(ctx, inc)
         if self._settled(ctx) and ctx.shape is not None and getattr(
                 p, "fixed_shape", None) is None:
@@ -457,6 +460,41 @@ class ExpertPolicy:
                     f"LDS.128): {why}, with the fragment pipeline and lane quads")))
         return moves
 
+    @staticmethod
+    def _stream_k_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
+        """Stream-K when the pipelined SIMT kernel's last wave of tiles would run part-empty.
+        On the H200 (docs/GPU.md, session 9) the 64x128 kernel took 2583 us for 1980 tiles
+        (5.00 waves of 396 slots), 2759 us for 2048 (4096^2: 5.17 waves) and 2763 us for 2112:
+        the sixth wave cost a third of a full one, whatever its fill."""
+        p = inc.params
+        if (ctx.shape is None or "apply_stream_k" not in ctx.family.transforms
+                or not getattr(p, "frag_prefetch", False) or getattr(p, "stream_k", False)
+                or p.split_k > 1):
+            return []
+        launch = ctx.family.launch(p, ctx.shape)
+        if isinstance(launch, Rejection):
+            return []
+        gx, gy, _ = launch.grid
+        tiles = gx * gy
+        device = ctx.device or {}
+        sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
+        resident = _resident_ctas(inc, device)
+        slots = sms * resident
+        waves = tiles / slots
+        fill = waves - int(waves)
+        if fill == 0 or fill > STREAM_K_MAX_LAST_WAVE_FILL:
+            return []
+        why = (f"{tiles} tiles ({gx}x{gy}) on {sms} SMs x {resident} resident CTAs = {slots} "
+               f"slots: {waves:.2f} waves, the last {fill:.0%} full")
+        moves = [("apply_stream_k(1)", f"{why}: share the tiles past the whole waves over every "
+                                       "slot (stream-K) so that no wave runs part-empty"),
+                 ("apply_stream_k(2)", f"{why}: share those and one whole wave over every slot "
+                                       "(data-parallel + one stream-K wave)")]
+        # on the H200 the rest alone did better than the rest and a wave at 4096^3 (17 % full:
+        # 1.006x against 1.000x cuBLAS), 8192^3 (69 %: 1.000x, 0.998x) and 8192x1024x4096
+        # (59 %: 0.989x, 0.975x), one run (docs/GPU.md, session 9): the other is the second try
+        return moves
+
     def _settled(self, ctx: PolicyContext) -> bool:
         return ctx.stagnation >= self.stagnation_window
 
@@ -465,7 +503,7 @@ class ExpertPolicy:
         """Split K when the output tiles leave SMs idle and K is long enough to share."""
         p = inc.params
         if ctx.shape is None or "apply_split_k" not in ctx.family.transforms or not (
-                p.smem or p.tf32x3):
+                p.smem or p.tf32x3) or getattr(p, "stream_k", False):
             return []
         launch = ctx.family.launch(p, ctx.shape)
         if isinstance(launch, Rejection):

@@ -17,10 +17,13 @@ import jinja2
 from kernels.base import Action, Candidate, LaunchConfig, Rejection, Shape
 from kernels.gemm_bias_relu.params import (
     BASELINE,
+    DEFAULT_SM_COUNT,
     DOMAINS,
     KERNEL_NAME,
     REDUCE_THREADS,
     SEED_DOMAINS,
+    SK_FIXUP_NAME,
+    SK_HEADER_FLOATS,
     SPLITK_REDUCE_NAME,
     WG_SMALL_BUFFERS,
     GemmParams,
@@ -88,6 +91,8 @@ class GemmBiasRelu:
             p=canonical,
             kernel_name=KERNEL_NAME,
             reduce_name=SPLITK_REDUCE_NAME,
+            sk_fixup_name=SK_FIXUP_NAME,
+            sk_header_floats=SK_HEADER_FLOATS,
             reduce_threads=REDUCE_THREADS,
             params_json=json.dumps(canonical.to_dict(), sort_keys=True),
             ws_regs=canonical.ws_registers,
@@ -103,10 +108,12 @@ class GemmBiasRelu:
         """SHA-256 of the rendered source."""
         return hashlib.sha256(self.render(params).encode()).hexdigest()
 
-    def launch(self, params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
-        """Grid, block, dynamic shared memory (and a split-K launch's workspace and epilogue)
-        for ``shape``; a shape-specialized point is refused at any other shape."""
-        return launch_config(params.canonical(), shape)
+    def launch(self, params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_COUNT
+               ) -> LaunchConfig | Rejection:
+        """Grid, block, dynamic shared memory (and a split-K or stream-K launch's workspace and
+        epilogue) for ``shape`` on a GPU of ``sm_count`` SMs (stream-K sizes its grid by them);
+        a shape-specialized point is refused at any other shape."""
+        return launch_config(params.canonical(), shape, sm_count)
 
     def for_shape(self, params: GemmParams, shape: Shape) -> GemmParams:
         """``params`` as a starting point at ``shape``: a specialization for another shape is

@@ -45,6 +45,19 @@ REDUCE_THREADS = 256
 REDUCE_VEC = 4
 #: Blocks of the epilogue at most (it walks the output with a grid-stride loop).
 REDUCE_MAX_BLOCKS = 8192
+#: The stream-K fix-up kernel (same module): sums the parts of split tiles + bias + ReLU.
+SK_FIXUP_NAME = "gemm_bias_relu_sk_fixup"
+#: Floats before the stream-K part-tile slots in the workspace (its header: 128 bytes).
+SK_HEADER_FLOATS = 32
+#: Parts a stream-K tile is split into at most (the fix-up reads them all; measured on the H200,
+#: docs/GPU.md session 9)
+SK_MAX_PARTS = 8
+#: SMs a stream-K launch assumes when no GPU is at hand (an H200's 132: the expert's reasoning
+#: and reports); the evaluator and the sanitizer pass the GPU's own count.
+DEFAULT_SM_COUNT = 132
+#: Shared memory of an SM (sm_80/sm_90: 228 KB, of which each resident CTA reserves 1 KB).
+SMEM_PER_SM = 228 * 1024
+SMEM_RESERVED_PER_CTA = 1024
 
 #: Domains of every field (also the argument domains of the transforms).
 DOMAINS: dict[str, tuple[Any, ...]] = {
@@ -79,6 +92,10 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the SIMT kernel's threads in 2x2 quads of (row, column) fragments: lane pairs share an
     # address in every shared-memory fragment read (an LDS.128 returns in 2 wavefronts, not 4)
     "lane_quads": (False, True),
+    # the SIMT pipeline's tiles scheduled stream-K: whole waves of tiles data-parallel, the
+    # last tiles' K iterations shared equally by one CTA a resident slot, split tiles fixed up;
+    # 1: the tiles past the whole waves, 2: those and one whole wave (0: off)
+    "stream_k": (0, 1, 2),
     # the wgmma kernel's MMAs kept in flight across K-tiles, partial sums promoted every this
     # many K-tiles (1: every tile, the pipeline drained each time)
     "mma_window": (1, 2, 4),
@@ -93,7 +110,7 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
-                                         "lane_quads": False}
+                                         "lane_quads": False, "stream_k": 0}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -101,11 +118,11 @@ SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
 #: Fields that mean nothing without shared-memory staging (canonical value when it is off).
 SMEM_ONLY_DEFAULTS: dict[str, Any] = {"tile_k": 16, "pad": 0, "interleave": False, "stages": 1,
                                       "split_k": 1, "async_copy": False, "frag_prefetch": False,
-                                      "lane_quads": False}
+                                      "lane_quads": False, "stream_k": 0}
 #: Fields of the SIMT path that the 3xTF32 tensor-core path does not use (and its fixed values).
 TC_FIXED: dict[str, Any] = {"smem": True, "coalesced": True, "reg_m": 1, "reg_n": 1, "vec": 4,
                             "unroll": 1, "pad": 0, "interleave": False, "async_copy": False,
-                            "frag_prefetch": False, "lane_quads": False}
+                            "frag_prefetch": False, "lane_quads": False, "stream_k": 0}
 #: Fields only the tensor-core path uses (canonical values on the SIMT path).
 TC_ONLY_DEFAULTS: dict[str, Any] = {"warp_m": 32, "warp_n": 32}
 #: Registers a tensor-core thread needs beyond its fragments.
@@ -222,6 +239,16 @@ class GemmParams:
     #: their addresses 2. A warp covers the same rows and columns as without (shared-memory path,
     #: threads even along M and N).
     lane_quads: bool = False
+    #: stream-K scheduling of the SIMT pipeline's tiles (frag_prefetch): with S = SMs x the CTAs
+    #: an SM holds, the grid is S CTAs by R rows; rows 0..R-2 take a whole tile each and the
+    #: last row's S CTAs share the K iterations of the remaining tiles equally, so the last wave
+    #: is not part-empty. 1: the row takes the tiles past the whole waves (where they are too
+    #: few to share in :data:`SK_MAX_PARTS` parts a tile, one whole wave with them); 2: those
+    #: and one whole wave, always (CUTLASS's data-parallel + one stream-K wave). A CTA that
+    #: covers a whole tile stores it; the parts of split tiles go to a workspace and a fix-up
+    #: kernel sums them in K order, adds the bias and applies ReLU. The SM count is the GPU's
+    #: (the launch's argument). 0: one tile a CTA.
+    stream_k: int = 0
     #: the wgmma kernel keeps its MMAs in flight across K-tiles (each tile's MMAs in two commit
     #: groups with fragment registers of their own, made while the other group runs) and
     #: promotes its partial sums into fp32 every this many K-tiles; 1 = every tile, waiting for
@@ -522,6 +549,10 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"lane_quads": True, "smem": params.smem, "threads_m": params.threads_m,
              "threads_n": params.threads_n},
         )
+    if params.stream_k:
+        rejection = _validate_stream_k(params)
+        if rejection is not None:
+            return rejection
     if params.async_copy and not params.smem:
         return Rejection(
             "requires_shared_memory",
@@ -630,6 +661,27 @@ def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
     return None
 
 
+def _validate_stream_k(params: GemmParams) -> Rejection | None:
+    needs = {"smem": True, "frag_prefetch": True, "tf32x3": False, "split_k": 1}
+    wrong = {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+    if wrong:
+        return Rejection(
+            "stream_k_pipeline",
+            "stream_k schedules the SIMT pipeline's tiles (smem on, frag_prefetch on, tf32x3 "
+            "off) and splits their K itself (split_k 1); "
+            f"here {', '.join(f'{k}={v}' for k, v in wrong.items())}",
+            {"stream_k": params.stream_k, **wrong},
+        )
+    if params.reg_n % 4:
+        return Rejection(
+            "stream_k_fragment",
+            f"stream_k stores part tiles by float4: reg_n must be a multiple of 4, not "
+            f"{params.reg_n}",
+            {"stream_k": params.stream_k, "reg_n": params.reg_n, "fragment": 4},
+        )
+    return None
+
+
 def _validate_tc(params: GemmParams) -> Rejection | None:
     warps = params.threads // 32
     if params.threads % 32 or warps % params.tc_warps_n:
@@ -687,13 +739,55 @@ def compile_arch(params: GemmParams, arch: str) -> str:
     return arch
 
 
-def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
+def stream_k_slots(params: GemmParams, sm_count: int) -> int:
+    """CTAs of ``params`` the GPU holds at once: ``sm_count`` x the CTAs an SM fits (the
+    ``__launch_bounds__`` figure ptxas builds for, fewer if shared memory runs out first)."""
+    by_smem = SMEM_PER_SM // (params.smem_bytes + SMEM_RESERVED_PER_CTA)
+    return sm_count * max(1, min(params.min_blocks_per_sm, by_smem))
+
+
+def stream_k_workspace_bytes(params: GemmParams, ctas: int) -> int:
+    """Header plus two part-tile slots (``block_m x block_n`` fp32) for each stream-K CTA."""
+    return 4 * (SK_HEADER_FLOATS + 2 * ctas * params.block_m * params.block_n)
+
+
+def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
+                     ) -> LaunchConfig:
+    slots = stream_k_slots(params, sm_count)
+    waves, rest = divmod(tiles, slots)
+    if waves == 0:  # fewer tiles than slots: all in the stream-K row, split at most so far
+        rows, row_tiles = 1, tiles
+        ctas = min(slots, tiles * SK_MAX_PARTS, tiles * params.k_tiles(shape.k))
+    else:
+        # the whole waves data-parallel, the rest shared by every slot; a rest too small to
+        # share in SK_MAX_PARTS parts a tile (or stream_k 2) takes the last whole wave with it
+        alone = params.stream_k == 1 and (rest == 0 or slots <= SK_MAX_PARTS * rest)
+        rows = waves + 1 if alone else waves
+        row_tiles = tiles - (rows - 1) * slots
+        ctas = slots
+    return LaunchConfig(
+        kernel_name=KERNEL_NAME,
+        grid=(ctas, rows, 1),
+        block=(params.block_x, params.block_y, 1),
+        dynamic_smem_bytes=params.smem_bytes,
+        workspace_bytes=stream_k_workspace_bytes(params, ctas),
+        epilogue=EpilogueLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
+                                (REDUCE_THREADS, 1, 1), ctas),
+        tile=(params.block_m, params.block_n),
+    )
+
+
+def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_COUNT
+                  ) -> LaunchConfig | Rejection:
     """Grid, block and dynamic shared memory of ``params`` for ``shape``.
 
     Split-K (``split_k > 1``): grid z is the number of splits, ``min(split_k, K tiles)`` (every
     split gets at least one K tile, whatever the shape), each split writes its partial sums to a
     ``splits x M x N`` fp32 workspace, and the epilogue kernel sums them in split order, adds the
-    bias and applies ReLU. A shape-specialized kernel is refused at any other shape.
+    bias and applies ReLU. Stream-K (``stream_k``): grid (S, R) with S the CTAs ``sm_count``
+    SMs hold at once (:func:`stream_k_slots`), R - 1 rows of whole tiles and one row that shares
+    the rest's K iterations, then the fix-up kernel (see :class:`GemmParams`). A
+    shape-specialized kernel is refused at any other shape.
     """
     fixed = params.fixed_shape
     if fixed is not None and fixed != shape:
@@ -708,6 +802,8 @@ def launch_config(params: GemmParams, shape: Shape) -> LaunchConfig | Rejection:
             f"{grid_y} row tiles exceed the grid's y limit {MAX_GRID_Y}",
             {"grid_y": grid_y, "max_grid_y": MAX_GRID_Y},
         )
+    if params.stream_k:
+        return _stream_k_launch(params, shape, grid_x * grid_y, sm_count)
     if params.split_k == 1:
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
@@ -759,6 +855,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "producers": (0,),
     "frag_prefetch": (False,),
     "lane_quads": (False,),
+    "stream_k": (0,),
 }
 
 
@@ -774,7 +871,7 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
     "direct": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle"),
     "smem": ("block_x", "block_y", "coalesced", "reg_m", "reg_n", "vec", "unroll", "swizzle",
              "tile_k", "pad", "interleave", "stages", "split_k", "async_copy", "frag_prefetch",
-             "lane_quads"),
+             "lane_quads", "stream_k"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
     "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window",
               "producers"),
@@ -795,6 +892,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     # the seed's register blocking goes up to 8 x 8
     "reg_m": (1, 2, 4, 8), "reg_n": (1, 2, 4, 8), "frag_prefetch": (False,),
     "lane_quads": (False,),
+    "stream_k": (0,),
 }
 
 
@@ -813,8 +911,8 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
     """Every valid canonical point of ``domains`` (default the whole space), deterministic.
 
     Walks each kernel path over the fields it reads only, so every tuple is a distinct canonical
-    point. The whole space holds about fifteen million valid points (staged SIMT tiles dominate,
-    with or without cp.async): use :func:`sample_space` to draw from it. With
+    point. The whole space holds about 45 million valid points (staged SIMT tiles dominate;
+    estimated by sampling): use :func:`sample_space` to draw from it. With
     ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
     """
     replay = domains == REPLAY_DOMAINS

@@ -261,6 +261,25 @@ def apply_lane_quads(candidate: Candidate, on: bool) -> Candidate | Rejection:
 
 
 @TRANSFORMS.register(
+    "apply_stream_k",
+    ArgSpec("waves", DOMAINS["stream_k"], "SIMT pipeline's tiles scheduled stream-K: 1 = the "
+            "tiles past the whole waves shared by every resident CTA slot, 2 = those and one "
+            "whole wave, 0 = one tile a CTA", "stream_k"),
+    origin="expert",
+)
+def apply_stream_k(candidate: Candidate, waves: int) -> Candidate | Rejection:
+    """Schedule the pipelined SIMT kernel's tiles stream-K: S = SMs x the CTAs an SM holds;
+    the whole waves of tiles run a tile per CTA, and the rest's K iterations (with ``waves=2``
+    one whole wave more) are shared equally by S CTAs, each a contiguous run over whole and
+    part tiles, so that the last wave is not part-empty (64x128 tiles at 4096^2: 2048 tiles on
+    396 slots are 5.17 waves, six without it). Parts of split tiles go to a workspace; a fix-up
+    kernel sums them in K order, adds the bias and applies ReLU. Needs
+    ``apply_fragment_prefetch(true)``."""
+    return _simt_smem_step(candidate, Action("apply_stream_k", (waves,)),
+                           "stream-K schedules the SIMT pipeline's tiles", stream_k=waves)
+
+
+@TRANSFORMS.register(
     "apply_block_swizzle",
     ArgSpec("group", DOMAINS["swizzle"], "row-tiles of blocks walked together: 1, 2, 4, 8",
             "swizzle"),

@@ -1,0 +1,36 @@
+"""The stream-K points of the CPU and GPU tests (imports nothing but the family, so that the
+GPU test collects on the device machine's lean environment)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from frag_prefetch_points import PREFETCH, QUADS, WIDE
+
+from kernels.base import Shape
+from kernels.gemm_bias_relu import GemmParams
+
+#: the 64x128 lane-quad kernel scheduled stream-K (the tiles past the whole waves shared), and
+#: with one whole wave more in the stream-K row
+STREAM_K = replace(QUADS, stream_k=1).canonical()
+STREAM_K2 = replace(QUADS, stream_k=2).canonical()
+
+#: Shapes whose stream-K geometry differs: one tile, fewer tiles than slots (every tile split,
+#: some CTAs with more than one part), K of one tile (a run is whole tiles), K not a multiple of
+#: the tile, tiles just over one wave and just under two, exactly three waves of the 396 slots
+#: of an H200 (the last row's tiles all whole), edges along M and N, and the issue's shapes.
+SK_SHAPES = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
+             Shape(1000, 1002, 999), Shape(4096, 4095, 31), Shape(8192, 1024, 4096),
+             Shape(1600, 4096, 16), Shape(1700, 4096, 300), Shape(3136, 2048, 1000),
+             Shape(2304, 4224, 513), Shape(4096, 4096, 4096))
+
+
+def variants() -> list[GemmParams]:
+    """Stream-K on the 64x128 kernel (both rows) and the 128x64 quad kernel, on 8x16 (two CTAs
+    an SM), on the pipelined kernel without quads, with swizzle off and 8, tile 8, a
+    specialized shape."""
+    return [STREAM_K, STREAM_K2, replace(STREAM_K, block_x=8, block_y=16),
+            replace(WIDE, lane_quads=True, stream_k=1), replace(PREFETCH, stream_k=1),
+            replace(STREAM_K, swizzle=1), replace(STREAM_K, swizzle=8),
+            replace(STREAM_K, tile_k=8),
+            replace(STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096)]
