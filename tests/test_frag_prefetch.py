@@ -97,8 +97,9 @@ def test_the_expert_chains_the_pipeline_from_a_plain_kernel_after_the_tensor_cor
     plain = replace(SIMT, coalesced=False, interleave=False, stages=1, swizzle=1)
     rules = expert_rules(plain, simt_only(), SHAPE)
     chain = [r for r in rules if "change_block_config(8, 16)" in r]
+    # (swizzle 1 here: the chains group the blocks by four row-tiles too)
     pipe = ("apply_coalesce(true) ; apply_fragment_interleave(true) ; apply_double_buffer(2) ; "
-            "apply_fragment_prefetch(true) ; apply_lane_quads(true)")
+            "apply_fragment_prefetch(true) ; apply_lane_quads(true) ; apply_block_swizzle(4)")
     assert chain == [f"{pipe} ; change_block_config(8, 16)",
                      f"{pipe} ; apply_register_block(8, 16) ; change_block_config(8, 16)"]
     # where the tensor cores may be had and were not tried, they come first and alone

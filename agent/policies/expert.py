@@ -420,7 +420,8 @@ class ExpertPolicy:
         interleaved kernel with its threads in lane quads, then register blocks in 128 threads:
         8x8 in a 64x128 tile and in a 128x64 one (~160 registers, three CTAs an SM) and 8x16 in
         a 128x128 one (255 registers, two CTAs an SM), each a chain from wherever a
-        register-blocked staged incumbent stands. On the H200 (docs/GPU.md): the 8x8 kernel
+        register-blocked staged incumbent stands, with its blocks swizzled in groups of four
+        row-tiles (B's tiles shared in L2). On the H200 (docs/GPU.md): the 8x8 kernel
         without the pipeline 0.874x cuBLAS, 8x16 with it 0.937x (2026-12-01, session 7); with
         lane quads (and their strided tile copy) 8x8 in 64x128 tiles 0.988x at 4096^3 and 0.995x
         at 8192^3, 128x64 0.970x / 0.982x, 8x16 0.950x / 0.943x (session 8)."""
@@ -433,7 +434,10 @@ class ExpertPolicy:
             ("apply_fragment_interleave(true)", not p.interleave),
             ("apply_double_buffer(2)", p.stages != 2),
             ("apply_fragment_prefetch(true)", not p.frag_prefetch),
-            ("apply_lane_quads(true)", not p.lane_quads)) if needed]
+            ("apply_lane_quads(true)", not p.lane_quads),
+            # 64x128 with quads, swizzle 1 against 4: 0.964x against 0.975x cuBLAS at 8192^3,
+            # 0.968x / 0.970x at 4096^3 (docs/GPU.md, session 8)
+            ("apply_block_swizzle(4)", p.swizzle == 1)) if needed]
         moves = []
         if not (p.frag_prefetch and p.lane_quads):
             moves.append((" ; ".join(base), (
