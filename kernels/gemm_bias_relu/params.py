@@ -49,8 +49,8 @@ REDUCE_MAX_BLOCKS = 8192
 SK_FIXUP_NAME = "gemm_bias_relu_sk_fixup"
 #: Floats before the stream-K part-tile slots in the workspace (its header: 128 bytes).
 SK_HEADER_FLOATS = 32
-#: Parts a stream-K tile is split into at most (the fix-up reads them all; measured on the H200,
-#: docs/GPU.md session 9)
+#: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
+#: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
 SK_MAX_PARTS = 8
 #: SMs a stream-K launch assumes when no GPU is at hand (an H200's 132: the expert's reasoning
 #: and reports); the evaluator and the sanitizer pass the GPU's own count.
