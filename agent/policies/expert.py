@@ -475,15 +475,10 @@ class ExpertPolicy:
                 or not getattr(p, "frag_prefetch", False) or getattr(p, "stream_k", False)
                 or p.split_k > 1):
             return []
-        launch = ctx.family.launch(p, ctx.shape)
-        if isinstance(launch, Rejection):
+        grid = _tile_slots(ctx, inc)
+        if grid is None:
             return []
-        gx, gy, _ = launch.grid
-        tiles = gx * gy
-        device = ctx.device or {}
-        sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
-        resident = _resident_ctas(inc, device)
-        slots = sms * resident
+        gx, gy, tiles, sms, resident, slots = grid
         waves = tiles / slots
         fill = waves - int(waves)
         if fill == 0 or fill > STREAM_K_MAX_LAST_WAVE_FILL:
@@ -509,15 +504,10 @@ class ExpertPolicy:
         if ctx.shape is None or "apply_split_k" not in ctx.family.transforms or not (
                 p.smem or p.tf32x3) or getattr(p, "stream_k", False):
             return []
-        launch = ctx.family.launch(p, ctx.shape)
-        if isinstance(launch, Rejection):
+        grid = _tile_slots(ctx, inc)
+        if grid is None:
             return []
-        gx, gy, _ = launch.grid
-        tiles = gx * gy
-        device = ctx.device or {}
-        sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
-        resident = _resident_ctas(inc, device)
-        slots = sms * resident
+        gx, gy, tiles, sms, resident, slots = grid
         if tiles * p.split_k >= slots:
             return []
         k_tiles = -(-ctx.shape.k // p.tile_k)
@@ -671,6 +661,21 @@ class ExpertPolicy:
         for _us, _iteration, item in memory.ranked:
             if any(settled or not move.special for move in memory.moves(ctx, item)):
                 yield from self._local_search(ctx, memory, item)
+
+
+def _tile_slots(ctx: PolicyContext, inc: HistoryItem
+                ) -> tuple[int, int, int, int, int, int] | None:
+    """The incumbent's output tiles at the campaign's shape and the CTA slots of the GPU:
+    ``(grid x, grid y, tiles, SMs, CTAs an SM, slots)``; None when its launch is refused."""
+    assert ctx.shape is not None
+    launch = ctx.family.launch(inc.params, ctx.shape)
+    if isinstance(launch, Rejection):
+        return None
+    gx, gy, _ = launch.grid
+    device = ctx.device or {}
+    sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
+    resident = _resident_ctas(inc, device)
+    return gx, gy, gx * gy, sms, resident, sms * resident
 
 
 def _resident_ctas(inc: HistoryItem, device: dict[str, Any]) -> int:

@@ -647,9 +647,13 @@ def _workspace_check(splits: int, shape: Shape) -> Rejection | None:
     return None
 
 
+def _wrong_fields(params: GemmParams, needs: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``params`` that differ from what ``needs`` asks, with their values."""
+    return {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+
+
 def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
-    needs = {"smem": True, "stages": 2, "async_copy": False}
-    wrong = {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+    wrong = _wrong_fields(params, {"smem": True, "stages": 2, "async_copy": False})
     if wrong:
         return Rejection(
             "frag_prefetch_pipeline",
@@ -662,8 +666,8 @@ def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
 
 
 def _validate_stream_k(params: GemmParams) -> Rejection | None:
-    needs = {"smem": True, "frag_prefetch": True, "tf32x3": False, "split_k": 1}
-    wrong = {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+    wrong = _wrong_fields(params, {"smem": True, "frag_prefetch": True, "tf32x3": False,
+                                   "split_k": 1})
     if wrong:
         return Rejection(
             "stream_k_pipeline",
