@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +64,35 @@ def time_interleaved(ev: GpuEvaluator, points: dict[str, GemmParams], shape: Sha
     save(name, {"shape": str(shape), "avg_us": times, "cublas_us": ev.vendor_us(shape),
                 "regs": {k: c.regs_per_thread for k, c in compiled.items()}})
     return times
+
+
+def check_fp32_contract(ev: GpuEvaluator, points: Iterable[GemmParams], shape: Shape,
+                        edges: tuple[Shape, ...], seed: int, name: str,
+                        no_spills: bool = False) -> None:
+    """Compile each of ``points`` and check it against the float64 reference (verify: every
+    input distribution) at ``shape`` and the ``edges`` — a shape-specialized point at its own
+    shape only; every case must pass (and, with ``no_spills``, no point spill). The cases go to
+    ``name``; ``ev``'s options are restored after."""
+    saved = ev.options
+    rows = []
+    try:
+        for i, params in enumerate(points):
+            comp = ev.compile(params).result()
+            assert comp.status == "ok", (params, comp.error)
+            if no_spills:
+                assert comp.spill_bytes == 0, (params, comp.spill_bytes)
+            fixed = params.fixed_shape
+            at, extra = (fixed, ()) if fixed is not None else (shape, edges)
+            ev.options = EvalOptions(edge_shapes=extra, bench=False, timeout_s=180.0)
+            m = ev.measure(params, comp, shape=at, iteration=i, seed=seed, verify=True)
+            cases = list((m.correctness or {}).get("cases") or [])
+            rows.append({"params": params.to_dict(), "status": m.status, "error": m.error,
+                         "regs": comp.regs_per_thread, "spill_bytes": comp.spill_bytes,
+                         "cases": [(c["shape"], c["dist"], c["passed"], c["max_scaled_err"])
+                                   for c in cases]})
+            assert m.status == "ok", (params, m.error)
+            assert len(cases) > len(extra), cases
+            assert all(c["passed"] for c in cases), cases
+    finally:
+        ev.options = saved
+    save(name, rows)

@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import pytest
 from async_copy_points import ASYNC, SIMT, variants
-from gpu_support import gpu_evaluator, save, time_interleaved
+from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 
 from kernels.base import Shape
 from worker.compile import Compiler
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.evaluate import GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 
@@ -32,25 +32,8 @@ def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 
 
 def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None:
-    ev = GpuEvaluator.__new__(GpuEvaluator)
-    ev.__dict__.update(evaluator.__dict__)
-    rows = []
-    for i, params in enumerate(variants()):
-        comp = ev.compile(params).result()
-        assert comp.status == "ok", (params, comp.error)
-        # a specialized kernel runs at its own shape only: no edge shapes for it
-        shape = params.fixed_shape or Shape(4096, 4096, 4096)
-        edges = () if params.fixed_shape is not None else AWKWARD
-        ev.options = EvalOptions(edge_shapes=edges, bench=False, timeout_s=180.0)
-        m = ev.measure(params, comp, shape=shape, iteration=i, seed=31, verify=True)
-        cases = list((m.correctness or {}).get("cases") or [])
-        rows.append({"params": params.to_dict(), "status": m.status, "error": m.error,
-                     "regs": comp.regs_per_thread,
-                     "cases": [(c["shape"], c["dist"], c["passed"], c["max_scaled_err"])
-                               for c in cases]})
-        assert m.status == "ok", (params, m.error)
-        assert all(c["passed"] for c in cases), cases
-    save("async_copy_correctness", rows)
+    check_fp32_contract(evaluator, variants(), Shape(4096, 4096, 4096), AWKWARD, seed=31,
+                        name="async_copy_correctness")
 
 
 def test_timed_beside_the_register_staged_kernel(evaluator: GpuEvaluator) -> None:

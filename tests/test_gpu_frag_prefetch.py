@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from async_copy_points import SIMT
 from frag_prefetch_points import PREFETCH, QUADS, WIDE, variants
-from gpu_support import gpu_evaluator, save, time_interleaved
+from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 
 from kernels.base import Shape
 from worker.compile import Compiler
@@ -33,23 +33,8 @@ def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 
 
 def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None:
-    rows = []
-    for i, params in enumerate(variants()):
-        comp = evaluator.compile(params).result()
-        assert comp.status == "ok", (params, comp.error)
-        shape = params.fixed_shape or Shape(4096, 4096, 4096)
-        edges = () if params.fixed_shape is not None else AWKWARD
-        evaluator.options = EvalOptions(edge_shapes=edges, bench=False, timeout_s=180.0)
-        m = evaluator.measure(params, comp, shape=shape, iteration=i, seed=37, verify=True)
-        cases = list((m.correctness or {}).get("cases") or [])
-        rows.append({"params": params.to_dict(), "status": m.status, "error": m.error,
-                     "regs": comp.regs_per_thread, "spill_bytes": comp.spill_bytes,
-                     "cases": [(c["shape"], c["dist"], c["passed"], c["max_scaled_err"])
-                               for c in cases]})
-        assert m.status == "ok", (params, m.error)
-        assert cases
-        assert all(c["passed"] for c in cases), cases
-    save("frag_prefetch_correctness", rows)
+    check_fp32_contract(evaluator, variants(), Shape(4096, 4096, 4096), AWKWARD, seed=37,
+                        name="frag_prefetch_correctness")
 
 
 def test_timed_beside_the_unpipelined_kernel_and_cublas(evaluator: GpuEvaluator) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from frag_prefetch_points import QUADS
-from gpu_support import gpu_evaluator, save, time_interleaved
+from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 from stream_k_points import SK_SHAPES, STREAM_K, variants
 
 from kernels.base import Shape
@@ -30,25 +30,8 @@ def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 
 
 def test_every_variant_passes_the_fp32_contract(evaluator: GpuEvaluator) -> None:
-    rows = []
-    for i, params in enumerate(variants()):
-        comp = evaluator.compile(params).result()
-        assert comp.status == "ok", (params, comp.error)
-        assert comp.spill_bytes == 0, (params, comp.spill_bytes)
-        fixed = params.fixed_shape
-        shape = fixed or Shape(2048, 2048, 2048)
-        edges = () if fixed is not None else SK_SHAPES
-        evaluator.options = EvalOptions(edge_shapes=edges, bench=False, timeout_s=180.0)
-        m = evaluator.measure(params, comp, shape=shape, iteration=i, seed=41, verify=True)
-        cases = list((m.correctness or {}).get("cases") or [])
-        rows.append({"params": params.to_dict(), "status": m.status, "error": m.error,
-                     "regs": comp.regs_per_thread, "cases": [
-                         (c["shape"], c["dist"], c["passed"], c["max_scaled_err"])
-                         for c in cases]})
-        assert m.status == "ok", (params, m.error)
-        assert len(cases) >= len(edges)
-        assert all(c["passed"] for c in cases), cases
-    save("stream_k_correctness", rows)
+    check_fp32_contract(evaluator, variants(), Shape(2048, 2048, 2048), SK_SHAPES, seed=41,
+                        name="stream_k_correctness", no_spills=True)
 
 
 def test_timed_beside_the_data_parallel_kernel_and_cublas(evaluator: GpuEvaluator) -> None:
