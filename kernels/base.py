@@ -16,6 +16,11 @@ from typing import Any, Protocol
 
 ArgValue = int | bool
 
+#: SMs assumed where no GPU is at hand (an H200's 132): the expert's reasoning, reports and the
+#: sanitizer's launches. The evaluator passes the GPU's own count; a launch sized for another
+#: count still computes the same result (stream-K's balance is all it moves).
+DEFAULT_SM_COUNT = 132
+
 
 @dataclass(frozen=True)
 class Rejection:

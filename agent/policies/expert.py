@@ -59,15 +59,13 @@ from agent.policies.base import (
     Proposal,
     key_of,
 )
-from kernels.base import Action, Rejection
+from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
 from worker.evaluate import theoretical_occupancy
 
 STAGNATION_WINDOW = 12
 #: split-K is proposed only while every split keeps at least this many K tiles (a split of one
 #: or two tiles spends its time filling and draining the pipeline)
 MIN_K_TILES_PER_SPLIT = 4
-#: SMs assumed when the device is not known (an H200)
-DEFAULT_SM_COUNT = 132
 #: stream-K is proposed while the last wave of tiles would be at most this full (the fix-up
 #: of its split tiles costs about a workspace pass over S tiles)
 STREAM_K_MAX_LAST_WAVE_FILL = 0.9

@@ -14,10 +14,9 @@ from typing import Any
 
 import jinja2
 
-from kernels.base import Action, Candidate, LaunchConfig, Rejection, Shape
+from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, LaunchConfig, Rejection, Shape
 from kernels.gemm_bias_relu.params import (
     BASELINE,
-    DEFAULT_SM_COUNT,
     DOMAINS,
     KERNEL_NAME,
     REDUCE_THREADS,

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
-from kernels.base import EpilogueLaunch, LaunchConfig, Rejection, Shape
+from kernels.base import DEFAULT_SM_COUNT, EpilogueLaunch, LaunchConfig, Rejection, Shape
 
 KERNEL_NAME = "gemm_bias_relu"
 
@@ -52,9 +52,6 @@ SK_HEADER_FLOATS = 32
 #: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
 #: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
 SK_MAX_PARTS = 8
-#: SMs a stream-K launch assumes when no GPU is at hand (an H200's 132: the expert's reasoning
-#: and reports); the evaluator and the sanitizer pass the GPU's own count.
-DEFAULT_SM_COUNT = 132
 #: Shared memory of an SM (sm_80/sm_90: 228 KB, of which each resident CTA reserves 1 KB).
 SMEM_PER_SM = 228 * 1024
 SMEM_RESERVED_PER_CTA = 1024
