@@ -20,7 +20,7 @@ from agent import engine
 from agent.policies.base import Policy, SearchSpace
 from core.models import Campaign, Candidate
 from kernels import get_family
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import CompileResult
 from worker.evaluate import Evaluator
 

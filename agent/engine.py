@@ -51,7 +51,8 @@ from core.models import (
     utcnow,
 )
 from kernels import get_family
-from kernels.base import Action, Shape, UnknownAction
+from kernels.base import Action, UnknownAction
+from kernels.gemm_bias_relu.shape import Shape
 from worker import jobs
 from worker.compile import CompileResult
 from worker.evaluate import Measurement

@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Campaign, Candidate
 from kernels import get_family
-from kernels.base import Rejection, Shape
+from kernels.base import Rejection
+from kernels.gemm_bias_relu.shape import Shape
 
 
 def _tflops(campaign: Campaign, us: float | None) -> float | None:

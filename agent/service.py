@@ -44,7 +44,7 @@ from core.models import (
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
 from kernels import get_family
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.jobs import (
     compile_result_from_dict,
     forget_nodes,

@@ -15,7 +15,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from kernels.base import Action, Candidate, LaunchConfig, Shape
+from kernels.base import Action, Candidate, LaunchConfig
+from kernels.gemm_bias_relu.shape import Shape
 from kernels.gemm_bias_relu import FAMILY
 from worker.compile import Compiler
 from worker.sanitize import run_tool, sanitizer_path

@@ -26,7 +26,7 @@ def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
     from agent.sanitize import record_result
     from core.models import Campaign, Candidate
     from kernels import get_family
-    from kernels.base import Shape
+    from kernels.gemm_bias_relu.shape import Shape
     from worker.compile import compiler_from_settings, target_arch
     from worker.sanitize import check
 
@@ -123,7 +123,7 @@ def sanitize(
     """
     from cli.report import DbSource
     from core.models import Campaign, Candidate
-    from kernels.base import Shape
+    from kernels.gemm_bias_relu.shape import Shape
     from worker.sanitize import SanitizerUnavailable, parse_tools, probe_gpu, sanitizer_path
 
     settings = get_settings()

@@ -144,7 +144,7 @@ def tune(
     from agent.spaces import FullSpace, ReplaySpace
     from core.db import session_factory, upgrade_database
     from kernels import get_family
-    from kernels.base import Shape
+    from kernels.gemm_bias_relu.shape import Shape
     from worker.evaluate import fp32_peak_tflops
 
     settings = get_settings()
@@ -357,7 +357,8 @@ def evaluate(
     """
     from cli.main import resolve_params
     from kernels import get_family
-    from kernels.base import Rejection, Shape
+    from kernels.base import Rejection
+from kernels.gemm_bias_relu.shape import Shape
     from worker.compile import CompileResult
     from worker.evaluate import feedback_record
 

@@ -1,18 +1,83 @@
 """Kernel families: templates, parameter spaces, transforms (the action space), constraints and
 reference semantics. Pure: the standard library and Jinja2 only, no I/O beyond reading the
-package's own templates, no GPU."""
+package's own templates, no GPU.
+
+The registry: families built into this repository, families of installed packages that join
+the ``tuneforge.families`` entry-point group (the entry point loads a family object, or a module
+with a ``FAMILY``), and families registered at run time (:func:`register_family`).
+"""
 
 from __future__ import annotations
 
+import importlib
+from importlib.metadata import entry_points
 from typing import Any
 
-FAMILY_NAMES = ("gemm_bias_relu",)
+from kernels.family import KernelFamily
+
+#: Entry-point group an installed package joins to add families.
+ENTRY_POINT_GROUP = "tuneforge.families"
+
+#: Families of this repository: name -> the module whose ``FAMILY`` it is.
+BUILTIN: dict[str, str] = {
+    "gemm_bias_relu": "kernels.gemm_bias_relu",
+}
+
+_loaded: dict[str, KernelFamily] = {}
+_registered: dict[str, KernelFamily] = {}
 
 
-def get_family(name: str) -> Any:
-    """The family object called ``name``; ``ValueError`` names the known ones."""
-    if name == "gemm_bias_relu":
-        from kernels.gemm_bias_relu import FAMILY
+def _as_family(obj: Any, where: str) -> KernelFamily:
+    family = getattr(obj, "FAMILY", obj)
+    if not isinstance(family, KernelFamily):
+        wanted = {*KernelFamily.__annotations__,
+                  *(n for n in vars(KernelFamily) if not n.startswith("_"))}
+        missing = [name for name in wanted if not hasattr(family, name)]
+        raise TypeError(f"{where} is not a kernel family (missing: {', '.join(sorted(missing))})")
+    return family
 
-        return FAMILY
-    raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(FAMILY_NAMES)}")
+
+def _plugins() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def family_names() -> list[str]:
+    """Every family that can be had: built in, installed plug-ins, registered at run time."""
+    names = [*BUILTIN, *(n for n in _plugins() if n not in BUILTIN)]
+    return names + [n for n in _registered if n not in names]
+
+
+def register_family(family: Any, *, replace: bool = False) -> KernelFamily:
+    """Add a family object at run time (a test's, a team's); ``ValueError`` if the name is
+    taken and ``replace`` is not set."""
+    checked = _as_family(family, f"{family!r}")
+    name = checked.name
+    if not replace and (name in _registered or name in BUILTIN or name in _plugins()):
+        raise ValueError(f"kernel family {name!r} is already registered")
+    _registered[name] = checked
+    return checked
+
+
+def unregister_family(name: str) -> None:
+    """Drop a family registered at run time (nothing if there is none)."""
+    _registered.pop(name, None)
+
+
+def get_family(name: str) -> KernelFamily:
+    """The family called ``name``; ``ValueError`` names the known ones."""
+    if name in _registered:
+        return _registered[name]
+    if name in _loaded:
+        return _loaded[name]
+    if name in BUILTIN:
+        family = _as_family(importlib.import_module(BUILTIN[name]), BUILTIN[name])
+    else:
+        plugin = _plugins().get(name)
+        if plugin is None:
+            raise ValueError(f"unknown kernel family {name!r}; known: "
+                             f"{', '.join(family_names())}")
+        family = _as_family(plugin.load(), f"entry point {plugin.value}")
+    if family.name != name:
+        raise TypeError(f"family registered as {name!r} calls itself {family.name!r}")
+    _loaded[name] = family
+    return family

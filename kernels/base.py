@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,65 +35,106 @@ class Rejection:
         return {"reason": self.reason, "message": self.message, **dict(self.figures)}
 
 
-@dataclass(frozen=True)
-class Shape:
-    """Problem shape of a GEMM-like kernel: C[M,N] = A[M,K] @ B[K,N]."""
+class Dims(Mapping[str, int]):
+    """Named problem dimensions in their family's order, e.g. ``m=4096, n=4096, k=4096``.
 
-    m: int
-    n: int
-    k: int
+    Immutable and hashable; ``dims.m`` reads a dimension; ``str(dims)`` is the compact text
+    form (``4096x4096x4096``) that datasets and caches key by.
+    """
 
-    def __post_init__(self) -> None:
-        for name in ("m", "n", "k"):
-            value = getattr(self, name)
+    __slots__ = ("_items",)
+    _items: tuple[tuple[str, int], ...]
+
+    def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
+                 /, **named: int) -> None:
+        data = dict(items or {})
+        data.update(named)
+        for name, value in data.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"shape.{name} must be an integer >= 1, got {value!r}")
+        object.__setattr__(self, "_items", tuple(data.items()))
 
-    @classmethod
-    def parse(cls, text: str) -> Shape:
-        """Parse ``"4096x4096x4096"`` (also ``4096*…`` or ``4096,…``)."""
-        parts = re.split(r"[x×*,]", text.strip().lower())
-        if len(parts) != 3 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
-            raise ValueError(f"shape must look like MxNxK (e.g. 4096x4096x4096), got {text!r}")
-        return cls(*(int(p) for p in parts))
+    def __getitem__(self, key: str) -> int:
+        for name, value in self._items:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __getattr__(self, name: str) -> int:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        for key, value in self._items:
+            if key == name:
+                return value
+        raise AttributeError(f"no dimension {name!r} (dimensions: "
+                             f"{', '.join(k for k, _ in self._items)})")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Dims is immutable")
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Dims):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return dict(self._items) == dict(other)
+        return NotImplemented
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Dims, (dict(self._items),))
 
     def __str__(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        return "x".join(str(v) for _, v in self._items)
 
-    @property
-    def flops(self) -> int:
-        """Floating-point operations of the GEMM (2·M·N·K)."""
-        return 2 * self.m * self.n * self.k
+    def __repr__(self) -> str:
+        return "Dims(" + ", ".join(f"{k}={v}" for k, v in self._items) + ")"
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"m": 4096, ...}`` (JSON-ready)."""
+        return dict(self._items)
+
+    def values_tuple(self) -> tuple[int, ...]:
+        """The values in order."""
+        return tuple(v for _, v in self._items)
+
 
 
 @dataclass(frozen=True)
 class EpilogueLaunch:
     """A second kernel of the same module, launched right after the first on the same stream
-    (split-K: sum the partial products in the workspace, add the bias, apply ReLU).
+    (a GEMM's split-K: sum the partial products in the workspace, add the bias, apply ReLU).
 
-    Its arguments are ``(workspace, bias, C, M, N, splits)``; the launcher times both kernels
-    as one (the user pays for both)."""
+    ``args`` names its arguments in order: a signature buffer or scalar by name,
+    ``"workspace"``, or an integer literal (passed as int32). The launcher times both kernels as
+    one (the user pays for both)."""
 
     kernel_name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    #: partial sums in the workspace (the first kernel's grid z)
-    splits: int
+    args: tuple[str | int, ...]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"kernel_name": self.kernel_name, "grid": list(self.grid),
-                "block": list(self.block), "splits": self.splits}
+                "block": list(self.block), "args": list(self.args)}
 
 
 @dataclass(frozen=True)
 class LaunchConfig:
     """How to launch a rendered kernel for one shape.
 
-    One kernel ``(A, B, bias, C, M, N, K)`` when ``workspace_bytes`` is 0. With a workspace the
-    kernel takes it as an eighth argument ``(A, B, bias, C, M, N, K, workspace)`` and
-    ``epilogue`` names the kernel launched after it; the launcher allocates the workspace (its
-    contents on entry are undefined: the first kernel writes every element it reads back).
+    The kernel takes its family's signature (buffers, then scalars: ``kernels.family``); with
+    ``workspace_bytes`` > 0 it takes a workspace pointer after them, and ``epilogue`` names the
+    kernel launched after it; the launcher allocates the workspace (its contents on entry are
+    undefined: the first kernel writes every element it reads back).
     """
 
     kernel_name: str
@@ -103,8 +144,9 @@ class LaunchConfig:
     #: Extra device memory the kernel needs (split-K partial sums), in bytes.
     workspace_bytes: int = 0
     epilogue: EpilogueLaunch | None = None
-    #: Rows and columns of C one CTA computes, where the grid does not say it (a stream-K grid
-    #: counts CTAs, not tiles); None: grid x covers N and grid y covers M. Not sent to a GPU.
+    #: Output rows and columns one CTA computes, where the grid does not say it (a stream-K
+    #: grid counts CTAs, not tiles); None: grid x and y cover the output's columns and rows.
+    #: Not sent to a GPU.
     tile: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,7 +242,7 @@ class Candidate:
     params: Any
     action: Action | None = None
     parent: Candidate | None = None
-    shape: Shape | None = field(default=None, compare=False)
+    shape: Dims | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:

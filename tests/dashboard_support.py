@@ -30,7 +30,7 @@ from agent.spaces import ReplaySpace
 from api import security
 from core.db import session_factory, upgrade_database
 from kernels import get_family
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import CompileResult
 from worker.evaluate import Measurement, ReplayDataset, ReplayEvaluator
 

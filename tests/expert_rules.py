@@ -4,8 +4,8 @@ stay lean)."""
 
 from __future__ import annotations
 
-from kernels.base import Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 
 
 def expert_rules(params: GemmParams, allowed: set[str] | None, shape: Shape,

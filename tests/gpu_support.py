@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kernels.base import Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable

@@ -40,7 +40,7 @@ class Replay:
 
     def row(self, params: Any) -> dict[str, Any]:
         """The dataset's measurement of a point (which must be in the dataset)."""
-        from kernels.base import Shape
+        from kernels.gemm_bias_relu.shape import Shape
 
         found = self.dataset.get(params.to_dict() if hasattr(params, "to_dict") else params,
                                  Shape.parse(SHAPE))
@@ -89,7 +89,7 @@ def create(sessions: sessionmaker[Session], **spec: Any) -> str:
 
 
 def _shape() -> Any:
-    from kernels.base import Shape
+    from kernels.gemm_bias_relu.shape import Shape
 
     return Shape.parse(SHAPE)
 

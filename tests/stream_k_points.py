@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from frag_prefetch_points import PREFETCH, QUADS, WIDE
 
-from kernels.base import Shape
 from kernels.gemm_bias_relu import GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 
 #: the 64x128 lane-quad kernel scheduled stream-K (the tiles past the whole waves shared), and
 #: with one whole wave more in the stream-K row

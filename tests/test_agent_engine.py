@@ -35,7 +35,8 @@ from agent.report import summary
 from core.feedback import SCHEMA_PATH, FeedbackRecord, json_schema
 from core.models import Campaign, Candidate
 from kernels.base import Candidate as Node
-from kernels.base import Rejection, Shape
+from kernels.base import Rejection
+from kernels.gemm_bias_relu.shape import Shape
 from worker.evaluate import Measurement, ReplayEvaluator, perf_block
 
 SHAPE = Shape(4096, 4096, 4096)

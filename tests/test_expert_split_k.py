@@ -10,9 +10,10 @@ import pytest
 from agent.policies.base import HistoryItem, PolicyContext, key_of
 from agent.policies.expert import MIN_K_TILES_PER_SPLIT, STAGNATION_WINDOW, ExpertPolicy
 from agent.spaces import FullSpace
-from kernels.base import Rejection, Shape
+from kernels.base import Rejection
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.params import GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 
 H200 = {"sm_count": 132, "max_threads_per_sm": 2048, "max_regs_per_sm": 65536,
         "max_blocks_per_sm": 32, "max_smem_per_sm": 233472}

@@ -13,9 +13,10 @@ from async_copy_points import SIMT
 from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import PREFETCH, UNSTRIDED, WIDE, variants
 
-from kernels.base import Candidate, Rejection, Shape
+from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import REPLAY_DOMAINS, SEED_DOMAINS, validate
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, compile_candidate
 
 SHAPE = Shape(4096, 4096, 4096)

@@ -16,7 +16,7 @@ import pytest
 from async_copy_points import ASYNC, SIMT, variants
 from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import GpuEvaluator
 

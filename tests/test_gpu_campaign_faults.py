@@ -26,8 +26,8 @@ from agent.spaces import FullSpace
 from core.db import session_factory, upgrade_database
 from core.models import Campaign, Candidate
 from core.settings import get_settings
-from kernels.base import Shape
 from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, CompileResult
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable

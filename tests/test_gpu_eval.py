@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from gpu_support import ILLEGAL, SPIN, gpu_evaluator, save
 
-from kernels.base import Action, Candidate, Rejection, Shape
+from kernels.base import Action, Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 

@@ -17,7 +17,7 @@ from async_copy_points import SIMT
 from frag_prefetch_points import PREFETCH, QUADS, WIDE, variants
 from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 

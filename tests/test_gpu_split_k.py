@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from gpu_support import OUT, gpu_evaluator, save
 
-from kernels.base import Rejection, Shape
+from kernels.base import Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, CompileResult
 from worker.evaluate import SUPPORT_SOURCE, EvalOptions, GpuEvaluator
 

@@ -17,7 +17,7 @@ from frag_prefetch_points import QUADS
 from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 from stream_k_points import SK_SHAPES, STREAM_K, variants
 
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 

@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 from gpu_support import gpu_evaluator, save
 
-from kernels.base import Shape
 from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, CompileResult
 from worker.evaluate import EvalOptions, GpuEvaluator
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels import get_family
-from kernels.base import Action, Candidate, Rejection, Shape, UnknownAction
+from kernels.base import Action, Candidate, Rejection, UnknownAction
 from kernels.gemm_bias_relu import DOMAINS, FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
     MAX_GRID_Y,
@@ -25,6 +25,7 @@ from kernels.gemm_bias_relu.params import (
     sample_space,
     validate,
 )
+from kernels.gemm_bias_relu.shape import Shape
 
 ROOT = Candidate(FAMILY.baseline)
 SEED_NAMES = (

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from kernels.base import Rejection, Shape
+from kernels.base import Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import SPLITK_REDUCE_NAME
+from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
 from worker.compile import CompileResult
 from worker.evaluate import DISTRIBUTIONS, EDGE_SHAPES, EvalOptions, GpuEvaluator

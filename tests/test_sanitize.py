@@ -33,9 +33,10 @@ from agent.sanitize import record_result, wanted
 from cli.main import app as cli_app
 from core.models import Campaign, Candidate, Event
 from core.settings import get_settings
-from kernels.base import Action, LaunchConfig, Shape
+from kernels.base import Action, LaunchConfig
 from kernels.base import Candidate as Point
 from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.sanitize import (
     DEFAULT_TOOLS,

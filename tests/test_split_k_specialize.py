@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.policies.base import key_of
-from kernels.base import Action, Candidate, Rejection, Shape, params_key
+from kernels.base import Action, Candidate, Rejection, params_key
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
     DOMAINS,
@@ -31,6 +31,7 @@ from kernels.gemm_bias_relu.params import (
     in_replay_space,
     validate,
 )
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, CompileResult
 
 #: the fields a point had before split-K and shape specialization existed
@@ -193,7 +194,7 @@ def test_split_k_launch_grid_workspace_and_epilogue(start: GemmParams, splits: i
     epi = launch.epilogue
     assert epi is not None
     assert epi.kernel_name == SPLITK_REDUCE_NAME
-    assert epi.splits == z
+    assert epi.args[-1] == z
     assert epi.block == (REDUCE_THREADS, 1, 1)
     blocks = epi.grid[0]
     assert epi.grid[1:] == (1, 1)
@@ -202,7 +203,8 @@ def test_split_k_launch_grid_workspace_and_epilogue(start: GemmParams, splits: i
     assert blocks * REDUCE_THREADS * REDUCE_VEC >= shape.m * shape.n or blocks == REDUCE_MAX_BLOCKS
     as_dict = json.loads(json.dumps(launch.to_dict()))
     assert as_dict["epilogue"] == {"kernel_name": SPLITK_REDUCE_NAME, "grid": list(epi.grid),
-                                   "block": [REDUCE_THREADS, 1, 1], "splits": z}
+                                   "block": [REDUCE_THREADS, 1, 1],
+                                   "args": ["workspace", "bias", "C", "M", "N", z]}
     assert as_dict["grid"][2] == z
     assert "epilogue" not in plain.to_dict()
     assert plain.workspace_bytes == 0

@@ -14,7 +14,7 @@ from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import PREFETCH, QUADS
 from stream_k_points import SK_SHAPES, STREAM_K, STREAM_K2, variants
 
-from kernels.base import Candidate, Rejection, Shape
+from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
     REPLAY_DOMAINS,
@@ -25,6 +25,7 @@ from kernels.gemm_bias_relu.params import (
     stream_k_slots,
     validate,
 )
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.sanitize import tiled_shape
 
@@ -77,7 +78,7 @@ def test_launch_geometry_at_4096_cubed() -> None:
     assert one.epilogue is not None
     assert one.epilogue.kernel_name == SK_FIXUP_NAME
     assert one.epilogue.grid == (68, 1, 1)
-    assert one.epilogue.splits == 396
+    assert one.epilogue.args[-1] == 396
     assert one.workspace_bytes == 4 * (SK_HEADER_FLOATS + 2 * 396 * 64 * 128)
     assert one.tile == (64, 128)
     two = FAMILY.launch(STREAM_K2, SHAPE)
@@ -130,7 +131,7 @@ def _schedule(params: GemmParams, shape: Shape) -> None:
     dp = (rows - 1) * ctas
     work = (tiles - dp) * k_tiles
     assert launch.epilogue.grid[0] == max(1, tiles - dp)
-    assert launch.epilogue.splits == ctas
+    assert launch.epilogue.args[-1] == ctas
     done = {t: 1 for t in range(dp)}  # data-parallel rows: whole tiles, stored by their CTA
     slots: dict[tuple[int, int], tuple[int, int, int]] = {}  # (cta, slot) -> (tile, k0, k1)
     for c in range(ctas):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.policies.base import key_of
-from kernels.base import Candidate, LaunchConfig, Rejection, Shape
+from kernels.base import Candidate, LaunchConfig, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
     DOMAINS,
@@ -22,6 +22,7 @@ from kernels.gemm_bias_relu.params import (
     ws_launch_registers,
     ws_producer_registers,
 )
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, compile_candidate
 
 TC = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2).canonical()

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernels.base import LaunchConfig, Rejection, Shape, params_key
+from kernels.base import LaunchConfig, Rejection, params_key
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, CompileResult, compile_candidate, target_arch
 from worker.gpu_runner import GpuChild
 

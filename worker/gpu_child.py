@@ -278,7 +278,7 @@ class Runtime:
         epi = launch["epilogue"]
         self.epilogue(fn, epi["kernel_name"]).prepared_async_call(
             tuple(epi["grid"]), tuple(epi["block"]), self.stream, self.ws, b["bias"], b["C"],
-            m, n, int(epi["splits"]))
+            m, n, int(epi["args"][-1]))
 
     def sync(self) -> None:
         """Wait for the stream; a kernel fault becomes :class:`KernelFault`."""

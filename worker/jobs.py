@@ -33,7 +33,8 @@ from core.models import (
 )
 from core.settings import Settings
 from kernels import get_family
-from kernels.base import Shape, params_key
+from kernels.base import params_key
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import (
     Compiler,
     CompileResult,

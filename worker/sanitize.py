@@ -37,7 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernels.base import LaunchConfig, Rejection, Shape
+from kernels.base import LaunchConfig, Rejection
+from kernels.gemm_bias_relu.shape import Shape
 from worker.sanitize_launch import MARKER
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

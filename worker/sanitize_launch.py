@@ -123,7 +123,7 @@ def run(spec: dict[str, Any]) -> int:
                 if epi:
                     module.get_function(epi["kernel_name"])(
                         bufs[-1], bias_d, c_d, np.int32(m), np.int32(n),
-                        np.int32(int(epi["splits"])), block=tuple(int(x) for x in epi["block"]),
+                        np.int32(int(epi["args"][-1])), block=tuple(int(x) for x in epi["block"]),
                         grid=tuple(int(x) for x in epi["grid"]))
             except cuda.LogicError as exc:  # refused before running (resources)
                 emit({"status": "launch_error", "error": str(exc)[:400], "launches": done})

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
-from kernels.base import Action, Candidate, Rejection, Shape, params_key
+from kernels.base import Action, Candidate, Rejection, params_key
+from kernels.gemm_bias_relu.shape import Shape
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,20 @@ from typing import Any
 
 import jinja2
 
-from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, LaunchConfig, Rejection, Shape
+from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Dims, LaunchConfig, Rejection
+from kernels.family import (
+    Buffer,
+    CorrectnessRule,
+    Distribution,
+    Fill,
+    Metric,
+    RuleContext,
+    Scalar,
+    Signature,
+    Vendor,
+    make_dims,
+    parse_dims,
+)
 from kernels.gemm_bias_relu.params import (
     BASELINE,
     DOMAINS,
@@ -33,10 +46,11 @@ from kernels.gemm_bias_relu.params import (
     sample_space,
     validate,
 )
+from kernels.gemm_bias_relu.shape import DIMS, Shape
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
 
 __all__ = [
-    "BASELINE", "DOMAINS", "FAMILY", "GemmBiasRelu", "GemmParams", "TRANSFORMS",
+    "BASELINE", "DOMAINS", "FAMILY", "GemmBiasRelu", "GemmParams", "Shape", "TRANSFORMS",
 ]
 
 REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
@@ -58,6 +72,30 @@ def _template(name: str = "gemm_bias_relu.cu.j2") -> jinja2.Template:
     return _environment().get_template(name)
 
 
+#: The launch contract: ``(A, B, bias, C, M, N, K)`` (a workspace after them for split-K and
+#: stream-K launches).
+SIGNATURE = Signature(
+    buffers=(Buffer("A", "m * k", doc="M x K, row-major"),
+             Buffer("B", "k * n", doc="K x N, row-major"),
+             Buffer("bias", "n", doc="N"),
+             Buffer("C", "m * n", role="out", doc="M x N, row-major")),
+    scalars=(Scalar("M", "m"), Scalar("N", "n"), Scalar("K", "k")),
+)
+#: Checked on every candidate, rotating with the iteration: a single distribution does not
+#: separate the arithmetic classes (DESIGN.md section 4).
+DISTRIBUTIONS = (
+    Distribution("normal", Fill("normal"), doc="every input normal(0, 1)"),
+    Distribution("uniform", Fill("uniform"),
+                 doc="every input uniform [0, 1): same-sign sums, where a tensor-core bias shows"),
+    Distribution("mixed", Fill("mixed"), doc="normal times 2^u, u in -8..8: mixed magnitudes"),
+)
+#: Small shapes every candidate is checked on besides the campaign's: 1x1x1, primes,
+#: N % 4 != 0, K not a multiple of any tile.
+EDGE_SHAPES: tuple[Dims, ...] = (
+    Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(1000, 1002, 999),
+)
+
+
 class GemmBiasRelu:
     """The family object: space, action space, rendering, launch shape, reference."""
 
@@ -66,6 +104,56 @@ class GemmBiasRelu:
     params_type = GemmParams
     transforms = TRANSFORMS
     baseline = BASELINE
+    dims = DIMS
+    signature = SIGNATURE
+    metric = Metric("flops", "2 * m * n * k", "fp32_ffma", doc="2·M·N·K floating-point operations")
+    correctness = CorrectnessRule(
+        "scaled", doc="norm-relative error and each element's error over Σ|a·b| + |bias|, both "
+                      "within the tolerance; NaN, Inf and unwritten elements fail")
+    distributions = DISTRIBUTIONS
+    edge_shapes = EDGE_SHAPES
+    vendor = Vendor("cuBLAS fp32 (torch.addmm + relu_, TF32 off)",
+                    "kernels.gemm_bias_relu.vendor")
+
+    def parse_dims(self, text: str) -> Shape:
+        """``4096x4096x4096`` or ``m=4096,n=4096,k=4096``."""
+        return Shape.of(parse_dims(DIMS, text))
+
+    def make_dims(self, values: Any) -> Shape:
+        """``{"m": …, "n": …, "k": …}`` checked against the bounds."""
+        return Shape.of(make_dims(DIMS, values))
+
+    def domains(self) -> dict[str, tuple[Any, ...]]:
+        """Every parameter field and its values."""
+        return dict(DOMAINS)
+
+    def dynamic_smem_bytes(self, params: GemmParams) -> int:
+        """Dynamic shared memory of a launch of ``params``."""
+        return int(params.smem_bytes)
+
+    def threads_per_block(self, params: GemmParams) -> int:
+        """Threads of one CTA."""
+        return int(params.threads)
+
+    def fixed_dims(self, params: GemmParams) -> Shape | None:
+        """The shape a ``specialize_shape`` point was compiled for."""
+        return params.canonical().fixed_shape
+
+    def expert_moves(self, ctx: RuleContext) -> list[tuple[str, str]]:
+        """The GEMM rule book (``rules.py``)."""
+        from kernels.gemm_bias_relu.rules import expert_moves
+
+        return expert_moves(ctx)
+
+    def sanitizer_shapes(self, params: GemmParams) -> list[Dims]:
+        """1x1x1, a prime shape, and one with two tiles and a tail along every axis."""
+        from kernels.gemm_bias_relu.checks import sanitizer_shapes
+
+        return sanitizer_shapes(self, params)
+
+    def replay_datasets(self) -> list[Any]:
+        """The replay datasets shipped with the family (measured on an H200)."""
+        return [self.replay_dataset_path()]
 
     def params_from_dict(self, data: dict[str, Any]) -> GemmParams:
         """Parameters from JSON (missing fields take the baseline's values)."""
@@ -107,14 +195,14 @@ class GemmBiasRelu:
         """SHA-256 of the rendered source."""
         return hashlib.sha256(self.render(params).encode()).hexdigest()
 
-    def launch(self, params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_COUNT
+    def launch(self, params: GemmParams, shape: Dims, sm_count: int = DEFAULT_SM_COUNT
                ) -> LaunchConfig | Rejection:
         """Grid, block, dynamic shared memory (and a split-K or stream-K launch's workspace and
         epilogue) for ``shape`` on a GPU of ``sm_count`` SMs (stream-K sizes its grid by them);
         a shape-specialized point is refused at any other shape."""
-        return launch_config(params.canonical(), shape, sm_count)
+        return launch_config(params.canonical(), Shape.of(shape), sm_count)
 
-    def for_shape(self, params: GemmParams, shape: Shape) -> GemmParams:
+    def for_shape(self, params: GemmParams, shape: Dims) -> GemmParams:
         """``params`` as a starting point at ``shape``: a specialization for another shape is
         dropped (the structure is kept; the kernel takes M, N, K at run time again)."""
         fixed = params.fixed_shape
@@ -126,7 +214,7 @@ class GemmBiasRelu:
         """CUDA source of the float64 reference kernel (``ref`` and ``Σ|a·b|`` outputs)."""
         return resources.files(__package__).joinpath("reference.cu").read_text()
 
-    def reference_launch(self, shape: Shape) -> LaunchConfig:
+    def reference_launch(self, shape: Dims) -> LaunchConfig:
         """Launch of the reference kernel: 64x64 tiles, 16x16 threads."""
         return LaunchConfig(
             REFERENCE_KERNEL_NAME, (-(-shape.n // 64), -(-shape.m // 64), 1), (16, 16, 1), 0

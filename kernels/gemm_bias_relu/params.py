@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
-from kernels.base import DEFAULT_SM_COUNT, EpilogueLaunch, LaunchConfig, Rejection, Shape
+from kernels.base import DEFAULT_SM_COUNT, EpilogueLaunch, LaunchConfig, Rejection
+from kernels.gemm_bias_relu.shape import Shape
 
 KERNEL_NAME = "gemm_bias_relu"
 
@@ -773,9 +774,15 @@ def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=stream_k_workspace_bytes(params, ctas),
         epilogue=EpilogueLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
-                                (REDUCE_THREADS, 1, 1), ctas),
+                                (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
         tile=(params.block_m, params.block_n),
     )
+
+
+def epilogue_args(parts: int) -> tuple[str | int, ...]:
+    """Arguments of the split-K reduction and the stream-K fix-up: ``(workspace, bias, C, M, N,
+    parts)``, ``parts`` the partial sums a tile has (splits) or the CTAs of a row (stream-K)."""
+    return ("workspace", "bias", "C", "M", "N", parts)
 
 
 def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_COUNT
@@ -826,7 +833,7 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=workspace_bytes(splits, shape),
         epilogue=EpilogueLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
-                                (REDUCE_THREADS, 1, 1), splits),
+                                (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
     )
 
 

@@ -22,6 +22,7 @@ from kernels.gemm_bias_relu.params import (
     check_at_shape,
     validate,
 )
+from kernels.gemm_bias_relu.shape import Shape
 
 TRANSFORMS = TransformRegistry()
 
@@ -39,7 +40,7 @@ def _step(candidate: Candidate, action: Action, **changes: Any) -> Candidate | R
         )
     rejection = validate(new, DEFAULT_ARCH)
     if rejection is None and candidate.shape is not None:
-        rejection = check_at_shape(new, candidate.shape)
+        rejection = check_at_shape(new, Shape.of(candidate.shape))
     if rejection is not None:
         return rejection
     return Candidate(new, action=action, parent=candidate, shape=candidate.shape)

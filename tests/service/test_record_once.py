@@ -13,7 +13,7 @@ from agent import engine
 from core.db import session_factory, session_scope
 from core.models import Campaign, Candidate, Event
 from kernels import get_family
-from kernels.base import Shape
+from kernels.gemm_bias_relu.shape import Shape
 from worker.evaluate import ReplayEvaluator
 from worker.jobs import replay_dataset
 

@@ -1,0 +1,447 @@
+"""The kernel-family contract: what every layer above ``kernels/`` asks a family, never naming one.
+
+A family declares its problem dimensions (:class:`Dim`, values carried as :class:`Dims`), its
+signature (:class:`Signature`: buffers with dtype, role and element count as an expression of
+the dimensions, then scalars), its work metric (:class:`Metric`: flops → TFLOP/s or bytes →
+GB/s, held against the FP32 FMA peak or the copy bandwidth), its input distributions and edge
+shapes, its correctness rule, a float64 reference kernel and a vendor baseline; and it offers
+the operations of :class:`KernelFamily` (space, transforms, validity, rendering, launch, expert
+rule book, sanitizer shapes). Pure: the standard library only.
+
+The launch contract every GPU-side launcher follows (the evaluation child, the sanitizer's and
+Nsight Compute's launchers): a candidate kernel takes the signature's buffers in order, then its
+scalars, then — when its launch asks for one — a workspace pointer. The reference kernel takes
+the input buffers in order, then a float64 ``ref`` and a float64 ``scale`` for each output
+buffer, then the scalars.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection, TransformRegistry
+from kernels.expr import evaluate_int, names
+
+#: Bytes and pycuda argument codes of the element types a signature may use.
+DTYPES: dict[str, tuple[int, str]] = {
+    "float32": (4, "f"), "float64": (8, "d"), "int32": (4, "i"), "int64": (8, "q"),
+    "uint32": (4, "I"), "uint64": (8, "Q"),
+}
+ROLES = ("in", "out", "inout")
+#: Input fills the GPU side can generate (``worker/support.cu``'s ``tf_fill``).
+FILL_KINDS = ("normal", "uniform", "mixed", "symmetric", "normal_neg_inf", "constant")
+METRIC_KINDS = {"flops": "TFLOP/s", "bytes": "GB/s"}
+PEAK_KINDS = ("fp32_ffma", "copy_bandwidth")
+#: Correctness rules the evaluation child implements.
+RULES = ("scaled",)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+
+
+# ---- problem dimensions ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Dim:
+    """One problem dimension: its name, meaning and bounds."""
+
+    name: str
+    doc: str
+    lo: int = 1
+    hi: int = (1 << 31) - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"name": self.name, "doc": self.doc, "min": self.lo, "max": self.hi}
+
+
+def make_dims(decl: Sequence[Dim], values: Mapping[str, Any]) -> Dims:
+    """``values`` checked against the declared dimensions (all present, none extra, integers
+    within bounds), in declaration order; ``ValueError`` names the problem."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"shape must be an object with {', '.join(d.name for d in decl)}")
+    wanted = [d.name for d in decl]
+    extra = [k for k in values if k not in wanted]
+    missing = [k for k in wanted if k not in values]
+    if extra or missing:
+        parts = ([f"unknown dimension(s) {', '.join(map(str, extra))}"] if extra else []) + \
+                ([f"missing {', '.join(missing)}"] if missing else [])
+        raise ValueError(f"shape: {'; '.join(parts)} (dimensions: {', '.join(wanted)})")
+    out: dict[str, int] = {}
+    for d in decl:
+        value = values[d.name]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"shape.{d.name} must be an integer, got {value!r}")
+        if not d.lo <= value <= d.hi:
+            raise ValueError(f"shape.{d.name} must be in [{d.lo}, {d.hi}], got {value}")
+        out[d.name] = value
+    return Dims(out)
+
+
+def parse_dims(decl: Sequence[Dim], text: str) -> Dims:
+    """``"8192x32768"`` (values in order; ``x``, ``×``, ``*`` or ``,`` between) or
+    ``"rows=8192,cols=32768"`` (named, any order); ``ValueError`` shows the expected form."""
+    wanted = [d.name for d in decl]
+    example = "x".join("4096" for _ in decl) if len(decl) > 1 else "4096"
+    form = (f"shape must look like {'x'.join(n.upper() for n in wanted)} (e.g. {example}) or "
+            f"{','.join(f'{n}=...' for n in wanted)}")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{form}, got {text!r}")
+    raw = text.strip().lower()
+    if "=" in raw:
+        values: dict[str, Any] = {}
+        for part in re.split(r"[,;\s]+", raw):
+            if not part:
+                continue
+            name, _, value = part.partition("=")
+            if not value.strip().isascii() or not value.strip().isdigit():
+                raise ValueError(f"{form}, got {text!r}")
+            if name.strip() in values:
+                raise ValueError(f"shape: dimension {name.strip()!r} given twice in {text!r}")
+            values[name.strip()] = int(value)
+        return make_dims(decl, values)
+    parts = re.split(r"[x×*,]", raw)
+    if len(parts) != len(decl) or not all(p.strip().isascii() and p.strip().isdigit()
+                                          for p in parts):
+        raise ValueError(f"{form}, got {text!r}")
+    return make_dims(decl, dict(zip(wanted, (int(p) for p in parts), strict=True)))
+
+
+# ---- signature -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Buffer:
+    """A device buffer of the kernel: name, element type, role, element count (expression)."""
+
+    name: str
+    count: str
+    dtype: str = "float32"
+    role: str = "in"
+    doc: str = ""
+
+    def elements(self, dims: Mapping[str, int]) -> int:
+        """Element count at ``dims``."""
+        return evaluate_int(self.count, dims)
+
+    def nbytes(self, dims: Mapping[str, int]) -> int:
+        """Size in bytes at ``dims``."""
+        return self.elements(dims) * DTYPES[self.dtype][0]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar argument after the buffers: name, type and value (expression of the dims)."""
+
+    name: str
+    value: str
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The kernel's arguments: buffers in order, then scalars."""
+
+    buffers: tuple[Buffer, ...]
+    scalars: tuple[Scalar, ...] = ()
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        args: tuple[Buffer | Scalar, ...] = (*self.buffers, *self.scalars)
+        for arg in args:
+            if not _NAME.match(arg.name) or arg.name in seen:
+                raise ValueError(f"signature: argument name {arg.name!r} is invalid or repeated")
+            seen.add(arg.name)
+            if arg.dtype not in DTYPES:
+                raise ValueError(f"signature: {arg.name} has dtype {arg.dtype!r}; "
+                                 f"known: {', '.join(DTYPES)}")
+        for buf in self.buffers:
+            if buf.role not in ROLES:
+                raise ValueError(f"signature: {buf.name} has role {buf.role!r}; known: {ROLES}")
+        if not self.outputs:
+            raise ValueError("signature: at least one buffer must have role 'out' or 'inout'")
+
+    @property
+    def inputs(self) -> tuple[Buffer, ...]:
+        """Buffers the kernel reads (``in`` and ``inout``)."""
+        return tuple(b for b in self.buffers if b.role in ("in", "inout"))
+
+    @property
+    def outputs(self) -> tuple[Buffer, ...]:
+        """Buffers the kernel writes and the check reads (``out`` and ``inout``)."""
+        return tuple(b for b in self.buffers if b.role in ("out", "inout"))
+
+    def names(self) -> set[str]:
+        """Every dimension name the expressions read."""
+        out: set[str] = set()
+        for buf in self.buffers:
+            out |= names(buf.count)
+        for sc in self.scalars:
+            out |= names(sc.value)
+        return out
+
+    def resolve(self, dims: Mapping[str, int]) -> dict[str, Any]:
+        """The signature at ``dims`` as the GPU side takes it: plain JSON with counts and
+        values computed (``{"buffers": [{name, dtype, role, count}], "scalars": [...]}``)."""
+        return {
+            "buffers": [{"name": b.name, "dtype": b.dtype, "role": b.role,
+                         "count": b.elements(dims)} for b in self.buffers],
+            "scalars": [{"name": s.name, "dtype": s.dtype,
+                         "value": evaluate_int(s.value, dims)} for s in self.scalars],
+        }
+
+    def nbytes(self, dims: Mapping[str, int]) -> int:
+        """Bytes of every buffer at ``dims`` (with the float64 reference and scale the check
+        keeps for each output element)."""
+        total = sum(b.nbytes(dims) for b in self.buffers)
+        return total + sum(16 * b.elements(dims) for b in self.outputs)
+
+
+# ---- metric, inputs, correctness, vendor -----------------------------------------------------
+@dataclass(frozen=True)
+class Metric:
+    """The work one launch does and the peak it is held against."""
+
+    kind: str
+    #: expression of the dimensions: floating-point operations, or bytes moved
+    work: str
+    peak: str
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in METRIC_KINDS:
+            raise ValueError(f"metric kind {self.kind!r}; known: {', '.join(METRIC_KINDS)}")
+        if self.peak not in PEAK_KINDS:
+            raise ValueError(f"metric peak {self.peak!r}; known: {', '.join(PEAK_KINDS)}")
+
+    @property
+    def unit(self) -> str:
+        """``TFLOP/s`` or ``GB/s``."""
+        return METRIC_KINDS[self.kind]
+
+    def amount(self, dims: Mapping[str, int]) -> int:
+        """Flops or bytes of one launch at ``dims``."""
+        return evaluate_int(self.work, dims)
+
+    def rate(self, dims: Mapping[str, int], us: float | None) -> float | None:
+        """Throughput in :attr:`unit` of a launch taking ``us`` microseconds."""
+        if not us:
+            return None
+        scale = 1e12 if self.kind == "flops" else 1e9
+        return self.amount(dims) / (us * 1e-6) / scale
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"kind": self.kind, "work": self.work, "unit": self.unit, "peak": self.peak,
+                "doc": self.doc}
+
+
+@dataclass(frozen=True)
+class Fill:
+    """How one input buffer is filled (:data:`FILL_KINDS`), times ``scale``."""
+
+    kind: str = "normal"
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in FILL_KINDS:
+            raise ValueError(f"fill kind {self.kind!r}; known: {', '.join(FILL_KINDS)}")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A named input distribution: a fill per input buffer (``default`` for the others)."""
+
+    name: str
+    default: Fill = Fill()
+    fills: Mapping[str, Fill] = field(default_factory=dict)
+    doc: str = ""
+
+    def fill_of(self, buffer: str) -> Fill:
+        """The fill of ``buffer``."""
+        return self.fills.get(buffer, self.default)
+
+    def resolve(self, signature: Signature) -> list[dict[str, Any]]:
+        """One ``{"kind", "scale"}`` per input buffer, in order (what the GPU side takes)."""
+        return [{"kind": self.fill_of(b.name).kind, "scale": self.fill_of(b.name).scale}
+                for b in signature.inputs]
+
+
+@dataclass(frozen=True)
+class CorrectnessRule:
+    """How an output is judged against the float64 reference.
+
+    ``scaled``: every output element written and finite, the norm-relative error over the
+    output and each element's error over the reference's ``scale`` of that element both within
+    the tolerance (the reference kernel writes the scale: ``Σ|a·b| + |bias|`` for a GEMM).
+    """
+
+    kind: str = "scaled"
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in RULES:
+            raise ValueError(f"correctness rule {self.kind!r}; known: {', '.join(RULES)}")
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """The vendor baseline, run in the vendor subprocess (``worker/vendor.py``).
+
+    ``module`` is the dotted name of a module defining ``prepare(torch, dims) -> fn``: it
+    allocates inputs with torch (passed in, so the module imports nothing) for ``dims`` (a
+    dict) and returns a function that runs the vendor's operator once.
+    """
+
+    name: str
+    module: str
+
+
+# ---- the rule-book context and the family protocol -------------------------------------------
+class RuleContext(Protocol):
+    """What a family's expert rule book may read of a decision (the agent's policy context)."""
+
+    arch: str
+    shape: Dims | None
+    device: dict[str, Any] | None
+    incumbent: Any
+    history: list[Any]
+
+    def action_allowed(self, name: str) -> bool:
+        """Whether a transform may be used in this campaign."""
+        ...
+
+
+@runtime_checkable
+class KernelFamily(Protocol):
+    """A kernel family: every layer above ``kernels/`` is generic over this."""
+
+    name: str
+    description: str
+    dims: tuple[Dim, ...]
+    signature: Signature
+    metric: Metric
+    correctness: CorrectnessRule
+    distributions: tuple[Distribution, ...]
+    edge_shapes: tuple[Dims, ...]
+    vendor: Vendor | None
+    transforms: TransformRegistry
+    baseline: Any
+
+    # -- shapes ---------------------------------------------------------------------------------
+    def parse_dims(self, text: str) -> Dims:
+        """CLI text of a shape (``4096x4096x4096``, ``rows=8192,cols=32768``)."""
+        ...
+
+    def make_dims(self, values: Mapping[str, Any]) -> Dims:
+        """Dimensions from JSON, checked against their bounds."""
+        ...
+
+    # -- space ----------------------------------------------------------------------------------
+    def params_from_dict(self, data: dict[str, Any]) -> Any:
+        """Parameters from JSON (missing fields take the baseline's values)."""
+        ...
+
+    def domains(self) -> dict[str, tuple[Any, ...]]:
+        """Every parameter field and its values (the numeric search's knobs)."""
+        ...
+
+    def space(self, arch: str = "sm_90") -> list[Any]:
+        """A listable part of the space (the seed's)."""
+        ...
+
+    def sample(self, rng: Any, n: int, arch: str = "sm_90") -> list[Any]:
+        """``n`` distinct valid points drawn uniformly from the whole space."""
+        ...
+
+    def validate(self, params: Any, arch: str = "sm_90") -> Rejection | None:
+        """Static validity before compiling (numbers in the rejection)."""
+        ...
+
+    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
+        """Apply one action."""
+        ...
+
+    def apply_chain(self, actions: list[Action], start: Candidate | None = None
+                    ) -> Candidate | Rejection:
+        """Apply actions in order from ``start`` (default the baseline)."""
+        ...
+
+    def for_shape(self, params: Any, dims: Dims) -> Any:
+        """``params`` as a starting point at ``dims`` (a specialization for another shape
+        dropped)."""
+        ...
+
+    # -- building and launching -----------------------------------------------------------------
+    def render(self, params: Any) -> str:
+        """Deterministic CUDA source of ``params``."""
+        ...
+
+    def source_hash(self, params: Any) -> str:
+        """SHA-256 of the rendered source."""
+        ...
+
+    def compile_arch(self, params: Any, arch: str) -> str:
+        """The arch to build ``params`` for on a GPU of ``arch``."""
+        ...
+
+    def max_smem_limit(self, arch: str) -> int:
+        """Per-block dynamic shared-memory limit of ``arch`` in bytes."""
+        ...
+
+    def dynamic_smem_bytes(self, params: Any) -> int:
+        """Dynamic shared memory a launch of ``params`` asks for."""
+        ...
+
+    def threads_per_block(self, params: Any) -> int:
+        """Threads of one CTA of ``params``."""
+        ...
+
+    def fixed_dims(self, params: Any) -> Dims | None:
+        """The only shape ``params`` runs at, when it was compiled for one."""
+        ...
+
+    def launch(self, params: Any, dims: Dims, sm_count: int = ...) -> LaunchConfig | Rejection:
+        """Grid, block, dynamic shared memory (and workspace, epilogue) at ``dims``."""
+        ...
+
+    # -- correctness ----------------------------------------------------------------------------
+    def reference_source(self) -> str:
+        """CUDA source of the float64 reference kernel (launch contract in the module doc)."""
+        ...
+
+    def reference_launch(self, dims: Dims) -> LaunchConfig:
+        """Launch of the reference kernel at ``dims``."""
+        ...
+
+    # -- the rest of the loop -------------------------------------------------------------------
+    def expert_moves(self, ctx: RuleContext) -> list[tuple[str, str]]:
+        """The rule book: ``(action text, reason)`` moves from the incumbent, best first."""
+        ...
+
+    def sanitizer_shapes(self, params: Any) -> list[Dims]:
+        """Small shapes the sanitizer runs ``params`` at (its tails and tiles exercised)."""
+        ...
+
+    def replay_datasets(self) -> list[Any]:
+        """Replay datasets shipped with the family (measured on a GPU), first the default."""
+        ...
+
+
+def describe(family: KernelFamily) -> dict[str, Any]:
+    """What ``tuneforge kernels --json`` and ``GET /families`` show of a family."""
+    return {
+        "name": family.name,
+        "description": family.description,
+        "dims": [d.to_dict() for d in family.dims],
+        "signature": {
+            "buffers": [{"name": b.name, "dtype": b.dtype, "role": b.role, "count": b.count}
+                        for b in family.signature.buffers],
+            "scalars": [{"name": s.name, "dtype": s.dtype, "value": s.value}
+                        for s in family.signature.scalars],
+        },
+        "metric": family.metric.to_dict(),
+        "correctness": family.correctness.kind,
+        "distributions": [d.name for d in family.distributions],
+        "edge_shapes": [str(s) for s in family.edge_shapes],
+        "vendor": family.vendor.name if family.vendor else None,
+        "transforms": family.transforms.names(),
+    }
