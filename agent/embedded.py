@@ -20,7 +20,6 @@ from agent import engine
 from agent.policies.base import Policy, SearchSpace
 from core.models import Campaign, Candidate
 from kernels import get_family
-from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import CompileResult
 from worker.evaluate import Evaluator
 
@@ -123,7 +122,7 @@ class EmbeddedRunner:
                     engine.mark_status(s, cid, "measuring")
                 campaign = s.get(Campaign, campaign_id)
                 assert campaign is not None
-                shape = Shape(campaign.m, campaign.n, campaign.k)
+                shape = campaign.problem
                 seed = campaign.seed
                 inc = s.get(Candidate, campaign.incumbent_id) if campaign.incumbent_id else None
                 inc_params = (get_family(campaign.kernel).params_from_dict(inc.params)

@@ -50,9 +50,9 @@ from core.models import (
     new_id,
     utcnow,
 )
+from core.settings import get_settings
 from kernels import get_family
 from kernels.base import Action, UnknownAction
-from kernels.gemm_bias_relu.shape import Shape
 from worker import jobs
 from worker.compile import CompileResult
 from worker.evaluate import Measurement
@@ -66,10 +66,10 @@ class CampaignError(ValueError):
 class CampaignSpec:
     """What a kernel engineer submits."""
 
-    kernel: str = "gemm_bias_relu"
-    m: int = 4096
-    n: int = 4096
-    k: int = 4096
+    #: the family's name (None: the settings' ``default_kernel``)
+    kernel: str | None = None
+    #: the problem's dimensions by the family's names (None: the family's ``default_dims``)
+    dims: dict[str, int] | None = None
     tolerance: float = 1e-4
     policy: str = "expert"
     accept_threshold_pct: float = 0.5
@@ -110,17 +110,18 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 
 
 def rank_estimate(leaderboard: list[Any] | None, best_us: float | None,
-                  flops: int) -> int | None:
-    """Rank the best kernel would take in ``leaderboard`` (entries in µs, or dicts with
-    ``avg_us``/``us`` or ``tflops``)."""
+                  best_rate: float | None) -> int | None:
+    """Rank the best kernel would take in ``leaderboard``: entries in µs, or dicts with
+    ``avg_us``/``us``, or a ``throughput`` in the family's unit (``tflops`` for a flops
+    metric) compared with ``best_rate``."""
     if not leaderboard or best_us is None:
         return None
-    ours = flops / (best_us * 1e-6) / 1e12
     faster = 0
     for entry in leaderboard:
         if isinstance(entry, dict):
-            if "tflops" in entry:
-                faster += float(entry["tflops"]) > ours
+            rate = entry.get("throughput", entry.get("tflops"))
+            if rate is not None:
+                faster += best_rate is not None and float(rate) > best_rate
                 continue
             entry = entry.get("avg_us", entry.get("us"))
         if entry is not None and float(entry) < best_us:
@@ -366,8 +367,9 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
                     vendor_us: float | None = None) -> Campaign:
     """Insert a queued campaign after checking the spec against the family."""
     try:
-        family = get_family(spec.kernel)
-        Shape(spec.m, spec.n, spec.k)
+        family = get_family(spec.kernel or get_settings().default_kernel)
+        dims = (family.make_dims(spec.dims) if spec.dims is not None
+                else family.default_dims)
         family.max_smem_limit(spec.arch)
     except ValueError as exc:
         raise CampaignError(str(exc)) from None
@@ -379,7 +381,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         raise CampaignError(f"sanitize: the compute-sanitizer gate runs kernels on a GPU; this "
                             f"campaign's backend is {backend}")
     campaign = Campaign(
-        team_id=spec.team_id, kernel=spec.kernel, m=spec.m, n=spec.n, k=spec.k, arch=spec.arch,
+        team_id=spec.team_id, kernel=family.name, dims=dims.as_dict(), arch=spec.arch,
         backend=backend, gpu_name=(device or {}).get("name"), device=device,
         tolerance=spec.tolerance, policy=spec.policy,
         accept_threshold_pct=spec.accept_threshold_pct, profile=spec.profile,
@@ -391,7 +393,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
     )
     session.add(campaign)
     session.flush()
-    emit(session, campaign.id, "created", {"kernel": spec.kernel, "shape": campaign.shape_text,
+    emit(session, campaign.id, "created", {"kernel": family.name, "shape": campaign.shape_text,
                                            "policy": spec.policy, "backend": backend})
     return campaign
 
@@ -410,8 +412,10 @@ def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, A
         return None
 
     def distance(camp: Campaign) -> float:
-        return sum(abs(math.log(a / b)) for a, b in
-                   ((camp.m, campaign.m), (camp.n, campaign.n), (camp.k, campaign.k)))
+        if set(camp.dims) != set(campaign.dims):
+            return math.inf
+        return sum(abs(math.log(camp.dims[name] / value))
+                   for name, value in campaign.dims.items())
 
     cand, camp = min(rows, key=lambda r: (distance(r[1]), r[0].avg_us or math.inf))
     return cand.params, f"warm start: best of campaign {camp.id[:8]} at {camp.shape_text}"
@@ -436,8 +440,7 @@ def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
                                                 "no earlier result for this kernel and GPU"})
         else:
             # a kernel specialized for the other campaign's shape starts here unspecialized
-            params = family.for_shape(family.params_from_dict(found[0]),
-                                      Shape(campaign.m, campaign.n, campaign.k))
+            params = family.for_shape(family.params_from_dict(found[0]), campaign.problem)
             if key_of(params) != created[0].params_key:
                 created.append(_new_candidate(session, campaign, family, params,
                                               action="warm_start()", reason=found[1],
@@ -537,7 +540,7 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         threshold_pct=campaign.accept_threshold_pct,
         allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
-        settings=settings, shape=Shape(campaign.m, campaign.n, campaign.k),
+        settings=settings, shape=campaign.problem,
         device=campaign.device, campaign_id=campaign.id,
     )
     wanted = min(slots, left)
@@ -757,12 +760,12 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
         if status != "ok":
             finish_campaign(session, campaign, "failed",
                             f"the baseline did not pass: {decision['reason']}")
-    flops = 2 * campaign.m * campaign.n * campaign.k
-    cand.feedback = build_feedback(campaign, cand, flops)
+    cand.feedback = build_feedback(campaign, cand)
     emit(session, campaign.id, "result", {
         "candidate_id": cand.id, "iteration": cand.iteration, "action": cand.action,
         "status": status, "avg_us": cand.avg_us,
-        "tflops": (m.perf or {}).get("throughput_tflops") if status == "ok" else None,
+        "throughput": (m.perf or {}).get("throughput") if status == "ok" else None,
+        "unit": (m.perf or {}).get("unit") if status == "ok" else None,
         "decision": decision, "best_us": campaign.best_us, "best_id": campaign.best_id,
         "evaluations": campaign.evaluations,
     })
@@ -772,24 +775,27 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
             finish_campaign(session, campaign, "done", spent)
 
 
-def build_feedback(campaign: Campaign, cand: Candidate, flops: int) -> dict[str, Any]:
+def build_feedback(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
     """The feedback record of DESIGN.md §5, validated against :class:`FeedbackRecord`."""
+    family = get_family(campaign.kernel)
     compile_block = dict(cand.compile or {
-        "seconds": 0.0, "max_smem_limit": get_family(campaign.kernel).max_smem_limit(
-            campaign.arch)})
+        "seconds": 0.0, "max_smem_limit": family.max_smem_limit(campaign.arch)})
     compile_status = compile_block.pop("status", None) or (
         "ok" if cand.status not in ("rejected", "compile_error", "compile_timeout") else "error")
-    best_tflops = flops / (campaign.best_us * 1e-6) / 1e12 if campaign.best_us else None
+    best_rate = family.metric.rate(campaign.problem, campaign.best_us)
+    best = {"candidate_id": campaign.best_id, "avg_us": campaign.best_us,
+            "throughput": round(best_rate, 4) if best_rate else None,
+            "unit": family.metric.unit,
+            "rank_est": rank_estimate(campaign.leaderboard, campaign.best_us, best_rate)}
+    if family.metric.kind == "flops":  # the seed's field
+        best["throughput_tflops"] = best["throughput"]
     record = FeedbackRecord.model_validate({
         "iteration": cand.iteration, "campaign_id": campaign.id, "candidate_id": cand.id,
         "parent_id": cand.parent_id, "action_taken": cand.action, "params": cand.params,
         "status": cand.status, "compile_status": compile_status, "compile": compile_block,
         "correctness": cand.correctness, "perf": cand.perf, "profile": cand.profile,
         "decision": cand.decision,
-        "best_so_far": {"candidate_id": campaign.best_id, "avg_us": campaign.best_us,
-                        "throughput_tflops": round(best_tflops, 4) if best_tflops else None,
-                        "rank_est": rank_estimate(campaign.leaderboard, campaign.best_us,
-                                                  flops)},
+        "best_so_far": best,
         "device": campaign.device, "backend": campaign.backend, "error": cand.error,
     })
     return record.model_dump(mode="json")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +22,7 @@ from sqlalchemy.orm import Session, defer
 from core import formats
 from core.models import CANDIDATE_FINAL, Campaign, Candidate
 from kernels import get_family
-from worker.evaluate import fp32_peak_tflops
+from kernels.family import KernelFamily
 
 #: Colours of candidate statuses, shared by the PNG plots and the dashboard.
 STATUS_COLOURS = {"ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
@@ -38,14 +37,36 @@ def aware(value: dt.datetime | None) -> dt.datetime | None:
     return value
 
 
-def tflops(m: int, n: int, k: int, us: float | None) -> float | None:
-    """Throughput of one ``m×n×k`` GEMM taking ``us`` microseconds."""
-    return 2 * m * n * k / (us * 1e-6) / 1e12 if us else None
+def rate(campaign: Mapping[str, Any], us: float | None) -> float | None:
+    """Throughput, in the family's unit, of one launch at the campaign's shape taking ``us``
+    (``campaign`` as the API reads it: ``kernel`` and ``shape``)."""
+    if not us:
+        return None
+    family = get_family(campaign["kernel"])
+    return family.metric.rate(family.make_dims(campaign["shape"]), us)
 
 
-def peak_tflops(campaign: Campaign) -> float | None:
-    """FP32 FMA peak of the campaign's GPU (``None`` when the device record lacks figures)."""
-    return fp32_peak_tflops(campaign.device) if campaign.device else None
+def peak_of(perf: Mapping[str, Any] | None) -> float | None:
+    """The peak a perf block was held against (recorded with it, or read off its % of peak)."""
+    if not perf:
+        return None
+    if perf.get("peak"):
+        return float(perf["peak"])
+    pct, value = perf.get("pct_of_peak"), perf.get("throughput", perf.get("throughput_tflops"))
+    return round(100.0 * float(value) / float(pct), 4) if pct and value else None
+
+
+def campaign_peak(session: Session, campaign: Campaign) -> float | None:
+    """The peak the campaign's best (else baseline) kernel was held against."""
+    for cid in (campaign.best_id, campaign.baseline_id):
+        cand = session.get(Candidate, cid) if cid else None
+        if cand is not None and peak_of(cand.perf) is not None:
+            return peak_of(cand.perf)
+    return None
+
+
+def _family(campaign: Mapping[str, Any]) -> KernelFamily:
+    return get_family(campaign["kernel"])
 
 
 def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
@@ -60,8 +81,7 @@ def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
         "action": cand.action, "proposed_by": cand.proposed_by, "reason": cand.reason,
         "parent_id": cand.parent_id, "accepted": cand.accepted,
         "avg_us": cand.avg_us if ok else None,
-        "tflops": round(tflops(campaign.m, campaign.n, campaign.k, cand.avg_us) or 0, 4)
-        if ok else None,
+        "throughput": round(campaign.throughput(cand.avg_us) or 0, 4) if ok else None,
         "runs_us": perf.get("runs_us") if ok else None,
         "decision": {"accepted": decision.get("accepted"),
                      "improvement_pct": decision.get("improvement_pct"),
@@ -99,7 +119,7 @@ def evaluated(points: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def best_so_far(points: Sequence[Mapping[str, Any]], *, by: str = "iteration"
                 ) -> list[tuple[float, float | None]]:
-    """``(x, best TFLOP/s so far)`` after each evaluated point, ordered by ``iteration`` or by
+    """``(x, best throughput so far)`` after each evaluated point, ordered by ``iteration`` or by
     ``elapsed_s`` (seconds since the campaign started). The best is the best *accepted*
     candidate, as the campaign's own ``best`` is."""
     done = [p for p in evaluated(points) if by == "iteration" or p.get("elapsed_s") is not None]
@@ -107,16 +127,16 @@ def best_so_far(points: Sequence[Mapping[str, Any]], *, by: str = "iteration"
     best: float | None = None
     out: list[tuple[float, float | None]] = []
     for p in done:
-        if p["accepted"] and p.get("tflops"):
-            best = max(best or 0.0, float(p["tflops"]))
+        if p["accepted"] and p.get("throughput"):
+            best = max(best or 0.0, float(p["throughput"]))
         out.append((float(p[by]), best))
     return out
 
 
 def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
                     path: Path, *, by: str = "iteration", peak: float | None = None) -> Path:
-    """Best-so-far TFLOP/s against ``iteration`` or ``elapsed_s``; every candidate a point
-    coloured by status (failed ones at 0); the cuBLAS and FP32-peak lines.
+    """Best-so-far throughput against ``iteration`` or ``elapsed_s``; every candidate a point
+    coloured by status (failed ones at 0); the vendor's and the peak's lines.
 
     ``campaign`` is a campaign as the API reads it (``kernel``, ``shape``, ``vendor_us``, …)."""
     import matplotlib
@@ -124,27 +144,29 @@ def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shape = campaign["shape"]
-    m, n, k = shape["m"], shape["n"], shape["k"]
+    family = _family(campaign)
+    shape_text = str(family.make_dims(campaign["shape"]))
     done = [p for p in evaluated(points) if by == "iteration" or p.get("elapsed_s") is not None]
     fig, ax = plt.subplots(figsize=(10.5, 5), dpi=110)
     for status, colour in STATUS_COLOURS.items():
         mine = [p for p in done if p["status"] == status]
         if mine:
-            ax.scatter([p[by] for p in mine], [p.get("tflops") or 0.0 for p in mine], s=12,
+            ax.scatter([p[by] for p in mine], [p.get("throughput") or 0.0 for p in mine], s=12,
                        color=colour, alpha=0.75, zorder=2, label=f"{status} ({len(mine)})")
     steps = best_so_far(points, by=by)
     if steps:
         ax.step([x for x, _ in steps], [y or 0.0 for _, y in steps], where="post",
                 color="#1971c2", lw=2, label="best so far", zorder=3)
-    vendor = tflops(m, n, k, campaign.get("vendor_us"))
+    vendor = rate(campaign, campaign.get("vendor_us"))
     if vendor:
-        ax.axhline(vendor, color="#e03131", ls="--", lw=1.2, label=f"cuBLAS fp32 {vendor:.1f}")
+        name = family.vendor.name if family.vendor else "vendor"
+        ax.axhline(vendor, color="#e03131", ls="--", lw=1.2, label=f"{name} {vendor:.1f}")
     if peak:
-        ax.axhline(peak, color="#495057", ls=":", lw=1.2, label=f"FP32 peak {peak:.1f}")
+        ax.axhline(peak, color="#495057", ls=":", lw=1.2,
+                   label=f"{family.metric.peak_label} {peak:.1f}")
     ax.set_xlabel("iteration" if by == "iteration" else "seconds since the campaign started")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"{campaign['kernel']} {m}x{n}x{k} · {campaign['policy']} · "
+    ax.set_ylabel(family.metric.unit)
+    ax.set_title(f"{campaign['kernel']} {shape_text} · {campaign['policy']} · "
                  f"{campaign['backend']} ({campaign.get('gpu') or 'unknown GPU'})")
     ax.grid(alpha=0.3)
     if not done:  # an empty frame says why, and there is no legend to draw (matplotlib warned)
@@ -213,31 +235,34 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
                     plots: Sequence[str] = (), peak: float | None = None) -> str:
     """The campaign as Markdown: outcome, the accepted steps with their reasons, the transforms
     that paid, failures by status, and the plots (paths relative to the report)."""
-    shape = campaign["shape"]
-    m, n, k = shape["m"], shape["n"], shape["k"]
+    family = _family(campaign)
+    unit = family.metric.unit
+    shape_text = str(family.make_dims(campaign["shape"]))
     best, base = campaign.get("best") or {}, campaign.get("baseline") or {}
-    vendor = tflops(m, n, k, campaign.get("vendor_us"))
+    vendor = rate(campaign, campaign.get("vendor_us"))
+    vendor_name = family.vendor.name if family.vendor else "vendor"
     done = evaluated(points)
     lines = [
-        f"# Campaign {campaign['id'][:8]} · {campaign['kernel']} {m}x{n}x{k}",
+        f"# Campaign {campaign['id'][:8]} · {campaign['kernel']} {shape_text}",
         "",
         f"**{campaign['status']}** ({campaign.get('status_reason') or '–'}) · policy "
         f"`{campaign['policy']}` · backend `{campaign['backend']}` on "
         f"{campaign.get('gpu') or 'unknown GPU'} · {campaign['evaluations']} evaluations · "
         f"{_fmt(campaign.get('gpu_seconds'), '.1f', ' s')} of GPU time",
         "",
-        "| | time | TFLOP/s | iteration |",
+        f"| | time | {unit} | iteration |",
         "|---|---|---|---|",
         f"| best | {_fmt(best.get('avg_us'), '.1f', ' µs')} | "
-        f"{_fmt(best.get('throughput_tflops'))} | {best.get('iteration', '–')} |",
+        f"{_fmt(best.get('throughput'))} | {best.get('iteration', '–')} |",
         f"| baseline (the seed's) | {_fmt(base.get('avg_us'), '.1f', ' µs')} | "
-        f"{_fmt(base.get('throughput_tflops'))} | {base.get('iteration', '–')} |",
-        f"| cuBLAS fp32 | {_fmt(campaign.get('vendor_us'), '.1f', ' µs')} | {_fmt(vendor)} | |",
-        f"| FP32 peak | | {_fmt(peak)} | |",
+        f"{_fmt(base.get('throughput'))} | {base.get('iteration', '–')} |",
+        f"| {vendor_name} | {_fmt(campaign.get('vendor_us'), '.1f', ' µs')} | "
+        f"{_fmt(vendor)} | |",
+        f"| {family.metric.peak_label} | | {_fmt(peak)} | |",
         "",
         f"- speedup over the baseline: **{_fmt(campaign.get('speedup_vs_baseline'), '.2f', 'x')}"
         "**",
-        f"- % of cuBLAS: **{_fmt(campaign.get('pct_of_vendor'), '.1f', '%')}**",
+        f"- % of {vendor_name}: **{_fmt(campaign.get('pct_of_vendor'), '.1f', '%')}**",
     ]
     if campaign.get("rank_est"):
         lines.append(f"- estimated leaderboard rank: {campaign['rank_est']}")
@@ -245,7 +270,7 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         params = ", ".join(f"{key}={value}" for key, value in best["params"].items())
         lines.append(f"- best parameters: `{params}`")
     lines += ["", "## Accepted steps", "",
-              "| iteration | action | TFLOP/s | speed-up vs incumbent | why it was tried | "
+              f"| iteration | action | {unit} | speed-up vs incumbent | why it was tried | "
               "why it was kept |",
               "|---|---|---|---|---|---|"]
     for p in accepted_steps(points):
@@ -253,7 +278,8 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         # the decision's improvement is the time it saves (+81% for a 5.3x faster kernel, as
         # the reasons say): the column shows the speed-up it stands for
         lines.append(
-            f"| {p['iteration']} | `{p.get('action') or 'baseline'}` | {_fmt(p.get('tflops'))} | "
+            f"| {p['iteration']} | `{p.get('action') or 'baseline'}` | "
+            f"{_fmt(p.get('throughput'))} | "
             f"{_fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')} | "
             f"{_md_cell(p.get('reason'))} | {_md_cell(decision.get('reason'))} |")
     lines += ["", "## Transforms that paid", "",
@@ -278,21 +304,14 @@ def _md_cell(text: Any) -> str:
 
 
 # ---- exports --------------------------------------------------------------------------------
-def family_domains(kernel: str) -> dict[str, Sequence[Any]]:
-    """Every parameter's domain (a family's parameter module defines ``DOMAINS``)."""
-    family = get_family(kernel)
-    module = importlib.import_module(family.params_type.__module__)
-    return dict(module.DOMAINS)
-
-
-def _rows(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _rows(points: Iterable[Mapping[str, Any]], unit: str) -> list[dict[str, Any]]:
     rows = []
     for p in evaluated(points):
         runs = p.get("runs_us")
         rows.append({
             "params": p["params"], "status": p["status"],
             "perf": {"avg_us": p["avg_us"], "runs_us": runs or [p["avg_us"]],
-                     "throughput_tflops": p["tflops"]} if p.get("avg_us") else None,
+                     "throughput": p["throughput"], "unit": unit} if p.get("avg_us") else None,
             "compile": {"seconds": p.get("compile_s") or 0.0},
             "gpu_seconds": p.get("gpu_seconds") or 0.0, "timestamp": p.get("finished_at"),
             "iteration": p["iteration"], "candidate_id": p["id"], "action": p.get("action"),
@@ -300,10 +319,12 @@ def _rows(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def t4_document(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def t4_document(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]]
+                ) -> dict[str, Any]:
     """Every evaluated candidate in the T4 results format, by iteration; each result also
     carries tuneforge's ``iteration`` and ``candidate_id`` as unit-less measurements."""
-    return formats.t4_results(sorted(_rows(points), key=lambda r: r["iteration"]),
+    unit = _family(campaign).metric.unit
+    return formats.t4_results(sorted(_rows(points, unit), key=lambda r: r["iteration"]),
                               extra_measurements=("iteration", "candidate_id"))
 
 
@@ -311,12 +332,12 @@ def kt_cache_document(campaign: Mapping[str, Any], points: Sequence[Mapping[str,
                       ) -> dict[str, Any]:
     """Every evaluated candidate as a Kernel Tuner cache (its ``device_name`` is the GPU the
     campaign ran on, or replayed)."""
-    family = get_family(campaign["kernel"])
-    shape = campaign["shape"]
-    return formats.kt_cache(_rows(points), domains=family_domains(campaign["kernel"]),
+    family = _family(campaign)
+    dims = family.make_dims(campaign["shape"])
+    return formats.kt_cache(_rows(points, family.metric.unit), domains=family.domains(),
                             device_name=campaign.get("gpu") or "unknown GPU",
                             kernel_name=campaign["kernel"],
-                            problem_size=[shape["m"], shape["n"], shape["k"]],
+                            problem_size=list(dims.values_tuple()),
                             # every field (``to_dict`` leaves late fields out at their
                             # defaults, and rows stored before a field existed lack it)
                             defaults=dataclasses.asdict(family.baseline))

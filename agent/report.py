@@ -11,32 +11,32 @@ from sqlalchemy.orm import Session
 from core.models import Campaign, Candidate
 from kernels import get_family
 from kernels.base import Rejection
-from kernels.gemm_bias_relu.shape import Shape
-
-
-def _tflops(campaign: Campaign, us: float | None) -> float | None:
-    return 2 * campaign.m * campaign.n * campaign.k / (us * 1e-6) / 1e12 if us else None
 
 
 def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
-    """The campaign's outcome: best, baseline, speedup, % of cuBLAS, rank estimate."""
+    """The campaign's outcome: best, baseline, speedup, % of the vendor's time, rank
+    estimate; throughputs in the family's unit (``unit``)."""
     from agent.engine import rank_estimate
 
     def point(cid: str | None) -> dict[str, Any] | None:
         cand = session.get(Candidate, cid) if cid else None
         if cand is None or cand.avg_us is None:
             return None
-        return {"candidate_id": cand.id, "iteration": cand.iteration, "params": cand.params,
-                "avg_us": round(cand.avg_us, 3),
-                "throughput_tflops": round(_tflops(campaign, cand.avg_us) or 0.0, 3),
-                "action": cand.action}
+        out = {"candidate_id": cand.id, "iteration": cand.iteration, "params": cand.params,
+               "avg_us": round(cand.avg_us, 3),
+               "throughput": round(campaign.throughput(cand.avg_us) or 0.0, 3),
+               "action": cand.action}
+        if campaign.metric.kind == "flops":  # the seed's field
+            out["throughput_tflops"] = out["throughput"]
+        return out
 
     best, baseline = point(campaign.best_id), point(campaign.baseline_id)
-    flops = 2 * campaign.m * campaign.n * campaign.k
+    family = get_family(campaign.kernel)
     started, finished = campaign.started_at, campaign.finished_at
     return {
         "campaign_id": campaign.id, "status": campaign.status, "reason": campaign.status_reason,
-        "kernel": campaign.kernel, "shape": campaign.shape_text, "policy": campaign.policy,
+        "kernel": campaign.kernel, "shape": campaign.shape_text, "unit": campaign.metric.unit,
+        "policy": campaign.policy,
         "backend": campaign.backend, "gpu": campaign.gpu_name,
         "evaluations": campaign.evaluations,
         "gpu_seconds": round(campaign.gpu_seconds, 2),
@@ -45,10 +45,12 @@ def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
         "best": best, "baseline": baseline,
         "speedup_vs_baseline": round(baseline["avg_us"] / best["avg_us"], 3)
         if best and baseline else None,
+        "vendor": family.vendor.name if family.vendor else None,
         "vendor_us": campaign.vendor_us,
         "pct_of_vendor": round(100 * campaign.vendor_us / best["avg_us"], 2)
         if best and campaign.vendor_us else None,
-        "rank_est": rank_estimate(campaign.leaderboard, campaign.best_us, flops),
+        "rank_est": rank_estimate(campaign.leaderboard, campaign.best_us,
+                                  campaign.throughput(campaign.best_us)),
     }
 
 
@@ -59,7 +61,7 @@ def best_kernel(session: Session, campaign: Campaign) -> dict[str, Any] | None:
         return None
     family = get_family(campaign.kernel)
     params = family.params_from_dict(cand.params)
-    launch = family.launch(params, Shape(campaign.m, campaign.n, campaign.k))
+    launch = family.launch(params, campaign.problem)
     launch_dict = launch.to_dict() if not isinstance(launch, Rejection) else None
     provenance = {
         "campaign_id": campaign.id, "candidate_id": cand.id, "iteration": cand.iteration,
@@ -94,8 +96,8 @@ def best_kernel_files(session: Session, campaign: Campaign, out_dir: Path) -> li
 
 
 def convergence_plot(session: Session, campaign: Campaign, path: Path,
-                     peak_tflops: float | None = None) -> Path:
-    """Best-so-far TFLOP/s against iteration, every candidate as a point, the cuBLAS line
+                     peak: float | None = None) -> Path:
+    """Best-so-far throughput against iteration, every candidate as a point, the vendor's line
     (drawn by :func:`agent.exports.convergence_png`, which ``tuneforge report`` uses too)."""
     from agent.exports import campaign_points, convergence_png
 
@@ -103,5 +105,5 @@ def convergence_plot(session: Session, campaign: Campaign, path: Path,
     about = {"id": campaign.id, "kernel": campaign.kernel, "policy": campaign.policy,
              "backend": campaign.backend, "gpu": campaign.gpu_name,
              "vendor_us": campaign.vendor_us,
-             "shape": {"m": campaign.m, "n": campaign.n, "k": campaign.k}}
-    return convergence_png(about, points, path, by="iteration", peak=peak_tflops)
+             "shape": campaign.dims}
+    return convergence_png(about, points, path, by="iteration", peak=peak)

@@ -44,7 +44,6 @@ from core.models import (
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
 from kernels import get_family
-from kernels.gemm_bias_relu.shape import Shape
 from worker.jobs import (
     compile_result_from_dict,
     forget_nodes,
@@ -102,7 +101,7 @@ def live_gpus(session: Session, arch: str, settings: Settings) -> list[dict[str,
 def prepare(session: Session, campaign: Campaign, settings: Settings) -> str | None:
     """Fill the campaign's device (and cuBLAS time) before it starts; the reason it cannot
     run, if it cannot (e.g. a replay fleet has no measurement at its shape)."""
-    shape = Shape(campaign.m, campaign.n, campaign.k)
+    shape = campaign.problem
     try:
         space_for(campaign.kernel, campaign.arch, campaign.backend, str(shape))
     except ValueError as exc:

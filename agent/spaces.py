@@ -12,11 +12,9 @@ class FullSpace:
     """All valid points of a family (a GPU evaluates any of them)."""
 
     def __init__(self, family: Any, arch: str) -> None:
-        from kernels.gemm_bias_relu.params import DOMAINS
-
         self.family = family
         self.arch = arch
-        self.domains: dict[str, tuple[Any, ...]] = dict(DOMAINS)
+        self.domains: dict[str, tuple[Any, ...]] = family.domains()
 
     def contains(self, params: Any) -> bool:
         """Valid on this arch."""
@@ -40,12 +38,10 @@ class ReplaySpace:
         if not self._points:
             raise ValueError(f"the replay dataset has no measurement at shape {shape}; "
                              f"it has {', '.join(dataset.shapes())}")
-        from dataclasses import fields
-
         domains = dataset.meta.get("domains") or {}
         self.domains: dict[str, tuple[Any, ...]] = {k: tuple(v) for k, v in domains.items()}
-        for f in fields(family.params_type):  # fields added after the measurement: default only
-            self.domains.setdefault(f.name, (getattr(family.baseline, f.name),))
+        for name in family.domains():  # fields added after the measurement: default only
+            self.domains.setdefault(name, (getattr(family.baseline, name),))
 
     def contains(self, params: Any) -> bool:
         """Measured in the dataset."""

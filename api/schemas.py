@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from agent.policies import POLICY_NAMES
 from core.models import CAMPAIGN_STATUSES, CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 from core.settings import get_settings
-from kernels import FAMILY_NAMES, get_family
+from kernels import family_names, get_family
 
 CandidateStatus = Literal[
     "pending", "compiling", "compiled", "measuring", "ok", "rejected", "compile_error",
@@ -21,7 +21,6 @@ assert set(get_args(CandidateStatus)) == {*CANDIDATE_IN_FLIGHT, *CANDIDATE_FINAL
 CampaignStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 assert set(get_args(CampaignStatus)) == set(CAMPAIGN_STATUSES)
 
-MAX_DIM = 65536
 #: Largest ``offset`` of a paged listing (a row count no table reaches; a larger one would
 #: overflow the database's integer).
 MAX_OFFSET = 2**31 - 1
@@ -40,17 +39,32 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class ShapeModel(_In):
-    """Problem shape: C[M,N] = A[M,K] @ B[K,N]."""
-
-    m: int = Field(ge=1, le=MAX_DIM)
-    n: int = Field(ge=1, le=MAX_DIM)
-    k: int = Field(ge=1, le=MAX_DIM)
+#: A problem shape: the family's dimensions by name (``{"m": 4096, "n": 4096, "k": 4096}``,
+#: ``{"rows": 8192, "cols": 32768}``); checked against the family's bounds.
+ShapeModel = Annotated[dict[str, int], Field(min_length=1, max_length=16,
+                                             examples=[{"m": 4096, "n": 4096, "k": 4096}])]
 
 
-def buffer_bytes(m: int, n: int, k: int) -> int:
-    """GPU memory of one evaluation: fp32 A, B, C and bias, and the fp64 reference of C."""
-    return 4 * (m * k + k * n + m * n + n) + 8 * m * n
+class MetricRead(BaseModel):
+    """A family's work metric: what ``throughput`` figures are in."""
+
+    kind: Literal["flops", "bytes"]
+    unit: str
+    peak: str
+    peak_label: str
+
+
+def check_fits_gpu_memory(family: Any, dims: Any) -> None:
+    """``ValueError`` when one evaluation's buffers (and their float64 reference) exceed the
+    GPU memory a campaign may use."""
+    limit_gib = get_settings().gpu_memory_gib
+    need = family.signature.nbytes(dims)
+    if need > limit_gib * 2**30:
+        names = ", ".join(b.name for b in family.signature.buffers)
+        raise ValueError(
+            f"{dims} needs {math.ceil(need / 2**30 * 10) / 10:g} GiB for {names} "
+            f"and the fp64 reference, more than the {limit_gib:g} GiB a campaign may use "
+            "(TUNEFORGE_GPU_MEMORY_GIB)")
 
 
 class BudgetModel(_In):
@@ -65,6 +79,9 @@ class LeaderboardEntry(_In):
     """One entry of a leaderboard: a time or a throughput."""
 
     avg_us: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: in the family's unit (TFLOP/s or GB/s)
+    throughput: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: TFLOP/s (a flops metric; the same as ``throughput`` there)
     tflops: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     name: str | None = Field(default=None, max_length=200, pattern=PRINTABLE)
 
@@ -72,7 +89,8 @@ class LeaderboardEntry(_In):
 class CampaignCreate(_In):
     """``POST /campaigns``."""
 
-    kernel: str = "gemm_bias_relu"
+    kernel: str = Field(default_factory=lambda: get_settings().default_kernel,
+                        max_length=64, pattern=PRINTABLE)
     shape: ShapeModel
     tolerance: float = Field(default=1e-4, gt=0, le=0.1, allow_inf_nan=False)
     budget: BudgetModel = Field(default_factory=BudgetModel)
@@ -90,22 +108,21 @@ class CampaignCreate(_In):
     @field_validator("kernel")
     @classmethod
     def _known_kernel(cls, value: str) -> str:
-        if value not in FAMILY_NAMES:
-            raise ValueError(f"unknown kernel family {value!r}; known: {', '.join(FAMILY_NAMES)}")
+        if value not in family_names():
+            raise ValueError(f"unknown kernel family {value[:64]!r}; known: "
+                             f"{', '.join(family_names())}")
         return value
 
     @field_validator("shape")
     @classmethod
-    def _fits_gpu_memory(cls, shape: ShapeModel) -> ShapeModel:
-        limit_gib = get_settings().gpu_memory_gib
-        need = buffer_bytes(shape.m, shape.n, shape.k)
-        if need > limit_gib * 2**30:
-            raise ValueError(
-                f"{shape.m}x{shape.n}x{shape.k} needs {math.ceil(need / 2**30 * 10) / 10:g} GiB "
-                "for A, B, C, bias "
-                f"and the fp64 reference, more than the {limit_gib:g} GiB a campaign may use "
-                "(TUNEFORGE_GPU_MEMORY_GIB)")
-        return shape
+    def _family_shape(cls, shape: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        kernel = info.data.get("kernel")
+        if kernel is None:  # the kernel was refused: its error says why
+            return shape
+        family = get_family(kernel)
+        dims = family.make_dims(shape)
+        check_fits_gpu_memory(family, dims)
+        return dims.as_dict()
 
     @field_validator("policy")
     @classmethod
@@ -130,8 +147,8 @@ class CampaignCreate(_In):
             if isinstance(entry, float) and (not math.isfinite(entry) or entry <= 0):
                 raise ValueError("leaderboard times must be finite numbers > 0 (µs)")
             if isinstance(entry, LeaderboardEntry) and entry.avg_us is None \
-                    and entry.tflops is None:
-                raise ValueError("a leaderboard entry needs avg_us or tflops")
+                    and entry.tflops is None and entry.throughput is None:
+                raise ValueError("a leaderboard entry needs avg_us, throughput or tflops")
         return value
 
     @field_validator("allowed_actions")
@@ -162,7 +179,10 @@ class PointSummary(BaseModel):
     iteration: int
     params: dict[str, Any]
     avg_us: float
-    throughput_tflops: float
+    #: in the campaign's ``metric.unit``
+    throughput: float
+    #: the seed's field (a flops metric only)
+    throughput_tflops: float | None = None
     action: str | None = None
 
 
@@ -174,6 +194,9 @@ class CampaignRead(BaseModel):
     status_reason: str | None
     kernel: str
     shape: ShapeModel
+    #: the shape as text (``4096x4096x4096``)
+    shape_text: str
+    metric: MetricRead
     arch: str
     backend: str
     gpu: str | None
@@ -260,10 +283,12 @@ class HistoryEntry(BaseModel):
 
     kernel: str
     shape: ShapeModel
+    shape_text: str
     gpu: str | None
     backend: str
     avg_us: float
-    throughput_tflops: float
+    throughput: float
+    unit: str
     params: dict[str, Any]
     campaign_id: str
     candidate_id: str

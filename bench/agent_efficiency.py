@@ -65,7 +65,7 @@ def _load() -> dict[str, Any]:
         from worker.evaluate import ReplayDataset
 
         family = get_family("gemm_bias_relu")
-        dataset = ReplayDataset(family.replay_dataset_path())
+        dataset = ReplayDataset(family.replay_datasets()[0])
         shape = dataset.shapes()[0]
         ok = [r for (_k, s), r in dataset.points.items()
               if s == shape and r["status"] == "ok" and r.get("perf")]
@@ -132,7 +132,7 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
         evaluator = ReplayEvaluator(family, dataset)
         with sessions.begin() as s:
             campaign = engine.create_campaign(
-                s, engine.CampaignSpec(m=m, n=n, k=k, policy=policy, seed=seed,
+                s, engine.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy, seed=seed,
                                        budget_iterations=budget),
                 backend="replay", device=evaluator.device)
             cid = campaign.id

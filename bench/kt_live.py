@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Shape  # noqa: E402
+from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY, GemmParams  # noqa: E402
 from kernels.gemm_bias_relu.params import REPLAY_DOMAINS  # noqa: E402
 

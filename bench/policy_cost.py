@@ -99,7 +99,7 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
     from worker.evaluate import ReplayDataset, ReplayEvaluator
 
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     shape = dataset.shapes()[0]
     m, n, k = (int(x) for x in shape.split("x"))
     evaluator = ReplayEvaluator(family, dataset)
@@ -110,7 +110,7 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
         sessions = session_factory(url)
         with sessions.begin() as s:
             cid = engine.create_campaign(
-                s, engine.CampaignSpec(m=m, n=n, k=k, policy=policy.name, seed=seed,
+                s, engine.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy.name, seed=seed,
                                        budget_iterations=budget),
                 backend="replay", device=evaluator.device).id
         runner = EmbeddedRunner(sessions, [evaluator], policy=policy, space=space)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from cli.common import console, fail
+from cli.common import KernelOpt, console, fail, resolve_family
 from core.settings import get_settings
 
 app = typer.Typer(
@@ -28,7 +28,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-KernelOpt = Annotated[str, typer.Option("--kernel", help="kernel family")]
 ParamsOpt = Annotated[
     str | None, typer.Option("--params", help="parameters as JSON; omitted = the baseline")
 ]
@@ -36,15 +35,6 @@ ActionsOpt = Annotated[
     str | None,
     typer.Option("--actions", help="transforms applied in order from the baseline, ';'-separated"),
 ]
-
-
-def _family(name: str) -> Any:
-    from kernels import get_family
-
-    try:
-        return get_family(name)
-    except ValueError as exc:
-        fail(str(exc))
 
 
 def resolve_params(family: Any, params: str | None, actions: str | None,
@@ -84,8 +74,47 @@ def resolve_params(family: Any, params: str | None, actions: str | None,
 
 
 @app.command()
+def kernels(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the kernel families: their dimensions, metric, vendor baseline and action space.
+
+    Examples:
+
+      tuneforge kernels
+
+      tuneforge kernels --json | jq '.[].name'
+    """
+    from kernels import family_names, get_family
+    from kernels.family import describe
+
+    found = []
+    for name in family_names():
+        try:
+            found.append(describe(get_family(name)))
+        except (ImportError, TypeError, ValueError) as exc:  # a broken plug-in: say so
+            found.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
+    if as_json:
+        sys.stdout.write(json.dumps(found, indent=1) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title="kernel families")
+    for col in ("name", "shape", "metric", "transforms", "description"):
+        table.add_column(col, no_wrap=col == "name")
+    for f in found:
+        if "error" in f:
+            table.add_row(f["name"], "–", "–", "–", f"[red]{f['error']}[/]")
+            continue
+        dims = "x".join(d["name"] for d in f["dims"])
+        table.add_row(f["name"], f"{dims} ({f['default_shape']})", f["metric"]["unit"],
+                      str(len(f["transforms"])), f["description"])
+    console.print(table)
+
+
+@app.command()
 def actions(
-    kernel: KernelOpt = "gemm_bias_relu",
+    kernel: KernelOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the action space: every transform with its argument domains.
@@ -96,14 +125,14 @@ def actions(
 
       tuneforge actions --json | jq '.[].name'
     """
-    family = _family(kernel)
+    family = resolve_family(kernel)
     specs = [spec.to_dict() for spec in family.transforms]
     if as_json:
         sys.stdout.write(json.dumps(specs, indent=1) + "\n")
         return
     from rich.table import Table
 
-    table = Table(title=f"action space of {kernel}")
+    table = Table(title=f"action space of {family.name}")
     for col in ("action", "arguments", "origin", "what it does"):
         table.add_column(col)
     for spec in specs:
@@ -116,7 +145,7 @@ def actions(
 def render(
     params: ParamsOpt = None,
     actions: ActionsOpt = None,
-    kernel: KernelOpt = "gemm_bias_relu",
+    kernel: KernelOpt = None,
 ) -> None:
     """Print the CUDA source of a point (the baseline when nothing is given).
 
@@ -128,7 +157,7 @@ def render(
     """
     from kernels.base import Rejection
 
-    family = _family(kernel)
+    family = resolve_family(kernel)
     point = resolve_params(family, params, actions)
     if isinstance(point, Rejection):
         fail(f"rejected: {point.reason}: {point.message}", code=1)
@@ -143,7 +172,7 @@ def compile_cmd(
     params: ParamsOpt = None,
     actions: ActionsOpt = None,
     arch: Annotated[str | None, typer.Option("--arch", help="target, e.g. sm_90")] = None,
-    kernel: KernelOpt = "gemm_bias_relu",
+    kernel: KernelOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Compile a point with nvcc and report registers, smem, spills (no GPU needed).
@@ -158,7 +187,7 @@ def compile_cmd(
     from worker.compile import CompileResult, compile_candidate, compiler_from_settings
 
     settings = get_settings()
-    family = _family(kernel)
+    family = resolve_family(kernel)
     arch = settings.arch if arch is None else arch
     try:
         limit = family.max_smem_limit(arch)

@@ -146,21 +146,12 @@ class DbSource:
 
     def points(self, campaign_id: str, bar: Progress) -> dict[str, Any]:
         """Every point of the campaign."""
-        from agent.exports import aware, campaign_points, peak_tflops, tflops
-        from api.routes.dashboard import PointRead
+        from api.routes.dashboard import point_page
 
         task = bar.add_task("points", total=None)
         with self._campaign(campaign_id) as (s, c):
-            items, total = campaign_points(s, c)
-            vendor = tflops(c.m, c.n, c.k, c.vendor_us)
-            started = aware(c.started_at)
-            page = {"campaign_id": c.id, "status": c.status, "vendor_us": c.vendor_us,
-                    "vendor_tflops": round(vendor, 4) if vendor else None,
-                    "peak_tflops": peak_tflops(c),
-                    "started_at": started.isoformat() if started else None,
-                    "items": [PointRead.model_validate(p).model_dump(mode="json")
-                              for p in items], "total": total}
-        bar.update(task, total=total, completed=total)
+            page = point_page(s, c).model_dump(mode="json")
+        bar.update(task, total=page["total"], completed=page["total"])
         return page
 
     def best(self, campaign_id: str) -> dict[str, Any] | None:
@@ -293,16 +284,16 @@ def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     table = Table(title=f"campaigns in {source.where}")
     for col, justify in (("id", "left"), ("status", "left"), ("kernel · shape", "left"),
                          ("policy", "left"), ("backend · GPU", "left"), ("evaluations", "right"),
-                         ("best TFLOP/s", "right"), ("% of cuBLAS", "right"),
+                         ("best", "right"), ("% of vendor", "right"),
                          ("created", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for c in rows:
         best = c.get("best") or {}
-        shape = c["shape"]
-        table.add_row(c["id"][:8], c["status"], f"{c['kernel']} {shape['m']}x{shape['n']}x"
-                      f"{shape['k']}", c["policy"], f"{c['backend']} · {c.get('gpu') or '–'}",
+        rate = best.get("throughput")
+        table.add_row(c["id"][:8], c["status"], f"{c['kernel']} {c['shape_text']}", c["policy"],
+                      f"{c['backend']} · {c.get('gpu') or '–'}",
                       f"{c['evaluations']}/{c['budget']['iterations']}",
-                      str(best.get("throughput_tflops", "–")),
+                      f"{rate} {c['metric']['unit']}" if rate is not None else "–",
                       str(c.get("pct_of_vendor") or "–"), c["created_at"][:19])
     console.print(table)
     if not rows:
@@ -354,11 +345,11 @@ def report(
                              ("elapsed_s", "convergence-time.png")):
                 path = out_dir / name
                 plots.append(convergence_png(campaign, points, path, by=by,
-                                             peak=page.get("peak_tflops")))
+                                             peak=page.get("peak")))
                 bar.advance(step)
             path = md
             md.write_text(markdown_report(campaign, points, plots=[p.name for p in plots],
-                                          peak=page.get("peak_tflops")))
+                                          peak=page.get("peak")))
         except OSError as exc:
             cannot_write(path, exc)
         bar.advance(step)
@@ -366,8 +357,8 @@ def report(
         sys.stdout.write(f"{path}\n")
     best = campaign.get("best") or {}
     err_console.print(f"campaign {cid[:8]} ({campaign['status']}): best "
-                      f"{best.get('throughput_tflops', '–')} TFLOP/s, "
-                      f"{campaign.get('pct_of_vendor') or '–'}% of cuBLAS, "
+                      f"{best.get('throughput', '–')} {campaign['metric']['unit']}, "
+                      f"{campaign.get('pct_of_vendor') or '–'}% of the vendor's time, "
                       f"{campaign['evaluations']} evaluations · read from {source.where}")
 
 
@@ -421,7 +412,7 @@ def export(
         else:
             campaign = source.campaign(cid)
             points = source.points(cid, bar)["items"]
-            text = (json.dumps(t4_document(points), indent=1) + "\n" if fmt == "t4"
+            text = (json.dumps(t4_document(campaign, points), indent=1) + "\n" if fmt == "t4"
                     else kt_cache_text(kt_cache_document(campaign, points)))
     if out is None:
         sys.stdout.write(text)

@@ -26,7 +26,6 @@ def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
     from agent.sanitize import record_result
     from core.models import Campaign, Candidate
     from kernels import get_family
-    from kernels.gemm_bias_relu.shape import Shape
     from worker.compile import compiler_from_settings, target_arch
     from worker.sanitize import check
 
@@ -36,7 +35,7 @@ def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
         family = get_family(campaign.kernel)
         params = family.params_from_dict(cand.params)
         source, arch = cand.source, campaign.arch
-        campaign_shape = Shape(campaign.m, campaign.n, campaign.k)
+        campaign_shape = campaign.problem
     compiler = compiler_from_settings(get_settings(), arch=arch)
     try:
         compiled = compiler.compile(source, entry=family.name,
@@ -96,7 +95,8 @@ def sanitize(
         help="comma-separated: memcheck, racecheck, synccheck, initcheck")
     ] = "memcheck,racecheck",
     shape: Annotated[list[str] | None, typer.Option(
-        "--shape", help="MxNxK to run at instead of the gate's shapes (repeatable)")] = None,
+        "--shape", help="a shape to run at instead of the gate's, in the family's notation "
+                        "(4096x4096x4096; repeatable)")] = None,
     gpu: Annotated[str, typer.Option(help="GPU index")] = "0",
     timeout: Annotated[float | None, typer.Option(
         help="seconds per tool before it is killed (TUNEFORGE_SANITIZE_TIMEOUT_S)", min=1)
@@ -123,7 +123,7 @@ def sanitize(
     """
     from cli.report import DbSource
     from core.models import Campaign, Candidate
-    from kernels.gemm_bias_relu.shape import Shape
+    from kernels import get_family
     from worker.sanitize import SanitizerUnavailable, parse_tools, probe_gpu, sanitizer_path
 
     settings = get_settings()
@@ -131,12 +131,6 @@ def sanitize(
         tool_list = parse_tools(tools)
     except ValueError as exc:
         fail(f"--tools: {exc}")
-    shapes = None
-    if shape:
-        try:
-            shapes = [Shape.parse(text) for text in shape]
-        except ValueError as exc:
-            fail(f"--shape: {exc}")
     target = db or settings.effective_database_url
     if "://" not in target:
         target = f"sqlite:///{Path(target).resolve()}"
@@ -145,6 +139,13 @@ def sanitize(
     with source.sessions() as s:
         campaign = s.get(Campaign, cid)
         assert campaign is not None
+        shapes = None
+        if shape:  # in the campaign's family's own notation
+            family = get_family(campaign.kernel)
+            try:
+                shapes = [family.parse_dims(text) for text in shape]
+            except ValueError as exc:
+                fail(f"--shape: {exc}")
         if candidate is not None:
             ids = [i for (i,) in s.query(Candidate.id).filter(
                 Candidate.campaign_id == cid, Candidate.id.startswith(candidate,

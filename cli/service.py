@@ -335,7 +335,7 @@ def watch(
     with closing(source.client) as client:  # in use already (it resolved the id)
         campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
         total = campaign["budget"]["iterations"]
-        flops = 2 * campaign["shape"]["m"] * campaign["shape"]["n"] * campaign["shape"]["k"]
+        rate = _rate_of(campaign)
         finished: dict[str, Any] | None = None
         progress = Progress(TextColumn(f"[bold]{campaign_id[:8]}[/]"), BarColumn(),
                             MofNCompleteColumn(), TextColumn("{task.fields[best]}"),
@@ -352,8 +352,7 @@ def watch(
                     data = event["data"]
                     if event.get("event") == "result":
                         best = data.get("best_us")
-                        text = (f"best {best:.1f} µs · {flops / (best * 1e-6) / 1e12:.2f} "
-                                "TFLOP/s") if best else ""
+                        text = f"best {best:.1f} µs{rate(best)}" if best else ""
                         progress.update(task, completed=data.get("evaluations", 0), best=text)
                     elif event.get("event") == "finished":
                         finished = data
@@ -364,8 +363,8 @@ def watch(
                  f"{campaign_id}` again to resume", code=1)
         final = _call(client, "GET", f"/campaigns/{campaign_id}")
     best = final.get("best")
-    found = (f"best {best['avg_us']} µs ({best['throughput_tflops']} TFLOP/s)" if best
-             else "no correct kernel")
+    found = (f"best {best['avg_us']} µs ({best['throughput']} {final['metric']['unit']})"
+             if best else "no correct kernel")
     reason = f" ({final['status_reason']})" if final.get("status_reason") else ""
     console.print(f"campaign {campaign_id[:8]} · [bold]{final['status']}[/]{reason} · "
                   f"{final['evaluations']} evaluations · {found}")
@@ -373,6 +372,20 @@ def watch(
         fail("the stream ended before the campaign did: run watch again", code=1)
     if final["status"] == "failed":
         raise typer.Exit(1)
+
+
+def _rate_of(campaign: dict[str, Any]) -> Any:
+    """``us -> " · 12.3 TFLOP/s"`` at the campaign's shape, when this CLI knows its family (a
+    family registered on the service only shows times)."""
+    from kernels import get_family
+
+    try:
+        family = get_family(campaign["kernel"])
+        dims = family.make_dims(campaign["shape"])
+    except (ValueError, ImportError):
+        return lambda us: ""
+    unit = family.metric.unit
+    return lambda us: f" · {family.metric.rate(dims, us):.2f} {unit}"
 
 
 def register(app: typer.Typer) -> None:

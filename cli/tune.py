@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.common import console, err_console, fail
+from cli.common import KernelOpt, console, err_console, fail, resolve_family, resolve_shape
 from core.settings import get_settings
 
 
@@ -98,7 +98,9 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
 
 
 def tune(
-    shape: Annotated[str, typer.Option(help="problem shape MxNxK")] = "4096x4096x4096",
+    shape: Annotated[str | None, typer.Option(help=(
+        "problem shape as the family writes it (4096x4096x4096, rows=8192,cols=32768); "
+        "default: the family's"))] = None,
     budget: Annotated[int, typer.Option(help="evaluations (iterations)")] = 600,
     wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
     gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
@@ -118,7 +120,7 @@ def tune(
         help="'best': warm start from the best earlier result of this kernel and GPU")] = None,
     out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
         "tuneforge-out"),
-    kernel: Annotated[str, typer.Option(help="kernel family")] = "gemm_bias_relu",
+    kernel: KernelOpt = None,
     sanitize: Annotated[bool, typer.Option(
         "--sanitize", help="check the final best kernel with compute-sanitizer (memcheck, "
                            "racecheck) on the GPU; exit 1 unless it passes")] = False,
@@ -139,18 +141,16 @@ def tune(
 
     from agent.embedded import EmbeddedRunner
     from agent.engine import CampaignError, CampaignSpec, create_campaign
+    from agent.exports import campaign_peak
     from agent.policies import make_policy
     from agent.report import best_kernel_files, convergence_plot, summary
     from agent.spaces import FullSpace, ReplaySpace
     from core.db import session_factory, upgrade_database
-    from kernels import get_family
-    from kernels.gemm_bias_relu.shape import Shape
-    from worker.evaluate import fp32_peak_tflops
 
     settings = get_settings()
+    family = resolve_family(kernel)
+    problem = resolve_shape(family, shape)
     try:
-        family = get_family(kernel)
-        problem = Shape.parse(shape)
         policy_obj = make_policy(policy, settings)
     except ValueError as exc:
         fail(str(exc))
@@ -162,7 +162,7 @@ def tune(
     allowed = [a.strip() for a in actions.split(",") if a.strip()] if actions else None
     board = _load_leaderboard(leaderboard)
     check_campaign({
-        "kernel": kernel, "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+        "kernel": family.name, "shape": problem.as_dict(),
         "tolerance": tolerance, "policy": policy, "accept_threshold_pct": threshold,
         "profile": profile, "seed": seed, "parallel": len(indices), "leaderboard": board,
         "start_from": start_from, "allowed_actions": allowed,
@@ -204,7 +204,7 @@ def tune(
         space = FullSpace(family, settings.arch)
     vendor_us = evaluators[0].vendor_us(problem)
     spec = CampaignSpec(
-        kernel=kernel, m=problem.m, n=problem.n, k=problem.k, tolerance=tolerance,
+        kernel=family.name, dims=problem.as_dict(), tolerance=tolerance,
         policy=policy, accept_threshold_pct=threshold, seed=seed, budget_iterations=budget,
         budget_wall_s=wall_seconds, budget_gpu_s=gpu_seconds, leaderboard=board,
         start_from=start_from, allowed_actions=allowed, parallel=len(evaluators), profile=profile,
@@ -218,8 +218,8 @@ def tune(
             fail(str(exc))
         campaign_id = campaign.id
 
-    peak = fp32_peak_tflops(device)
-    flops = problem.flops
+    unit = family.metric.unit
+    vendor_name = family.vendor.name.split(" (")[0] if family.vendor else "vendor"
     progress = Progress(TextColumn("[bold]tuning[/]"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
                         console=err_console, transient=False, disable=as_json)
@@ -229,9 +229,9 @@ def tune(
         best = camp.best_us
         text = ""
         if best:
-            tf = flops / (best * 1e-6) / 1e12
-            pct = f" · {100 * vendor_us / best:.0f}% of cuBLAS" if vendor_us else ""
-            text = f"best {best:.1f} µs · {tf:.2f} TFLOP/s{pct}"
+            rate = family.metric.rate(problem, best) or 0.0
+            pct = f" · {100 * vendor_us / best:.0f}% of {vendor_name}" if vendor_us else ""
+            text = f"best {best:.1f} µs · {rate:.2f} {unit}{pct}"
         progress.update(task, completed=camp.evaluations, best=text)
 
     # on a GPU, compile several candidates ahead so nvcc (about 1.3 s each) runs on every core
@@ -258,7 +258,8 @@ def tune(
         result = summary(s, finished)
         out_dir = out / campaign_id[:8]
         files = best_kernel_files(s, finished, out_dir)
-        plot = convergence_plot(s, finished, out_dir / "convergence.png", peak)
+        plot = convergence_plot(s, finished, out_dir / "convergence.png",
+                                campaign_peak(s, finished))
     result["files"] = [str(p) for p in [*files, plot]]
     if runner.errors:
         result["error"] = repr(runner.errors[0])
@@ -313,12 +314,12 @@ def _print_summary(r: dict[str, Any]) -> None:
         ("kernel / shape", f"{r['kernel']} {r['shape']}"),
         ("backend / GPU", f"{r['backend']} / {r['gpu']}"),
         ("policy / evaluations", f"{r['policy']} / {r['evaluations']}"),
-        ("best", f"{best.get('avg_us')} µs · {best.get('throughput_tflops')} TFLOP/s"
+        ("best", f"{best.get('avg_us')} µs · {best.get('throughput')} {r['unit']}"
                  f" (iteration {best.get('iteration')})"),
         ("best params", json.dumps(best.get("params"), sort_keys=True)),
-        ("baseline", f"{base.get('avg_us')} µs · {base.get('throughput_tflops')} TFLOP/s"),
+        ("baseline", f"{base.get('avg_us')} µs · {base.get('throughput')} {r['unit']}"),
         ("speedup vs baseline", f"{r['speedup_vs_baseline']}x"),
-        ("% of cuBLAS fp32", f"{r['pct_of_vendor']}%"),
+        (f"% of {r.get('vendor') or 'vendor'}", f"{r['pct_of_vendor']}%"),
         ("rank estimate", str(r["rank_est"]) if r["rank_est"] else "– (no --leaderboard)"),
         ("files", "\n".join(r["files"])),
     ]
@@ -336,12 +337,14 @@ def evaluate(
         help="parameters as JSON (default baseline)")] = None,
     actions: Annotated[str | None, typer.Option(
         help="transforms applied in order from the baseline, ';'-separated")] = None,
-    shape: Annotated[str, typer.Option(help="problem shape MxNxK")] = "4096x4096x4096",
+    shape: Annotated[str | None, typer.Option(help=(
+        "problem shape as the family writes it (4096x4096x4096, rows=8192,cols=32768); "
+        "default: the family's"))] = None,
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
     tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
     profile: Annotated[str, typer.Option(help="light | full (Nsight Compute)")] = "light",
     seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
-    kernel: Annotated[str, typer.Option(help="kernel family")] = "gemm_bias_relu",
+    kernel: KernelOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the record as one JSON line")
                        ] = False,
 ) -> None:
@@ -356,23 +359,18 @@ def evaluate(
       tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
     """
     from cli.main import resolve_params
-    from kernels import get_family
     from kernels.base import Rejection
-from kernels.gemm_bias_relu.shape import Shape
     from worker.compile import CompileResult
     from worker.evaluate import feedback_record
 
     settings = get_settings()
-    try:
-        family = get_family(kernel)
-        problem = Shape.parse(shape)
-    except ValueError as exc:
-        fail(str(exc))
+    family = resolve_family(kernel)
+    problem = resolve_shape(family, shape)
     if backend not in ("auto", "gpu", "replay"):
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if profile not in ("light", "full"):
         fail(f"--profile must be light or full, not {profile!r}")
-    check_campaign({"kernel": kernel, "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+    check_campaign({"kernel": family.name, "shape": problem.as_dict(),
                     "tolerance": tolerance, "profile": profile, "seed": seed})
     point = resolve_params(family, params, actions, problem)
     evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],

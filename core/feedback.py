@@ -110,6 +110,10 @@ class BestSoFar(_Model):
 
     candidate_id: str | None = None
     avg_us: float | None = None
+    #: in ``unit``, the family's metric (TFLOP/s or GB/s)
+    throughput: float | None = None
+    unit: str | None = None
+    #: the seed's field, for a flops metric
     throughput_tflops: float | None = None
     rank_est: int | None = None
 

@@ -4,7 +4,7 @@ and the community's T4 results format. Pure functions over plain rows.
 A *row* is one evaluated point::
 
     {"params": {name: value}, "status": "ok" | "rejected" | "compile_error" | ...,
-     "perf": {"avg_us", "runs_us", "throughput_tflops"} | None,
+     "perf": {"avg_us", "runs_us", "throughput", "unit": "TFLOP/s" | "GB/s"} | None,
      "compile": {"seconds"} | None, "gpu_seconds": float, "timestamp": ISO 8601 | None}
 
 Kernel Tuner's cache (``kernel_tuner/util.py``: ``process_cache``/``read_cache``; schema
@@ -80,7 +80,7 @@ def kt_cache(rows: Iterable[Mapping[str, Any]], *, domains: Mapping[str, Sequenc
             "timestamp": row.get("timestamp") or timestamp or "",
         })
         if measured:
-            entry["GFLOP/s"] = float(perf["throughput_tflops"]) * 1000.0
+            entry.update([throughput_measure(perf)])
         cache[",".join(str(v) for v in values)] = entry
     return {
         "schema_version": KT_CACHE_SCHEMA_VERSION,
@@ -95,6 +95,15 @@ def kt_cache(rows: Iterable[Mapping[str, Any]], *, domains: Mapping[str, Sequenc
     }
 
 
+def throughput_measure(perf: Mapping[str, Any]) -> tuple[str, float]:
+    """The throughput as Kernel Tuner names it: ``("GFLOP/s", …)`` of a flops metric (TFLOP/s
+    × 1000), ``("GB/s", …)`` of a bytes metric."""
+    value = float(perf["throughput"])
+    if perf.get("unit", "TFLOP/s") == "TFLOP/s":
+        return "GFLOP/s", value * 1000.0
+    return str(perf["unit"]), value
+
+
 def kt_cache_text(data: Mapping[str, Any]) -> str:
     """The cache as Kernel Tuner writes it: compact JSON ending in ``}}}``, which its reader
     takes for a closed file (any other ending is "reopened" by appending brackets)."""
@@ -105,8 +114,9 @@ def t4_results(rows: Iterable[Mapping[str, Any]], *, objective: str = "time",
                extra_measurements: Sequence[str] = ()) -> dict[str, Any]:
     """A T4 results document of the rows, in their order.
 
-    ``measurements`` hold ``time`` (ms, the median of the runs) and ``GFLOP/s`` of measured
-    rows, plus any ``extra_measurements`` a row carries under those names (unit-less)."""
+    ``measurements`` hold ``time`` (ms, the median of the runs) and the throughput
+    (:func:`throughput_measure`) of measured rows, plus any ``extra_measurements`` a row
+    carries under those names (unit-less)."""
     results = []
     for row in rows:
         perf = row.get("perf") or {}
@@ -116,8 +126,8 @@ def t4_results(rows: Iterable[Mapping[str, Any]], *, objective: str = "time",
         if measured:
             measurements += [
                 {"name": "time", "value": perf["avg_us"] / 1000.0, "unit": "ms"},
-                {"name": "GFLOP/s", "value": float(perf["throughput_tflops"]) * 1000.0,
-                 "unit": "GFLOP/s"},
+                {"name": throughput_measure(perf)[0], "value": throughput_measure(perf)[1],
+                 "unit": throughput_measure(perf)[0]},
             ]
         measurements += [{"name": name, "value": row[name], "unit": ""}
                          for name in extra_measurements if row.get(name) is not None]

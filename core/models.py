@@ -26,6 +26,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from kernels import get_family
+from kernels.base import Dims
+from kernels.family import Metric
+
 
 def utcnow() -> dt.datetime:
     """Timezone-aware now."""
@@ -80,9 +84,8 @@ class Campaign(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id"), index=True)
     kernel: Mapped[str] = mapped_column(String(64))
-    m: Mapped[int] = mapped_column(Integer)
-    n: Mapped[int] = mapped_column(Integer)
-    k: Mapped[int] = mapped_column(Integer)
+    #: the problem's dimensions, named by the family (``{"m": 4096, "n": 4096, "k": 4096}``)
+    dims: Mapped[dict[str, int]] = mapped_column(JSON)
     arch: Mapped[str] = mapped_column(String(16), default="sm_90")
     backend: Mapped[str] = mapped_column(String(16), default="gpu")
     gpu_name: Mapped[str | None] = mapped_column(String(128))
@@ -125,9 +128,26 @@ class Campaign(Base):
     )
 
     @property
+    def problem(self) -> Dims:
+        """The dimensions as the family's :class:`~kernels.base.Dims` (its order, its bounds)."""
+        return get_family(self.kernel).make_dims(self.dims)
+
+    @property
+    def metric(self) -> Metric:
+        """The family's work metric (its unit: TFLOP/s or GB/s)."""
+        return get_family(self.kernel).metric
+
+    def throughput(self, us: float | None) -> float | None:
+        """The rate, in the metric's unit, of a launch taking ``us`` at this shape."""
+        return self.metric.rate(self.problem, us) if us else None
+
+    @property
     def shape_text(self) -> str:
-        """``MxNxK``."""
-        return f"{self.m}x{self.n}x{self.k}"
+        """The compact text of the dimensions (``4096x4096x4096``), as datasets key by."""
+        try:
+            return str(self.problem)
+        except ValueError:  # a family this process does not know: the stored order
+            return "x".join(str(v) for v in self.dims.values())
 
 
 class Candidate(Base):

@@ -61,8 +61,12 @@ class Settings(BaseSettings):
                                   "next step (and how long a running one must be quiet)",
     )
     gpu_memory_gib: float = Field(
-        default=80.0, description="GPU memory a campaign's A, B, C, bias and fp64 reference "
+        default=80.0, description="GPU memory a campaign's buffers and their fp64 reference "
                                   "may take (bounds the accepted shapes)",
+    )
+    default_kernel: str = Field(
+        default="gemm_bias_relu", description="the kernel family a campaign tunes when none "
+                                              "is named",
     )
     max_parallel: int = Field(default=64, description="upper bound of a campaign's `parallel`")
     max_body_bytes: int = Field(

@@ -35,6 +35,8 @@ ROLES = ("in", "out", "inout")
 FILL_KINDS = ("normal", "uniform", "mixed", "symmetric", "normal_neg_inf", "constant")
 METRIC_KINDS = {"flops": "TFLOP/s", "bytes": "GB/s"}
 PEAK_KINDS = ("fp32_ffma", "copy_bandwidth")
+#: How each peak is named in tables and plots.
+PEAK_LABELS = {"fp32_ffma": "FP32 FMA peak", "copy_bandwidth": "copy bandwidth"}
 #: Correctness rules the evaluation child implements.
 RULES = ("scaled",)
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
@@ -217,6 +219,11 @@ class Metric:
         """``TFLOP/s`` or ``GB/s``."""
         return METRIC_KINDS[self.kind]
 
+    @property
+    def peak_label(self) -> str:
+        """``FP32 FMA peak`` or ``copy bandwidth``."""
+        return PEAK_LABELS[self.peak]
+
     def amount(self, dims: Mapping[str, int]) -> int:
         """Flops or bytes of one launch at ``dims``."""
         return evaluate_int(self.work, dims)
@@ -231,7 +238,7 @@ class Metric:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"kind": self.kind, "work": self.work, "unit": self.unit, "peak": self.peak,
-                "doc": self.doc}
+                "peak_label": self.peak_label, "doc": self.doc}
 
 
 @dataclass(frozen=True)
@@ -317,6 +324,8 @@ class KernelFamily(Protocol):
     name: str
     description: str
     dims: tuple[Dim, ...]
+    #: the shape a campaign tunes when none is given
+    default_dims: Dims
     signature: Signature
     metric: Metric
     correctness: CorrectnessRule
@@ -432,6 +441,7 @@ def describe(family: KernelFamily) -> dict[str, Any]:
         "name": family.name,
         "description": family.description,
         "dims": [d.to_dict() for d in family.dims],
+        "default_shape": str(family.default_dims),
         "signature": {
             "buffers": [{"name": b.name, "dtype": b.dtype, "role": b.role, "count": b.count}
                         for b in family.signature.buffers],

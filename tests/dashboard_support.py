@@ -106,10 +106,10 @@ def team_database(path: Path, team: str = "dashboard-team") -> TeamDb:
 def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> str:
     """A queued replay campaign of the team at 4096³."""
     family = get_family("gemm_bias_relu")
-    ev = ReplayEvaluator(family, ReplayDataset(family.replay_dataset_path()))
+    ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]))
     with db.sessions.begin() as s:
         campaign = engine.create_campaign(
-            s, engine.CampaignSpec(kernel="gemm_bias_relu", m=4096, n=4096, k=4096,
+            s, engine.CampaignSpec(kernel="gemm_bias_relu", dims={"m": 4096, "n": 4096, "k": 4096},
                                    policy=policy, budget_iterations=budget, seed=0,
                                    team_id=db.team_id),
             backend="replay", device=ev.device, vendor_us=ev.vendor_us(Shape.parse(SHAPE)))
@@ -121,7 +121,7 @@ def run_campaign(db: TeamDb, campaign_id: str, *, policy: str = "expert",
     """Run a created campaign to its end, with the failures of :class:`FaultyReplay` (none
     with ``faults=False``)."""
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     ev = FaultyReplay(family, dataset, delay_s=delay_s, faults=faults)
     runner = EmbeddedRunner(db.sessions, [ev], policy=make_policy(policy),
                             space=ReplaySpace(family, dataset, SHAPE))

@@ -56,7 +56,7 @@ class Replay:
 def replay() -> Replay:
     """Loaded once per test process (the dataset is read-only)."""
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     ReplayEvaluator(family, dataset)  # keys the rows by the family's canonical parameters
     return Replay(family, dataset, ReplaySpace(family, dataset, SHAPE))
 

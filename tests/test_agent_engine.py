@@ -493,7 +493,7 @@ def test_rank_estimate_from_a_leaderboard(tmp_path: Path) -> None:
     baseline = min(candidates(sessions, cid), key=lambda c: c.iteration)
     # the baseline's 141 ms: slower than six entries, faster than the 0.5 TFLOP/s one
     assert _feedback(baseline)["best_so_far"]["rank_est"] == 7
-    assert engine.rank_estimate(None, 100.0, SHAPE.flops) is None
+    assert engine.rank_estimate(None, 100.0, SHAPE.flops / 100e-6 / 1e12) is None
 
 
 # ---- the feedback record ----------------------------------------------------------------------

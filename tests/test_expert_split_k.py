@@ -150,7 +150,7 @@ def test_no_specialization_without_a_shape() -> None:
 def test_the_engine_gives_policies_the_campaign_shape_and_device(tmp_path: Any) -> None:
     from replay_support import create, new_database, replay, run
 
-    seen: list[tuple[Shape | None, dict[str, Any] | None]] = []
+    seen: list[tuple[Any, dict[str, Any] | None]] = []
 
     class Capture(ExpertPolicy):
         def propose(self, ctx: PolicyContext, n: int) -> list[Any]:

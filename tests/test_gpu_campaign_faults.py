@@ -78,7 +78,7 @@ def test_illegal_address_and_spinning_kernels_inside_a_campaign(
         restarts = ev.child.restarts
         with sessions.begin() as s:
             campaign = create_campaign(
-                s, CampaignSpec(m=SHAPE.m, n=SHAPE.n, k=SHAPE.k, budget_iterations=BUDGET),
+                s, CampaignSpec(dims=SHAPE.as_dict(), budget_iterations=BUDGET),
                 backend="gpu", device=ev.device, vendor_us=ev.vendor_us(SHAPE))
             cid = campaign.id
         runner = EmbeddedRunner(sessions, [ev], policy=make_policy("expert", settings),

@@ -33,8 +33,7 @@ from core.models import (
 )
 from core.settings import Settings
 from kernels import get_family
-from kernels.base import params_key
-from kernels.gemm_bias_relu.shape import Shape
+from kernels.base import Dims, params_key
 from worker.compile import (
     Compiler,
     CompileResult,
@@ -186,9 +185,9 @@ class CompileJob:
 
 
 #: What the GPU workers read of a campaign.
-_CAMPAIGN_COLUMNS = load_only(Campaign.id, Campaign.kernel, Campaign.backend, Campaign.m,
-                              Campaign.n, Campaign.k, Campaign.seed, Campaign.tolerance,
-                              Campaign.profile, Campaign.incumbent_id)
+_CAMPAIGN_COLUMNS = load_only(Campaign.id, Campaign.kernel, Campaign.backend, Campaign.dims,
+                              Campaign.seed, Campaign.tolerance, Campaign.profile,
+                              Campaign.incumbent_id)
 
 
 # Statements built once (building an ORM statement costs up to a millisecond of CPU, more
@@ -238,7 +237,7 @@ _TAKE_FOR_SANITIZE = (
 _COMPILE_CONTEXT = select(Campaign.kernel, Campaign.backend, Campaign.arch).where(
     Campaign.id == bindparam("campaign_id"))
 _EVALUATION_CONTEXT = (
-    select(Campaign.kernel, Campaign.backend, Campaign.m, Campaign.n, Campaign.k,
+    select(Campaign.kernel, Campaign.backend, Campaign.dims,
            Campaign.seed, Campaign.tolerance, Campaign.profile)
     .where(Campaign.id == bindparam("campaign_id")))
 
@@ -321,7 +320,7 @@ class EvaluateJob:
     backend: str
     params: dict[str, Any]
     incumbent_params: dict[str, Any] | None
-    shape: Shape
+    shape: Dims
     iteration: int
     seed: int
     tolerance: float
@@ -343,7 +342,7 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
         incumbent_params=dict(incumbent) if incumbent is not None else None,
-        shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
+        shape=get_family(campaign.kernel).make_dims(campaign.dims), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
     )
@@ -390,7 +389,7 @@ class SanitizeJob:
     backend: str
     params: dict[str, Any]
     source: str
-    shape: Shape
+    shape: Dims
 
 
 def start_sanitize(session: Session, candidate_id: str, node: str | None = None
@@ -405,7 +404,7 @@ def start_sanitize(session: Session, candidate_id: str, node: str | None = None
     campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     return SanitizeJob(cand.id, campaign.kernel, campaign.backend, dict(cand.params),
-                       cand.source, Shape(campaign.m, campaign.n, campaign.k))
+                       cand.source, campaign.problem)
 
 
 def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from api.schemas import (
     CandidatePage,
     CandidateRead,
     CandidateStatus,
-    ShapeModel,
+    MetricRead,
     error_responses,
 )
 from core.models import Campaign, Candidate
@@ -63,7 +63,10 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
     return CampaignRead(
         id=campaign.id, status=campaign.status,  # type: ignore[arg-type]
         status_reason=campaign.status_reason, kernel=campaign.kernel,
-        shape=ShapeModel(m=campaign.m, n=campaign.n, k=campaign.k), arch=campaign.arch,
+        shape=dict(campaign.dims), shape_text=campaign.shape_text,
+        metric=MetricRead(**{k: v for k, v in campaign.metric.to_dict().items()
+                             if k in MetricRead.model_fields}),
+        arch=campaign.arch,
         backend=campaign.backend, gpu=campaign.gpu_name, tolerance=campaign.tolerance,
         policy=campaign.policy, accept_threshold_pct=campaign.accept_threshold_pct,
         profile=campaign.profile, parallel=campaign.parallel, seed=campaign.seed,
@@ -96,7 +99,7 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
         leaderboard = [e if isinstance(e, float) else e.model_dump(exclude_none=True)
                        for e in body.leaderboard]
     spec = engine.CampaignSpec(
-        kernel=body.kernel, m=body.shape.m, n=body.shape.n, k=body.shape.k,
+        kernel=body.kernel, dims=body.shape,
         tolerance=body.tolerance, policy=body.policy,
         accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
         parallel=body.parallel, seed=body.seed, budget_iterations=body.budget.iterations,

@@ -1,6 +1,7 @@
 """What the dashboard and ``tuneforge report``/``export`` need beyond the REST resources: every
 candidate of a campaign as one compact point (status, time, decision and its reason, elapsed
-seconds, parameters), with the cuBLAS and FP32-peak lines of the plot."""
+seconds, parameters), with the vendor's and the peak's lines of the plot, in the family's
+unit."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from agent.exports import aware, campaign_points, peak_tflops, tflops
+from agent.exports import aware, campaign_peak, campaign_points
 from api.deps import CampaignDep, OffsetQuery, SessionDep
 from api.schemas import CandidateStatus, error_responses
+from core.models import Campaign
+from kernels import get_family
 
 router = APIRouter(prefix="/campaigns", tags=["dashboard"])
 
@@ -37,7 +40,8 @@ class PointRead(BaseModel):
     parent_id: str | None
     accepted: bool
     avg_us: float | None
-    tflops: float | None
+    #: in the page's ``unit``
+    throughput: float | None
     runs_us: list[float] | None
     decision: DecisionRead | None
     compile_s: float | None
@@ -54,14 +58,36 @@ class PointPage(BaseModel):
 
     campaign_id: str
     status: str
+    #: the family's metric: ``TFLOP/s`` or ``GB/s``, and what its peak is
+    unit: str
+    peak_label: str
+    vendor: str | None
     vendor_us: float | None
-    vendor_tflops: float | None
-    peak_tflops: float | None
+    vendor_throughput: float | None
+    peak: float | None
     started_at: dt.datetime | None
     items: list[PointRead]
     total: int
     limit: int
     offset: int
+
+
+def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
+               offset: int = 0) -> PointPage:
+    """A page of the campaign's points with the plot's reference lines (what ``GET
+    /campaigns/{id}/points`` answers; ``tuneforge report`` builds the same from a local
+    database)."""
+    items, total = campaign_points(session, campaign, limit=limit, offset=offset)
+    vendor = campaign.throughput(campaign.vendor_us)
+    family = get_family(campaign.kernel)
+    return PointPage(campaign_id=campaign.id, status=campaign.status,
+                     unit=family.metric.unit, peak_label=family.metric.peak_label,
+                     vendor=family.vendor.name if family.vendor else None,
+                     vendor_us=campaign.vendor_us,
+                     vendor_throughput=round(vendor, 4) if vendor else None,
+                     peak=campaign_peak(session, campaign), started_at=aware(campaign.started_at),
+                     items=[PointRead.model_validate(p) for p in items], total=total,
+                     limit=limit if limit is not None else total, offset=offset)
 
 
 @router.get("/{campaign_id}/points", response_model=PointPage,
@@ -71,11 +97,4 @@ def points(campaign: CampaignDep, session: SessionDep,
            offset: OffsetQuery = 0) -> PointPage:
     """Every candidate as a compact point, by iteration, a page at a time (``elapsed_s``:
     seconds from the campaign's start to the candidate's result)."""
-    items, total = campaign_points(session, campaign, limit=limit, offset=offset)
-    vendor = tflops(campaign.m, campaign.n, campaign.k, campaign.vendor_us)
-    return PointPage(campaign_id=campaign.id, status=campaign.status,
-                     vendor_us=campaign.vendor_us,
-                     vendor_tflops=round(vendor, 4) if vendor else None,
-                     peak_tflops=peak_tflops(campaign), started_at=aware(campaign.started_at),
-                     items=[PointRead.model_validate(p) for p in items], total=total,
-                     limit=limit, offset=offset)
+    return point_page(session, campaign, limit=limit, offset=offset)

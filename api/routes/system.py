@@ -6,61 +6,72 @@ import datetime as dt
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
 
 from api.deps import SessionDep, SettingsDep, TeamDep
 from api.events import SENT
 from api.schemas import (
-    MAX_DIM,
     PRINTABLE,
     HistoryEntry,
-    ShapeModel,
     WorkerRead,
     error_responses,
 )
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
+from kernels import get_family
 
 router = APIRouter(tags=["system"])
 
 
-Size = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
 Name = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)]
+ShapeText = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE, description=(
+    "the family's shape text, e.g. 4096x4096x4096 or rows=8192,cols=32768 (needs kernel)"))]
 
 
 @router.get("/history", response_model=list[HistoryEntry], responses=error_responses(401))
-def history(session: SessionDep, team: TeamDep, kernel: Name = None, m: Size = None,
-            n: Size = None, k: Size = None, gpu: Name = None) -> list[HistoryEntry]:
+def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: ShapeText = None,
+            gpu: Name = None) -> list[HistoryEntry]:
     """The team's best result per kernel, shape and GPU, across all its campaigns; of campaigns
     whose best times tie, the one that finished first is credited (then the one created first)."""
+    wanted = None
+    if shape is not None:
+        if kernel is None:
+            raise RequestValidationError([{"loc": ["query", "shape"], "type": "value_error",
+                                           "msg": "shape needs kernel (its family parses it)"}])
+        try:
+            wanted = get_family(kernel).parse_dims(shape)
+        except ValueError as exc:
+            raise RequestValidationError([{"loc": ["query", "shape"], "type": "value_error",
+                                           "msg": str(exc)}]) from None
     query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
                        Campaign.created_at, Campaign.id))
-    for column, value in ((Campaign.kernel, kernel), (Campaign.m, m), (Campaign.n, n),
-                          (Campaign.k, k), (Campaign.gpu_name, gpu)):
+    for column, value in ((Campaign.kernel, kernel), (Campaign.gpu_name, gpu)):
         if value is not None:
             query = query.where(column == value)
     best: dict[tuple[object, ...], HistoryEntry] = {}
     for campaign, cand in session.execute(query).all():
-        key = (campaign.kernel, campaign.m, campaign.n, campaign.k, campaign.gpu_name,
-               campaign.backend)
+        if wanted is not None and campaign.dims != wanted.as_dict():
+            continue
+        key = (campaign.kernel, campaign.shape_text, campaign.gpu_name, campaign.backend)
         assert cand.avg_us is not None
         seen = best.get(key)
         count = (seen.campaigns if seen else 0) + 1
         if seen is None or cand.avg_us < seen.avg_us:
-            flops = 2 * campaign.m * campaign.n * campaign.k
             best[key] = HistoryEntry(
-                kernel=campaign.kernel, shape=ShapeModel(m=campaign.m, n=campaign.n,
-                                                         k=campaign.k),
-                gpu=campaign.gpu_name, backend=campaign.backend, avg_us=cand.avg_us,
-                throughput_tflops=round(flops / (cand.avg_us * 1e-6) / 1e12, 4),
+                kernel=campaign.kernel, shape=dict(campaign.dims),
+                shape_text=campaign.shape_text, gpu=campaign.gpu_name,
+                backend=campaign.backend, avg_us=cand.avg_us,
+                throughput=round(campaign.throughput(cand.avg_us) or 0.0, 4),
+                unit=campaign.metric.unit,
                 params=cand.params, campaign_id=campaign.id, candidate_id=cand.id,
                 campaigns=count, finished_at=campaign.finished_at)
         else:
             seen.campaigns = count
-    return sorted(best.values(), key=lambda e: (e.kernel, e.shape.m, e.shape.n, e.shape.k,
+    return sorted(best.values(), key=lambda e: (e.kernel, tuple(e.shape.values()),
                                                 e.gpu or ""))
 
 

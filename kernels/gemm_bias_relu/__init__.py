@@ -105,6 +105,7 @@ class GemmBiasRelu:
     transforms = TRANSFORMS
     baseline = BASELINE
     dims = DIMS
+    default_dims = Shape(4096, 4096, 4096)
     signature = SIGNATURE
     metric = Metric("flops", "2 * m * n * k", "fp32_ffma", doc="2·M·N·K floating-point operations")
     correctness = CorrectnessRule(

@@ -7,11 +7,11 @@ from typing import Any
 from kernels.base import Dims
 from kernels.family import Dim, parse_dims
 
-#: M, N, K; bounded by the grid and 32-bit index arithmetic of the kernels.
+#: M, N, K; each at most 65536 (the kernels' 32-bit index arithmetic and the grid's limits).
 DIMS: tuple[Dim, ...] = (
-    Dim("m", "rows of A and C", 1, 1 << 20),
-    Dim("n", "columns of B and C", 1, 1 << 20),
-    Dim("k", "columns of A, rows of B (the reduction)", 1, 1 << 20),
+    Dim("m", "rows of A and C", 1, 1 << 16),
+    Dim("n", "columns of B and C", 1, 1 << 16),
+    Dim("k", "columns of A, rows of B (the reduction)", 1, 1 << 16),
 )
 
 

@@ -68,4 +68,4 @@ def campaign_shape(db_url: str, campaign_id: str) -> Shape:
     with session_scope(db_url) as s:
         c = s.get(Campaign, campaign_id)
         assert c is not None
-        return Shape(c.m, c.n, c.k)
+        return Shape.of(c.problem)
