@@ -219,7 +219,7 @@ def tune(
         campaign_id = campaign.id
 
     unit = family.metric.unit
-    vendor_name = family.vendor.name.split(" (")[0] if family.vendor else "vendor"
+    vendor_name = family.vendor.name if family.vendor else "vendor"
     progress = Progress(TextColumn("[bold]tuning[/]"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
                         console=err_console, transient=False, disable=as_json)

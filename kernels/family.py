@@ -298,8 +298,11 @@ class Vendor:
     dict) and returns a function that runs the vendor's operator once.
     """
 
+    #: short, as tables and plots name it (``cuBLAS fp32``)
     name: str
     module: str
+    #: what exactly runs (``torch.addmm + relu_, TF32 off``)
+    doc: str = ""
 
 
 # ---- the rule-book context and the family protocol -------------------------------------------
@@ -452,6 +455,7 @@ def describe(family: KernelFamily) -> dict[str, Any]:
         "correctness": family.correctness.kind,
         "distributions": [d.name for d in family.distributions],
         "edge_shapes": [str(s) for s in family.edge_shapes],
-        "vendor": family.vendor.name if family.vendor else None,
+        "vendor": (f"{family.vendor.name} ({family.vendor.doc})" if family.vendor
+                   and family.vendor.doc else family.vendor.name if family.vendor else None),
         "transforms": family.transforms.names(),
     }

@@ -19,15 +19,16 @@ from core.db import upgrade_database
 #: leaderboard holding NaN, ``{out}`` where an output would go (it must stay absent).
 CASES: list[tuple[list[str], int, str]] = [
     # tune: sizes, names, budgets, tolerances — each refused before anything runs
-    (["tune", "--shape", "0x4x4"], 2, "error: shape.m must be an integer >= 1, got 0"),
+    (["tune", "--shape", "0x4x4"], 2, "error: --shape: shape.m must be in [1, 65536], got 0"),
     (["tune", "--shape", "axb"], 2,
-     "shape must look like MxNxK (e.g. 4096x4096x4096), got 'axb'"),
+     "shape must look like MxNxK (e.g. 4096x4096x4096) or m=...,n=...,k=..., got 'axb'"),
     (["tune", "--shape", "-1x2x3"], 2, "shape must look like MxNxK"),
     (["tune", "--shape", "4096x4096"], 2, "shape must look like MxNxK"),
     (["tune", "--shape", "70000x1x1"], 2,
-     "error: --shape: m: Input should be less than or equal to 65536"),
+     "error: --shape: shape.m must be in [1, 65536], got 70000"),
+    (["tune", "--shape", "m=1,n=2"], 2, "error: --shape: shape: missing k (dimensions: m, n, k)"),
     (["tune", "--shape", "65536x65536x65536"], 2,
-     "error: --shape: 65536x65536x65536 needs 80.1 GiB for A, B, C, bias and the fp64 "
+     "error: --shape: 65536x65536x65536 needs 112.1 GiB for A, B, bias, C and the fp64 "
      "reference, more than the 80 GiB a campaign may use (TUNEFORGE_GPU_MEMORY_GIB)"),
     (["tune", "--policy", "genius"], 2,
      "error: unknown policy 'genius'; known: expert, optuna, random, llm"),
@@ -54,7 +55,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["tune", "--gpus", "x"], 2, "error: --gpus must list GPU indices like 0,1, got 'x'"),
     (["tune", "--profile", "heavy"], 2, "error: --profile must be light or full, not 'heavy'"),
     (["tune", "--kernel", "conv2d"], 2,
-     "error: unknown kernel family 'conv2d'; known: gemm_bias_relu"),
+     "error: --kernel: unknown kernel family 'conv2d'; known: gemm_bias_relu"),
     (["tune", "--leaderboard", "{nan_board}"], 2,
      "error: --leaderboard: leaderboard times must be finite numbers > 0 (µs)"),
     (["tune", "--colour", "blue"], 2, "No such option: --colour"),
@@ -77,15 +78,15 @@ CASES: list[tuple[list[str], int, str]] = [
      "error: --params: parameter smem must be true/false, got 'yes'"),
     (["render", "--params", '{"block_x": 7}'], 1,
      "error: rejected: out_of_domain: block_x=7 is outside [8, 16, 32, 64, 128, 256]"),
-    (["render", "--kernel", "conv2d"], 2, "error: unknown kernel family 'conv2d'"),
+    (["render", "--kernel", "conv2d"], 2, "error: --kernel: unknown kernel family 'conv2d'"),
     (["compile", "--arch", "sm_1", "--json"], 2, "error: --arch: unknown arch 'sm_1'; known:"),
     (["compile", "--arch", "", "--json"], 2, "error: --arch: unknown arch ''"),
     (["compile", "--actions", "apply_magic()", "--json"], 2,
      "error: --actions: unknown action 'apply_magic'"),
     # evaluate
-    (["evaluate", "--shape", "0x1x1"], 2, "error: shape.m must be an integer >= 1, got 0"),
+    (["evaluate", "--shape", "0x1x1"], 2, "error: --shape: shape.m must be in [1, 65536], got 0"),
     (["evaluate", "--shape", "99999999x8x8"], 2,
-     "error: --shape: m: Input should be less than or equal to 65536"),
+     "error: --shape: shape.m must be in [1, 65536], got 99999999"),
     (["evaluate", "--tolerance", "nan"], 2, "error: --tolerance: Input should be a finite number"),
     (["evaluate", "--tolerance", "-1"], 2, "error: --tolerance: Input should be greater than 0"),
     (["evaluate", "--backend", "tpu"], 2, "error: --backend must be auto, gpu or replay"),

@@ -180,7 +180,7 @@ def test_key_is_asked_once_then_campaigns_are_listed(browser: Any, server: Serve
     assert cells[0] == cid[:8]
     assert cells[1].startswith("done")
     assert cells[5] == "40 / 40"
-    assert cells[6] == f"{tflops:.2f}"
+    assert cells[6] == f"{tflops:.2f} TFLOP/s"
     assert cells[7] == f"{pct:.1f}%"
     page.screenshot(path=str(artifacts / "campaigns.png"), full_page=True)
     page.goto(server.url + "/ui/history")  # the key is kept: no second question
@@ -210,7 +210,7 @@ def test_campaign_page_plots_every_candidate_by_status(page: Page, done: tuple[T
         assert attr(pg, f"#plot-{plot}", "data-points") == str(len(rows))
         assert attr(pg, f"#plot-{plot}", "data-drawn-points") == str(len(rows))
         legend = pg.inner_text(f"#plot-{plot} .u-legend")
-        for label in ("best so far", "cuBLAS fp32 50.4", "FP32 peak 66.9", "ok (30)",
+        for label in ("best so far", "cuBLAS fp32 50.4", "FP32 FMA peak 66.9", "ok (30)",
                       "compile_error (5)", "wrong (2)", "crashed (2)", "timeout (1)"):
             assert label in legend, (plot, label, legend)
     with db.sessions() as s:
@@ -404,7 +404,8 @@ def test_history_shows_the_teams_best_per_kernel_shape_and_gpu(page: Page,
     assert cells[0] == "gemm_bias_relu"
     assert cells[1] == "4096×4096×4096"
     assert cells[2].startswith("NVIDIA H200")
-    assert cells[3] == f"{2 * 4096**3 / (best.best_us * 1e-6) / 1e12:.2f}"  # type: ignore[operator]
+    rate = 2 * 4096**3 / (best.best_us * 1e-6) / 1e12  # type: ignore[operator]
+    assert cells[3] == f"{rate:.2f} TFLOP/s"
     assert cells[5] == str(len(campaigns))
     assert cells[7] == best.id[:8]
     pg.screenshot(path=str(artifacts / "history.png"), full_page=True)

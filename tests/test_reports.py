@@ -72,13 +72,16 @@ def test_points_carry_every_candidate_with_its_decision_and_time(
     body = client.get(f"/api/v1/campaigns/{cid}/points", headers={"X-API-Key": db.key}).json()
     assert body["total"] == len(rows) == 40
     assert [p["id"] for p in body["items"]] == [c.id for c in rows]
-    assert body["vendor_tflops"] == pytest.approx(50.42, abs=0.01)  # cuBLAS, recorded on the H200
-    assert body["peak_tflops"] == pytest.approx(66.9, abs=0.1)
+    assert body["unit"] == "TFLOP/s"
+    assert body["vendor"].startswith("cuBLAS fp32")
+    assert body["vendor_throughput"] == pytest.approx(50.42, abs=0.01)  # recorded on the H200
+    assert body["peak"] == pytest.approx(66.9, abs=0.1)  # the FP32 FMA peak of the H200
+    assert body["peak_label"] == "FP32 FMA peak"
     by_iteration = {p["iteration"]: p for p in body["items"]}
     for iteration, status in FAILURES.items():
         point = by_iteration[iteration]
         assert point["status"] == status
-        assert point["tflops"] is None
+        assert point["throughput"] is None
         assert not point["accepted"]
         assert status in point["decision"]["reason"]
     best = next(p for p in body["items"] if p["id"] == next(c for c in rows if c.accepted
@@ -185,7 +188,7 @@ def test_report_writes_both_plots_and_a_summary_with_the_accepted_steps(
         assert cand.reason.replace("|", "\\|") in section
         assert "above the 0.5% threshold" in section
     assert "speedup over the baseline: **" in md
-    assert "% of cuBLAS: **" in md
+    assert "% of cuBLAS fp32: **" in md
     paid = md.split("## Transforms that paid")[1].split("## Outcomes")[0]
     assert "`apply_coalesce`" in paid
     assert "![convergence-time](convergence-time.png)" in md
@@ -346,7 +349,7 @@ def test_formats_are_pure_and_order_parameters_by_domain() -> None:
     rows: list[dict[str, Any]] = [
             {"params": {"b": True, "a": 4}, "status": "ok", "gpu_seconds": 0.5,
              "perf": {"avg_us": 2000.0, "runs_us": [1999.0, 2000.0, 2001.0],
-                      "throughput_tflops": 1.5}, "compile": {"seconds": 0.2}},
+                      "throughput": 1.5, "unit": "TFLOP/s"}, "compile": {"seconds": 0.2}},
             {"params": {"b": False, "a": 8}, "status": "rejected"}]
     cache = formats.kt_cache(rows, domains={"a": (4, 8), "b": (False, True)}, device_name="X",
                              kernel_name="k", problem_size=[1, 2, 3], timestamp="t")
@@ -359,6 +362,13 @@ def test_formats_are_pure_and_order_parameters_by_domain() -> None:
     t4 = formats.t4_results(rows)
     assert [r["invalidity"] for r in t4["results"]] == ["correct", "constraints"]
     assert t4["results"][0]["times"]["runtimes"] == [1.999, 2.0, 2.001]
+    assert {"name": "GFLOP/s", "value": 1500.0, "unit": "GFLOP/s"} in \
+        t4["results"][0]["measurements"]
+    # a bytes metric keeps its own unit
+    rows[0]["perf"] = {**rows[0]["perf"], "throughput": 3900.0, "unit": "GB/s"}
+    assert formats.kt_cache(rows, domains={"a": (4, 8), "b": (False, True)}, device_name="X",
+                            kernel_name="k", problem_size=[1, 2], timestamp="t"
+                            )["cache"]["4,1"]["GB/s"] == 3900.0
 
 
 def test_every_command_has_help_with_examples() -> None:

@@ -89,7 +89,7 @@ def test_bad_input_from_the_console_script(tuneforge_home: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--shape", "0x1x1"], "error: shape.m must be an integer >= 1, got 0"),
+    (["--shape", "0x1x1"], "error: --shape: shape.m must be in [1, 65536], got 0"),
     (["--shape", "2048x2048x2048", "--backend", "replay"],
      "error: --shape: the replay dataset has no measurement at shape 2048x2048x2048; "
      "it has 4096x4096x4096"),

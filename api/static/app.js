@@ -174,8 +174,10 @@ function fmt(value, digits) {
 }
 function fmtUs(us) { return us ? `${fmt(us, 1)} µs` : "–"; }
 function fmtPct(value, digits) { return value === null || value === undefined ? "–" : `${fmt(value, digits === undefined ? 1 : digits)}%`; }
-function shapeText(shape) { return `${shape.m}×${shape.n}×${shape.k}`; }
-function tflopsOf(shape, us) { return us ? (2 * shape.m * shape.n * shape.k) / (us * 1e-6) / 1e12 : null; }
+// a shape as the family writes it (the API sends it with every campaign and history entry)
+function shapeText(item) { return (item.shape_text || Object.values(item.shape || {}).join("x")).replaceAll("x", "×"); }
+// the unit a campaign's throughputs are in (TFLOP/s for a flops metric, GB/s for bytes moved)
+function unitOf(item) { return (item.metric && item.metric.unit) || item.unit || "TFLOP/s"; }
 function when(iso) {
   if (!iso) return "–";
   const date = new Date(iso);

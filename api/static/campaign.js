@@ -46,21 +46,23 @@ function renderStats() {
   const c = state.campaign;
   const best = c.best || {};
   const base = c.baseline || {};
-  const vendor = state.page.vendor_tflops;
-  const peak = state.page.peak_tflops;
-  document.title = `tuneforge · ${c.id.slice(0, 8)} · ${c.kernel} ${shapeText(c.shape)}`;
+  const vendor = state.page.vendor_throughput;
+  const peak = state.page.peak;
+  const unit = unitOf(c);
+  const vendorName = state.page.vendor || "vendor";
+  document.title = `tuneforge · ${c.id.slice(0, 8)} · ${c.kernel} ${shapeText(c)}`;
   document.getElementById("title").replaceChildren(`Campaign ${c.id.slice(0, 8)} · `,
-    el("span", { style: { fontWeight: 400 } }, `${c.kernel} ${shapeText(c.shape)}`));
+    el("span", { style: { fontWeight: 400 } }, `${c.kernel} ${shapeText(c)}`));
   document.getElementById("stats").replaceChildren(
     stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
-    stat("best TFLOP/s", fmt(best.throughput_tflops),
+    stat(`best ${unit}`, fmt(best.throughput),
       best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : running() ? "no correct kernel yet" : "no correct kernel", "best"),
-    stat("% of cuBLAS", fmtPct(c.pct_of_vendor), vendor ? `cuBLAS fp32 ${fmt(vendor)} TFLOP/s` : "no cuBLAS time", "vendor"),
+    stat(`% of ${vendorName}`, fmtPct(c.pct_of_vendor), vendor ? `${vendorName} ${fmt(vendor)} ${unit}` : "no vendor time", "vendor"),
     stat("speedup vs baseline", c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–",
-      base.throughput_tflops ? `baseline ${fmt(base.throughput_tflops)} TFLOP/s` : "", "speedup"),
+      base.throughput ? `baseline ${fmt(base.throughput)} ${unit}` : "", "speedup"),
     stat("evaluations", `${c.evaluations} / ${c.budget.iterations}`, `${fmt(c.gpu_seconds, 1)} GPU s`, "evaluations"),
-    stat("FP32 peak", peak ? `${fmt(peak, 1)}` : "–",
-      peak && best.throughput_tflops ? `best is ${fmtPct(100 * best.throughput_tflops / peak)} of peak` : "TFLOP/s", "peak"),
+    stat(state.page.peak_label || "peak", peak ? `${fmt(peak, 1)}` : "–",
+      peak && best.throughput ? `best is ${fmtPct(100 * best.throughput / peak)} of peak` : unit, "peak"),
     stat("policy · backend", `${c.policy}`, `${c.backend} · ${c.gpu || "unknown GPU"}`, "policy"));
 }
 
@@ -69,7 +71,7 @@ function plotRows(by) {
   const key = by === "iteration" ? "iteration" : "elapsed_s";
   return state.points.filter((p) => FINAL.has(p.status) && p[key] !== null && p[key] !== undefined)
     .sort((a, b) => (a[key] - b[key]) || (a.iteration - b.iteration))
-    .map((p) => ({ point: p, x: p[key], y: p.status === "ok" && p.tflops ? p.tflops : 0 }));
+    .map((p) => ({ point: p, x: p[key], y: p.status === "ok" && p.throughput ? p.throughput : 0 }));
 }
 
 function plotData(by) {
@@ -78,21 +80,21 @@ function plotData(by) {
   const xs = rows.map((r) => r.x);
   let best = null;
   const bestLine = rows.map((r) => {
-    if (r.point.accepted && r.point.tflops) best = Math.max(best || 0, r.point.tflops);
+    if (r.point.accepted && r.point.throughput) best = Math.max(best || 0, r.point.throughput);
     return best;
   });
   const series = [{ label: by === "iteration" ? "iteration" : "seconds" },
     { label: "best so far", stroke: "#1971c2", width: 2, paths: uPlot.paths.stepped({ align: 1 }),
       points: { show: false } }];
   const data = [xs, bestLine];
-  const vendor = state.page.vendor_tflops;
-  const peak = state.page.peak_tflops;
+  const vendor = state.page.vendor_throughput;
+  const peak = state.page.peak;
   if (vendor) {
-    series.push({ label: `cuBLAS fp32 ${fmt(vendor, 1)}`, stroke: "#e03131", width: 1.5, dash: [6, 4], points: { show: false } });
+    series.push({ label: `${state.page.vendor || "vendor"} ${fmt(vendor, 1)}`, stroke: "#e03131", width: 1.5, dash: [6, 4], points: { show: false } });
     data.push(xs.map(() => vendor));
   }
   if (peak) {
-    series.push({ label: `FP32 peak ${fmt(peak, 1)}`, stroke: "#495057", width: 1.5, dash: [2, 4], points: { show: false } });
+    series.push({ label: `${state.page.peak_label || "peak"} ${fmt(peak, 1)}`, stroke: "#495057", width: 1.5, dash: [2, 4], points: { show: false } });
     data.push(xs.map(() => peak));
   }
   const firstStatus = series.length;
@@ -107,7 +109,7 @@ function plotData(by) {
 }
 
 function plotTop(model) {
-  return Math.max(...model.rows.map((r) => r.y), state.page.vendor_tflops || 0, state.page.peak_tflops || 0);
+  return Math.max(...model.rows.map((r) => r.y), state.page.vendor_throughput || 0, state.page.peak || 0);
 }
 
 // uPlot draws a series' legend label once, when the plot is made: a live campaign's plot keeps
@@ -192,13 +194,13 @@ function buildPlot(name) {
   const opts = {
     width: Math.max(320, container.clientWidth), height: PLOT_HEIGHT,
     // a little room below 0, so that failed candidates (drawn at 0) are whole and clickable;
-    // the top follows the points of a live campaign (a kernel may pass the FP32 peak)
+    // the top follows the points of a live campaign (a kernel may pass the peak)
     scales: { x: { time: false }, y: { range: () => {
       const top = plotTop(plot.model);
       return [-(top * 0.04 || 0.04), top * 1.08 || 1];
     } } },
     axes: [{ label: name === "iteration" ? "iteration" : "seconds since the campaign started" },
-      { label: "TFLOP/s" }],
+      { label: state.page.unit || "TFLOP/s" }],
     series: model.series,
     cursor: { drag: { x: true, y: false, setScale: true }, points: { show: false } },
     legend: { live: false },
@@ -231,7 +233,7 @@ function chainRow(p) {
   el("td", { class: "why" }, el("code", {}, p.action || "baseline"), " ",
     el("span", { class: "muted" }, `· ${p.proposed_by || ""}`), el("div", {}, p.reason || "")),
   el("td", { class: "why" }, statusBadge(p.status), " ",
-    p.tflops ? el("b", {}, `${fmt(p.tflops)} TFLOP/s `) : "",
+    p.throughput ? el("b", {}, `${fmt(p.throughput)} ${state.page.unit || ""} `) : "",
     decided ? el("span", { class: p.accepted ? "acc" : "rej" }, p.accepted ? "✓ accepted" : "✗ reverted")
       : el("span", { class: "muted" }, "in flight"),
     el("div", {}, decided ? (d.reason || p.error || "") : "")));
@@ -357,7 +359,7 @@ async function renderCandidate(candidateId) {
       ["decision", d.reason],
       ["parent", parent ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(parent.id); } },
         `#${parent.iteration} ${parent.action || "baseline"}`) : "none (the baseline)"],
-      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput_tflops)} TFLOP/s · ${fmtPct(perf.pct_of_vendor)} of cuBLAS · spread ${fmtPct(perf.spread_pct, 2)}` : null],
+      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput ?? perf.throughput_tflops)} ${perf.unit || "TFLOP/s"} · ${fmtPct(perf.pct_of_vendor)} of ${state.page.vendor || "the vendor"} · spread ${fmtPct(perf.spread_pct, 2)}` : null],
       ["runs", perf.runs_us ? perf.runs_us.map((r) => fmt(r, 1)).join(", ") + " µs" : null],
       ["compile", comp.seconds !== undefined ? `${fmt(comp.seconds)} s · ${comp.regs_per_thread ?? "–"} registers · ${comp.smem_bytes ?? "–"} B smem · ${comp.spill_bytes ?? "–"} B spills${comp.error ? ` · ${comp.error}` : ""}` : null],
       ["correctness", corr.tolerance !== undefined ? `${corr.passed ? "passed" : "failed"} · norm-relative error ${sci(corr.rel_err)} · max scaled error ${sci(corr.max_scaled_err)} (tolerance ${sci(corr.tolerance)})${corr.reason ? ` · ${corr.reason}` : ""}` : null],

@@ -1,4 +1,5 @@
-// The campaigns page: the team's campaigns with status, best TFLOP/s, % of cuBLAS, evaluations.
+// The campaigns page: the team's campaigns with status, best throughput (in the family's unit),
+// % of the vendor's time, evaluations.
 "use strict";
 
 let campaigns = [];
@@ -10,11 +11,11 @@ function campaignRow(c) {
     el("td", {}, el("a", { href, class: "mono" }, c.id.slice(0, 8))),
     el("td", {}, statusBadge(c.status, CAMPAIGN_COLOURS),
       c.status_reason ? el("div", { class: "hint" }, c.status_reason) : null),
-    el("td", {}, c.kernel, el("div", { class: "hint" }, shapeText(c.shape))),
+    el("td", {}, c.kernel, el("div", { class: "hint" }, shapeText(c))),
     el("td", {}, c.policy),
     el("td", {}, c.backend, el("div", { class: "hint" }, c.gpu || "–")),
     el("td", { class: "num" }, `${c.evaluations} / ${c.budget.iterations}`),
-    el("td", { class: "num" }, fmt(best.throughput_tflops)),
+    el("td", { class: "num" }, best.throughput !== undefined ? `${fmt(best.throughput)} ${unitOf(c)}` : "–"),
     el("td", { class: "num" }, fmtPct(c.pct_of_vendor)),
     el("td", { class: "num" }, c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–"),
     el("td", {}, when(c.created_at)));
@@ -22,8 +23,8 @@ function campaignRow(c) {
 
 function render() {
   const needle = document.getElementById("filter").value.trim().toLowerCase();
-  const shown = campaigns.filter((c) => !needle || [c.id, c.status, c.kernel, shapeText(c.shape),
-    `${c.shape.m}x${c.shape.n}x${c.shape.k}`, c.gpu, c.policy, c.backend]
+  const shown = campaigns.filter((c) => !needle || [c.id, c.status, c.kernel, shapeText(c),
+    c.shape_text, c.gpu, c.policy, c.backend]
     .join(" ").toLowerCase().includes(needle));
   const body = document.querySelector("#campaigns tbody");
   body.replaceChildren(...shown.map(campaignRow));

@@ -10,14 +10,14 @@ function paramsCell(params) {
 
 function render() {
   const needle = document.getElementById("filter").value.trim().toLowerCase();
-  const shown = entries.filter((e) => !needle || [e.kernel, shapeText(e.shape),
-    `${e.shape.m}x${e.shape.n}x${e.shape.k}`, e.gpu, e.backend].join(" ").toLowerCase().includes(needle));
+  const shown = entries.filter((e) => !needle || [e.kernel, shapeText(e),
+    e.shape_text, e.gpu, e.backend].join(" ").toLowerCase().includes(needle));
   const body = document.querySelector("#history tbody");
   body.replaceChildren(...shown.map((e) => el("tr", { dataset: { campaign: e.campaign_id } },
     el("td", {}, e.kernel),
-    el("td", { class: "mono" }, shapeText(e.shape)),
+    el("td", { class: "mono" }, shapeText(e)),
     el("td", {}, e.gpu || "–", el("div", { class: "hint" }, e.backend)),
-    el("td", { class: "num" }, fmt(e.throughput_tflops)),
+    el("td", { class: "num" }, `${fmt(e.throughput)} ${e.unit}`),
     el("td", { class: "num" }, fmtUs(e.avg_us)),
     el("td", { class: "num" }, e.campaigns),
     el("td", {}, paramsCell(e.params)),

@@ -113,8 +113,8 @@ class GemmBiasRelu:
                       "within the tolerance; NaN, Inf and unwritten elements fail")
     distributions = DISTRIBUTIONS
     edge_shapes = EDGE_SHAPES
-    vendor = Vendor("cuBLAS fp32 (torch.addmm + relu_, TF32 off)",
-                    "kernels.gemm_bias_relu.vendor")
+    vendor = Vendor("cuBLAS fp32", "kernels.gemm_bias_relu.vendor",
+                    doc="torch.addmm + relu_, TF32 off")
 
     def parse_dims(self, text: str) -> Shape:
         """``4096x4096x4096`` or ``m=4096,n=4096,k=4096``."""

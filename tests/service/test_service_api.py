@@ -109,9 +109,10 @@ def test_revoked_and_rotated_keys_are_refused(stack: Stack, make_team: Any) -> N
 
 
 BAD_BODIES: list[tuple[dict[str, Any], list[str | int]]] = [
-    ({"shape": {"m": 0, "n": 4096, "k": 4096}}, ["body", "shape", "m"]),
-    ({"shape": {"m": 4096, "n": 70000, "k": 4096}}, ["body", "shape", "n"]),
-    ({"shape": {"m": 4096, "n": 4096}}, ["body", "shape", "k"]),
+    ({"shape": {"m": 0, "n": 4096, "k": 4096}}, ["body", "shape"]),
+    ({"shape": {"m": 4096, "n": 70000, "k": 4096}}, ["body", "shape"]),
+    ({"shape": {"m": 4096, "n": 4096}}, ["body", "shape"]),
+    ({"shape": {"m": 4096, "n": "4096", "k": 4096}}, ["body", "shape", "n"]),
     ({"shape": {"m": 65536, "n": 65536, "k": 65536}}, ["body", "shape"]),
     ({"shape": SHAPE, "tolerance": 0.5}, ["body", "tolerance"]),
     ({"shape": SHAPE, "tolerance": 0}, ["body", "tolerance"]),

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from core.db import session_scope
@@ -191,8 +192,10 @@ def test_history_workers_metrics_and_health(stack: Stack, make_team: Any) -> Non
         assert client.get("/history").json() == []
         ids = [submit(client, budget={"iterations": 6}, seed=s) for s in (3, 4)]
         finals = [wait_finished(client, cid, stack=stack) for cid in ids]
-        history = client.get("/history", params={"kernel": "gemm_bias_relu", "m": 4096}).json()
-        other_shape = client.get("/history", params={"m": 2048}).json()
+        history = client.get("/history", params={"kernel": "gemm_bias_relu",
+                                                 "shape": "4096x4096x4096"}).json()
+        other_shape = client.get("/history", params={"kernel": "gemm_bias_relu",
+                                                     "shape": "m=2048,n=2048,k=2048"}).json()
         listed = client.get("/campaigns").json()
         workers = client.get("/workers").json()
         metrics = client.get("/metrics")
@@ -203,6 +206,11 @@ def test_history_workers_metrics_and_health(stack: Stack, make_team: Any) -> Non
     assert entry["avg_us"] == min(f["best"]["avg_us"] for f in finals)
     assert entry["gpu"] == "NVIDIA H200"
     assert entry["backend"] == "replay"
+    assert entry["shape"] == {"m": 4096, "n": 4096, "k": 4096}
+    assert entry["shape_text"] == "4096x4096x4096"
+    assert entry["unit"] == "TFLOP/s"
+    assert entry["throughput"] == pytest.approx(2 * 4096**3 / (entry["avg_us"] * 1e-6) / 1e12,
+                                                rel=1e-3)
     assert other_shape == []
     assert [c["id"] for c in listed] == ids[::-1]  # newest first, only this team's
     assert {w["role"] for w in workers} == {"agent", "compile", "gpu"}
