@@ -92,7 +92,10 @@ def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None
     for action in order:
         if action is None:
             continue
-        result = TRANSFORMS.apply(node, action)
+        try:
+            result = TRANSFORMS.apply(node, action)
+        except ValueError:  # an argument outside the transform's domain
+            return None
         if isinstance(result, Rejection):
             if result.reason == "no_change":
                 continue
