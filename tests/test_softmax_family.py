@@ -408,3 +408,36 @@ def test_moves_are_valid_fresh_and_allowed() -> None:
     assert banned
     assert all("apply_cluster" not in t for t, _ in banned)
     assert FAMILY.expert_moves(RuleCtx(None, None)) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(POINTS, st.integers(1, 1 << 19), st.integers(0, 3))
+def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
+                                                 misalign: int) -> None:
+    """The template's split of a row (scalar head up to the first aligned element, vectors,
+    scalar tail) and its thread assignment, with the extra registers the family sizes: every
+    element read and written by exactly one thread, the held path only where the row fits."""
+    q = p.canonical()
+    if FAMILY.validate(q) is not None:
+        return
+    source = FAMILY.render(q)
+    assert f"#define EXTRA {q.extra_slots}" in source
+    assert "cols <= CHUNKS * G * V" in source or q.passes != 1
+    for v in {q.vec, 1}:  # the point's width and the fallback for x, y aligned differently
+        head = 0 if v == 1 else min(cols, (-misalign) % v)
+        nv = (cols - head) // v
+        tail = head + nv * v
+        nextra = cols - nv * v
+        g_threads = q.group_threads
+        seen = [0] * cols
+        for i in range(nv):
+            for k in range(v):
+                seen[head + i * v + k] += 1
+        for i in range(nextra):
+            seen[i if i < head else tail + i - head] += 1
+        assert seen == [1] * cols
+        assert head < v
+        assert cols - tail < v
+        if q.passes == 1 and cols <= q.chunks * g_threads * v:
+            assert nv <= q.chunks * g_threads  # every vector has a register
+            assert nextra <= q.extra_slots * g_threads  # every scalar has a register
