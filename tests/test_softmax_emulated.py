@@ -163,3 +163,21 @@ def test_points_cover_every_path() -> None:
     assert any(p.row_threads > 32 and p.rows_per_cta > 1 for p in points)
     assert any(p.row_threads < 32 for p in points)
     assert replace(FAMILY.baseline) in points
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(8192, 8192), (4096, 32768), (256, 262144),
+                                            (3, 1000003)])
+def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Path) -> None:
+    """The rule book's plans for long rows (CTAs of 512 and 1024 threads, clusters of 2 and 8,
+    the two-pass point past every capacity) at their capacity's edges, misaligned."""
+    p = plan(rows, cols)
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(cols)
+    cap = p.capacity or 3 * p.group_threads * p.vec * p.unroll
+    for r, c, dist, xoff, yoff in ((1, cap - 3, "neg_inf", 1, 1), (1, cap + 1, "normal", 0, 0),
+                                   (2, 4099, "large", 2, 0)):
+        x = inputs(dist, r, c, rng)
+        y = run(binary, p, r, c, x, xoff, yoff, tmp_path)
+        worst, norm = judge(x, y, r, c)
+        assert worst <= TOL, (r, c, dist, worst)
+        assert norm <= TOL, (r, c, dist, norm)
