@@ -441,3 +441,17 @@ def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
         if q.passes == 1 and cols <= q.chunks * g_threads * v:
             assert nv <= q.chunks * g_threads  # every vector has a register
             assert nextra <= q.extra_slots * g_threads  # every scalar has a register
+
+
+def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
+    p = plan(256, 262144)
+    assert p.passes == 1
+    assert p.block_threads * p.estimated_registers > 32768
+    found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
+    two = [(t, r) for t, r in found if destination(p, t).passes == 2]
+    assert two
+    assert "L2" in two[0][1]
+    assert "92 registers" in two[0][1]
+    # a plan with two CTAs an SM is not offered it
+    q = plan(1024, 131072)
+    assert not [t for t, _ in moves(q, 1024, 131072) if destination(q, t).passes == 2]

@@ -4,14 +4,17 @@ Softmax is memory-bound: the least a kernel moves is one read and one write of e
 (8 bytes), and what separates points is how close they come to that and to the copy bandwidth.
 In order:
 
-1. the planned point for the shape in one move (:func:`plan`): float4 accesses, the threads a
-   row needs to hold it in registers at ~16-32 floats a thread (a part of a warp for rows of up
-   to 128, a warp packed 8 to a CTA up to 1024 columns, up to 1024 threads of one CTA, then a
-   cluster of up to 8 CTAs reducing through DSMEM), one pass over global memory where the row
-   fits, two where it does not;
+1. the planned point for the shape in one move (:func:`plan`): float4 accesses and the row held
+   in registers, read once: part of a warp for rows of up to 128 columns, a warp (8 rows a CTA)
+   up to 1024, a CTA of 128..512 threads at 16 floats a thread up to 8192, then clusters of up
+   to 8 CTAs of 512 threads at 32 floats a thread (two CTAs an SM) reducing through DSMEM, 64
+   floats a thread up to 262144; clusters widened while ``rows x cluster`` is under the SM
+   count; two passes on 8-CTA clusters past every capacity;
 2. the single steps of that plan (vectorize, threads per row, rows per CTA, one pass, cluster),
    so that a plan rejected by measurement still leaves its parts to try;
-3. spills or a register-limited CTA → fewer floats a thread, more threads a row;
+3. spills or a register-limited CTA → fewer floats a thread, more threads a row; a CTA alone
+   on its SM (over half its registers) → a cluster twice as large at half the floats, or two
+   passes in small CTAs where the rows in flight fit the L2 (the re-read stays on chip);
 4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
 5. the unroll of the streaming loops (two-pass points), then cache hints last.
 """
@@ -25,12 +28,22 @@ from kernels.family import RuleContext
 from kernels.softmax.params import SoftmaxParams, validate
 from kernels.softmax.transforms import TRANSFORMS
 
-#: floats of the row a thread holds in the planned one-pass points: 16 (4 float4) keeps a
-#: 1024-thread CTA under its 64 registers and two 512-thread CTAs on an SM
+#: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
+#: float4) in CTAs of up to 512 threads, ~40 registers, four CTAs an SM
 FLOATS_PER_THREAD = 16
-#: most floats a thread holds where a longer row would otherwise need more than 8 CTAs
+#: past 8192 columns: CTAs of 512 threads holding 32 floats a thread (~62 registers: two CTAs
+#: an SM, so that one CTA's loads overlap another's reduction and stores), clusters of them
+WIDE_THREADS = 512
+WIDE_FLOATS = 32
+#: most floats a thread holds (64: ~92 registers, one 512-thread CTA an SM) before the row
+#: takes two passes
 MAX_FLOATS_PER_THREAD = 64
 MAX_CLUSTER = 8
+#: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
+#: SM, its load, reduction and store phases one after another
+SM_REGISTERS = 65536
+#: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
+L2_BYTES = 50 * 1024 * 1024
 
 
 def _pow2_at_least(n: float) -> int:
@@ -49,22 +62,18 @@ def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParam
         chunks = _pow2_at_least(vectors / threads)
         return SoftmaxParams(block_threads=max(32, min(256, 8 * threads)) if threads < 32
                              else 256, row_threads=threads, vec=vec, passes=1, chunks=chunks)
-    per_thread = FLOATS_PER_THREAD // vec
-    threads = _pow2_at_least(vectors / per_thread)
     cluster = 1
-    if threads > 1024:
-        cluster = min(MAX_CLUSTER, threads // 1024)
-        threads = 512 if cluster < MAX_CLUSTER else 1024
-        per_thread = _pow2_at_least(vectors / (threads * cluster))
-        if threads == 1024 and per_thread > 8:  # 1024 threads cannot hold more than 32
-            threads, per_thread = 512, per_thread * 2
-    elif threads < 128:
-        threads = 128
+    if cols <= WIDE_THREADS * FLOATS_PER_THREAD:  # up to 8192: one CTA, 16 floats a thread
+        threads = max(128, _pow2_at_least(vectors / (FLOATS_PER_THREAD // vec)))
         per_thread = _pow2_at_least(vectors / threads)
+    else:  # 512-thread CTAs of 32 floats a thread, a cluster of them; 64 floats past 8 CTAs
+        threads = WIDE_THREADS
+        cluster = min(MAX_CLUSTER, _pow2_at_least(cols / (threads * WIDE_FLOATS)))
+        per_thread = _pow2_at_least(vectors / (threads * cluster))
     # too few rows to fill the GPU: spread each over more CTAs
-    while rows * cluster < sm_count and cluster < MAX_CLUSTER and threads * cluster * vec < cols:
+    while rows * cluster < sm_count and cluster < MAX_CLUSTER and per_thread > 1:
         cluster *= 2
-        per_thread = max(1, per_thread // 2)
+        per_thread //= 2
     point = SoftmaxParams(block_threads=threads, row_threads=threads, cluster=cluster, vec=vec,
                           passes=1, chunks=per_thread)
     if per_thread * vec > MAX_FLOATS_PER_THREAD or validate(point) is not None:
@@ -72,6 +81,12 @@ def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParam
         point = SoftmaxParams(block_threads=1024, row_threads=1024, cluster=MAX_CLUSTER,
                               vec=vec, passes=2, unroll=4)
     return point
+
+
+def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
+    """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
+    thread, else the estimate)."""
+    return p.block_threads * (regs or p.estimated_registers) > SM_REGISTERS // 2
 
 
 def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None:
@@ -187,6 +202,21 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
         if p.cluster < MAX_CLUSTER and p.row_threads == p.block_threads:
             add({"cluster": p.cluster * 2, "chunks": p.chunks // 2},
                 f"{why}: half the floats a thread over a cluster of {p.cluster * 2}")
+
+    # a CTA alone on its SM: its phases do not overlap
+    if p.passes == 1 and p.capacity >= cols and alone_on_sm(p, regs):
+        used = regs or p.estimated_registers
+        why = (f"{p.block_threads} threads x {used} registers = {p.block_threads * used} of "
+               f"the SM's {SM_REGISTERS}: one CTA an SM loads, reduces and stores in turn")
+        if p.cluster < MAX_CLUSTER and p.chunks > 1 and p.row_threads == p.block_threads:
+            add({"cluster": p.cluster * 2, "chunks": p.chunks // 2},
+                f"{why}; a cluster of {p.cluster * 2} holds the row at "
+                f"{p.chunks * p.vec // 2} floats a thread")
+        in_flight = min(rows, 2 * sms // max(1, p.cluster)) * cols * 4
+        if in_flight <= L2_BYTES:
+            add({"passes": 2, "unroll": 4},
+                f"{why}; two passes in small CTAs instead: the rows in flight take "
+                f"{in_flight / 2**20:.1f} MB of the 50 MB L2, so the re-read stays on chip")
 
     # too few CTAs for the GPU
     ctas = -(-rows // p.rows_per_cta) * p.cluster
