@@ -57,8 +57,9 @@ def gxx() -> str:
     return found
 
 
-def build(gxx: str, p: SoftmaxParams, work: Path) -> Path:
-    source = FAMILY.render(p)
+def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
+    """The rendered kernel of ``p`` (None: the float64 reference) and the host launcher."""
+    source = FAMILY.render(p) if p is not None else FAMILY.reference_source()
     source = re.sub(r"__shared__ (\w+) (\w+)\[(.+?)\];",
                     r'\1* \2 = simt::shared<\1>("\2", \3);', source)
     # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
@@ -72,8 +73,9 @@ def build(gxx: str, p: SoftmaxParams, work: Path) -> Path:
     binary = work / "run"
     done = subprocess.run(
         [gxx, "-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}", "-include",
-         str(SIMT / "simt.h"), str(work / "kernel.cpp"), str(SIMT / "main.cpp"), "-o",
-         str(binary)], capture_output=True, text=True, timeout=300)
+         str(SIMT / "simt.h"), *([] if p is not None else ["-DREFERENCE"]),
+         str(work / "kernel.cpp"), str(SIMT / "main.cpp"), "-o", str(binary)],
+        capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return binary
 
@@ -181,3 +183,37 @@ def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Pa
         worst, norm = judge(x, y, r, c)
         assert worst <= TOL, (r, c, dist, worst)
         assert norm <= TOL, (r, c, dist, norm)
+
+
+def test_reference_on_the_host(gxx: str, tmp_path: Path) -> None:
+    """The float64 reference kernel: ref within 1e-12 of a Python float64 softmax, scale =
+    ref + 1/n with n the row's entries above -inf, -inf entries exactly 0, over rows past one
+    CTA's stride and all distributions."""
+    binary = build(gxx, None, tmp_path)
+    rng = random.Random(5)
+    for rows, cols, dist in ((1, 1, "normal"), (3, 1000, "neg_inf"), (2, 4099, "large"),
+                             (4, 300, "constant"), (5, 7, "neg_inf")):
+        x = inputs(dist, rows, cols, rng)
+        launch = FAMILY.reference_launch(Dims({"rows": rows, "cols": cols}))
+        (tmp_path / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
+        done = subprocess.run(
+            [str(binary), str(rows), str(cols), "0", "0", str(launch.grid[0]),
+             str(launch.block[0]), "1", str(tmp_path / "x.bin"), str(tmp_path / "r.bin")],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        data = (tmp_path / "r.bin").read_bytes()
+        out = struct.unpack(f"{2 * rows * cols}d", data)
+        ref, scale = out[:rows * cols], out[rows * cols:]
+        for r in range(rows):
+            row = x[r * cols:(r + 1) * cols]
+            m = max(row)
+            e = [math.exp(v - m) for v in row]
+            total = sum(e)
+            n = sum(v > -math.inf for v in row)
+            for c in range(cols):
+                want = e[c] / total
+                got = ref[r * cols + c]
+                assert abs(got - want) <= 1e-12 * max(want, 1e-300), (rows, cols, dist, r, c)
+                if row[c] == -math.inf:
+                    assert got == 0.0
+                assert scale[r * cols + c] == pytest.approx(got + 1.0 / n, rel=1e-12)
