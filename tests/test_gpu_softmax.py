@@ -40,6 +40,13 @@ EDGE_SHAPES: Any = FAMILY.edge_shapes
 
 @pytest.fixture(scope="module")
 def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
+    # module fixtures are set up before the autouse skip of gpu-marked tests: skip here first,
+    # so that no evaluator is built where there is no GPU
+    from conftest import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
     try:
         ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(
             timeout_s=60.0, edge_shapes=EDGE_SHAPES))
