@@ -21,6 +21,7 @@ ENTRY_POINT_GROUP = "tuneforge.families"
 #: Families of this repository: name -> the module whose ``FAMILY`` it is.
 BUILTIN: dict[str, str] = {
     "gemm_bias_relu": "kernels.gemm_bias_relu",
+    "softmax": "kernels.softmax",
 }
 
 _loaded: dict[str, KernelFamily] = {}

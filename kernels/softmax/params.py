@@ -1,0 +1,237 @@
+"""The softmax family's parameter space: the point, its domains, validity and launch.
+
+A point says how threads map onto rows (``row_threads`` threads of a CTA on one row,
+``block_threads / row_threads`` rows packed in a CTA, or ``cluster`` CTAs of a thread-block
+cluster on one row, reducing through distributed shared memory), how wide the global accesses
+are, and how many passes over global memory the kernel makes: 3 (max, sum, write), 2 (online
+max and sum, then read again and write) or 1 (the row held in registers, ``chunks`` vectors a
+thread; a row longer than that capacity takes the two-pass loop of the same kernel, so every
+point runs at every shape).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from kernels.base import DEFAULT_SM_COUNT, Dims, LaunchConfig, Rejection
+
+KERNEL_NAME = "softmax"
+#: 64K 32-bit registers an SM (and a CTA) has on sm_70..sm_90
+REGISTERS_PER_SM = 65536
+MAX_REGISTERS_PER_THREAD = 255
+#: registers a thread needs besides the row it holds or the vectors it has in flight (indices,
+#: pointers, the running max and sum), from ptxas's reports of the rendered kernels
+REGISTER_OVERHEAD = 28
+#: row units (groups of CTAs on the same rows) a launch has at most; a grid-stride loop takes
+#: the rest, so grid x stays far below 2^31 - 1 for any cluster size
+MAX_UNITS = 1 << 24
+#: dynamic shared memory a CTA may ask for (opt-in), by arch
+_SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
+               "sm_90": 227 * 1024}
+
+DOMAINS: dict[str, tuple[Any, ...]] = {
+    "block_threads": (32, 64, 128, 256, 512, 1024),
+    "row_threads": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+    "cluster": (1, 2, 4, 8),
+    "vec": (1, 2, 4),
+    "passes": (1, 2, 3),
+    "chunks": (1, 2, 4, 8, 16, 32),
+    "unroll": (1, 2, 4, 8),
+    "load_hint": (0, 1, 2, 3),
+    "store_hint": (False, True),
+}
+#: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
+SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
+    **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
+    "load_hint": (0,), "store_hint": (False,),
+}
+LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
+              2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
+
+
+@dataclass(frozen=True)
+class SoftmaxParams:
+    """One point of the softmax space (see the module docstring)."""
+
+    block_threads: int = 128
+    row_threads: int = 1
+    cluster: int = 1
+    vec: int = 1
+    passes: int = 3
+    chunks: int = 1
+    unroll: int = 1
+    load_hint: int = 0
+    store_hint: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SoftmaxParams:
+        """Parameters from JSON; missing fields take the baseline's values, unknown ones raise."""
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise ValueError(f"unknown softmax parameter(s) {', '.join(extra)}; "
+                             f"known: {', '.join(sorted(known))}")
+        return cls(**{k: data[k] for k in data if k in known})
+
+    def canonical(self) -> SoftmaxParams:
+        """The same kernel with the fields it does not read at their defaults (``chunks`` only
+        matters to the one-pass kernel)."""
+        if self.passes != 1 and self.chunks != 1:
+            return replace(self, chunks=1)
+        return self
+
+    # -- derived figures --------------------------------------------------------------------
+    @property
+    def rows_per_cta(self) -> int:
+        """Rows one CTA works on at once."""
+        return max(1, self.block_threads // self.row_threads)
+
+    @property
+    def group_threads(self) -> int:
+        """Threads on one row (across the cluster)."""
+        return self.row_threads * self.cluster
+
+    @property
+    def capacity(self) -> int:
+        """Longest row the one-pass kernel holds in registers (0 for the streaming kernels)."""
+        return self.chunks * self.group_threads * self.vec if self.passes == 1 else 0
+
+    @property
+    def extra_slots(self) -> int:
+        """Scalar registers a thread keeps for the row's unaligned head and tail (< 2 vec)."""
+        return max(1, -(-(2 * self.vec - 2) // self.group_threads))
+
+    @property
+    def held_floats(self) -> int:
+        """Floats of the row a thread keeps in registers (one pass) or has in flight."""
+        if self.passes == 1:
+            return self.chunks * self.vec + self.extra_slots
+        return self.unroll * self.vec
+
+    @property
+    def estimated_registers(self) -> int:
+        """Registers a thread needs, estimated (ptxas decides)."""
+        return self.held_floats + REGISTER_OVERHEAD
+
+    @property
+    def register_limit(self) -> int:
+        """Registers a thread may have at ``block_threads`` (one CTA an SM)."""
+        return min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // self.block_threads)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory (none: the reductions use a few static words)."""
+        return 0
+
+
+BASELINE = SoftmaxParams()
+
+
+def arch_number(arch: str) -> int:
+    """``sm_90a`` -> 90."""
+    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    return int(digits or 0)
+
+
+def max_smem_limit(arch: str) -> int:
+    """Per-block dynamic shared-memory limit of ``arch`` (opt-in) in bytes."""
+    base = arch.removesuffix("a")
+    return _SMEM_OPTIN.get(base, 48 * 1024 if arch_number(arch) < 80 else 227 * 1024)
+
+
+def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
+    """Static validity before compiling; the rejection carries the numbers."""
+    p = params
+    for name, domain in DOMAINS.items():
+        value = getattr(p, name)
+        if value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
+            return Rejection("out_of_domain", f"{name}={value!r} is outside {list(domain)}",
+                             {"field": name, "value": value, "domain": list(domain)})
+    if p.row_threads > p.block_threads:
+        return Rejection(
+            "row_threads_over_block",
+            f"{p.row_threads} threads per row do not fit a CTA of {p.block_threads} threads",
+            {"row_threads": p.row_threads, "block_threads": p.block_threads})
+    if p.cluster > 1:
+        if p.row_threads != p.block_threads:
+            return Rejection(
+                "cluster_needs_block_per_row",
+                f"a cluster of {p.cluster} CTAs shares one row: each CTA must put all its "
+                f"{p.block_threads} threads on it (row_threads is {p.row_threads})",
+                {"cluster": p.cluster, "row_threads": p.row_threads,
+                 "block_threads": p.block_threads})
+        if arch_number(arch) < 90:
+            return Rejection("cluster_needs_sm90",
+                             f"thread-block clusters need sm_90 or later, not {arch}",
+                             {"cluster": p.cluster, "arch": arch})
+    if p.passes == 1 and p.chunks * p.vec > 128:
+        return Rejection(
+            "row_in_registers_too_long",
+            f"{p.chunks} vectors of {p.vec} floats = {p.chunks * p.vec} floats a thread: at most "
+            "128 are held in registers",
+            {"chunks": p.chunks, "vec": p.vec, "held_floats": p.chunks * p.vec, "max": 128})
+    if p.estimated_registers > p.register_limit:
+        return Rejection(
+            "registers_over_limit",
+            f"{p.held_floats} floats held a thread + {REGISTER_OVERHEAD} = about "
+            f"{p.estimated_registers} registers, over the {p.register_limit} a thread of a "
+            f"{p.block_threads}-thread CTA may have (65536 an SM): fewer chunks, a narrower "
+            "vector or fewer threads per CTA",
+            {"estimated_registers": p.estimated_registers, "register_limit": p.register_limit,
+             "held_floats": p.held_floats, "block_threads": p.block_threads})
+    return None
+
+
+def launch_config(params: SoftmaxParams, dims: Dims,
+                  sm_count: int = DEFAULT_SM_COUNT) -> LaunchConfig | Rejection:
+    """Grid x = row units x cluster (a multiple of the cluster size, as ``__cluster_dims__``
+    wants), one CTA of ``block_threads``; rows past ``MAX_UNITS`` units go round the
+    grid-stride loop. ``sm_count`` does not change the grid."""
+    rejection = validate(params)
+    if rejection is not None:
+        return rejection
+    p = params.canonical()
+    units = min(-(-dims["rows"] // p.rows_per_cta), MAX_UNITS)
+    return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), 0)
+
+
+#: the fields each kernel path reads
+PATH_FIELDS: dict[int, tuple[str, ...]] = {
+    1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
+        "store_hint"),
+    2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
+    3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
+}
+
+
+def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
+                    ) -> Iterator[SoftmaxParams]:
+    """Every valid canonical point of ``domains`` (default the whole space), deterministic."""
+    domains = domains or DOMAINS
+    for passes in domains["passes"]:
+        names = PATH_FIELDS[passes]
+        for values in itertools.product(*(domains[n] for n in names)):
+            point = SoftmaxParams(passes=passes, **dict(zip(names, values, strict=True)))
+            if validate(point, arch) is None:
+                yield point
+
+
+def sample_space(rng: Any, n: int, arch: str = "sm_90", max_tries: int = 100_000
+                 ) -> list[SoftmaxParams]:
+    """``n`` distinct valid points drawn uniformly over the fields (invalid draws skipped)."""
+    out: dict[SoftmaxParams, None] = {}
+    for _ in range(max_tries):
+        if len(out) >= n:
+            break
+        point = SoftmaxParams(**{name: rng.choice(dom) for name, dom in DOMAINS.items()})
+        point = point.canonical()
+        if validate(point, arch) is None:
+            out[point] = None
+    return list(out)

@@ -1,0 +1,245 @@
+"""The softmax rule book: moves from the incumbent, best first, each with its numbers.
+
+Softmax is memory-bound: the least a kernel moves is one read and one write of every element
+(8 bytes), and what separates points is how close they come to that and to the copy bandwidth.
+In order:
+
+1. the planned point for the shape in one move (:func:`plan`): float4 accesses and the row held
+   in registers, read once: part of a warp for rows of up to 128 columns, a warp (8 rows a CTA)
+   up to 1024, a CTA of 128..512 threads at 16 floats a thread up to 8192, then clusters of up
+   to 8 CTAs of 512 threads at 32 floats a thread (two CTAs an SM) reducing through DSMEM, 64
+   floats a thread up to 262144; clusters widened while ``rows x cluster`` is under the SM
+   count; two passes on 8-CTA clusters past every capacity;
+2. the single steps of that plan (vectorize, threads per row, rows per CTA, one pass, cluster),
+   so that a plan rejected by measurement still leaves its parts to try;
+3. spills or a register-limited CTA → fewer floats a thread, more threads a row; a CTA alone
+   on its SM (over half its registers) → a cluster twice as large at half the floats, or two
+   passes in small CTAs where the rows in flight fit the L2 (the re-read stays on chip);
+4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
+5. the unroll of the streaming loops (two-pass points), then cache hints last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
+from kernels.family import RuleContext
+from kernels.softmax.params import SoftmaxParams, validate
+from kernels.softmax.transforms import TRANSFORMS
+
+#: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
+#: float4) in CTAs of up to 512 threads, ~40 registers, four CTAs an SM
+FLOATS_PER_THREAD = 16
+#: past 8192 columns: CTAs of 512 threads holding 32 floats a thread (~62 registers: two CTAs
+#: an SM, so that one CTA's loads overlap another's reduction and stores), clusters of them
+WIDE_THREADS = 512
+WIDE_FLOATS = 32
+#: most floats a thread holds (64: ~92 registers, one 512-thread CTA an SM) before the row
+#: takes two passes
+MAX_FLOATS_PER_THREAD = 64
+MAX_CLUSTER = 8
+#: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
+#: SM, its load, reduction and store phases one after another
+SM_REGISTERS = 65536
+#: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
+L2_BYTES = 50 * 1024 * 1024
+
+
+def _pow2_at_least(n: float) -> int:
+    out = 1
+    while out < n:
+        out *= 2
+    return out
+
+
+def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParams:
+    """The point the rule book heads for at ``rows x cols`` (see the module docstring)."""
+    vec = 4
+    vectors = -(-cols // vec)
+    if vectors <= 32 * 8:  # up to 1024 columns: a warp or part of one, rows packed
+        threads = min(32, _pow2_at_least(vectors))
+        chunks = _pow2_at_least(vectors / threads)
+        return SoftmaxParams(block_threads=max(32, min(256, 8 * threads)) if threads < 32
+                             else 256, row_threads=threads, vec=vec, passes=1, chunks=chunks)
+    cluster = 1
+    if cols <= WIDE_THREADS * FLOATS_PER_THREAD:  # up to 8192: one CTA, 16 floats a thread
+        threads = max(128, _pow2_at_least(vectors / (FLOATS_PER_THREAD // vec)))
+        per_thread = _pow2_at_least(vectors / threads)
+    else:  # 512-thread CTAs of 32 floats a thread, a cluster of them; 64 floats past 8 CTAs
+        threads = WIDE_THREADS
+        cluster = min(MAX_CLUSTER, _pow2_at_least(cols / (threads * WIDE_FLOATS)))
+        per_thread = _pow2_at_least(vectors / (threads * cluster))
+    # too few rows to fill the GPU: spread each over more CTAs
+    while rows * cluster < sm_count and cluster < MAX_CLUSTER and per_thread > 1:
+        cluster *= 2
+        per_thread //= 2
+    point = SoftmaxParams(block_threads=threads, row_threads=threads, cluster=cluster, vec=vec,
+                          passes=1, chunks=per_thread)
+    if per_thread * vec > MAX_FLOATS_PER_THREAD or validate(point) is not None:
+        # the row outgrows every register-held point: online max and sum, then a re-read
+        point = SoftmaxParams(block_threads=1024, row_threads=1024, cluster=MAX_CLUSTER,
+                              vec=vec, passes=2, unroll=4)
+    return point
+
+
+def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
+    """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
+    thread, else the estimate)."""
+    return p.block_threads * (regs or p.estimated_registers) > SM_REGISTERS // 2
+
+
+def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None:
+    """Transforms from ``params`` to its fields updated by ``target``, each changing the
+    kernel (a no-op is left out), or None when the way is rejected."""
+    node = Candidate(params)
+    want = SoftmaxParams(**{**params.to_dict(), **target}).canonical()
+    steps: list[Action] = []
+    order = [Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
+             Action("set_threads_per_row", (want.row_threads,)),
+             Action("apply_rows_per_cta", (want.rows_per_cta,)),
+             Action("apply_cluster", (want.cluster,)),
+             Action("apply_vectorize", (want.vec,)),
+             (Action("apply_register_row", (want.chunks,)) if want.passes == 1
+              else Action("set_passes", (want.passes,))),
+             Action("apply_unroll", (want.unroll,)),
+             Action("apply_cache_hints", (want.load_hint, want.store_hint))]
+    for action in order:
+        if action is None:
+            continue
+        try:
+            result = TRANSFORMS.apply(node, action)
+        except ValueError:  # an argument outside the transform's domain
+            return None
+        if isinstance(result, Rejection):
+            if result.reason == "no_change":
+                continue
+            return None
+        node, steps = result, [*steps, action]
+    return steps if node.params == want and steps else None
+
+
+def _text(actions: list[Action]) -> str:
+    return " ; ".join(str(a) for a in actions)
+
+
+def _feedback(inc: Any) -> dict[str, Any]:
+    fb = getattr(inc, "feedback", None)
+    if isinstance(fb, dict):
+        return fb
+    return {"compile": getattr(inc, "compile", None) or {},
+            "profile": getattr(inc, "profile", None) or {}}
+
+
+def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one rule book
+    """``(action text, reason)`` moves from ``ctx.incumbent``, best first."""
+    inc = ctx.incumbent
+    if inc is None:
+        return []
+    p: SoftmaxParams = inc.params.canonical()
+    device = ctx.device or {}
+    sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
+    rows, cols = (ctx.shape["rows"], ctx.shape["cols"]) if ctx.shape is not None else (4096,
+                                                                                      4096)
+    moves: list[tuple[str, str]] = []
+
+    def add(target: dict[str, Any], reason: str) -> None:
+        steps = _chain(p, target)
+        if steps:
+            moves.append((_text(steps), reason))
+
+    goal = plan(rows, cols, sms)
+    g_threads = goal.group_threads
+    if goal.passes == 1:
+        held = (f"the row of {cols} floats fits in registers: {g_threads} threads"
+                f"{f' ({goal.cluster} CTAs of a cluster)' if goal.cluster > 1 else ''} x "
+                f"{goal.chunks} float{goal.vec} = {goal.capacity} floats, "
+                f"{goal.chunks * goal.vec} a thread; one read and one write (8 B an element "
+                f"against {4 * (p.passes + 1)} B for {p.passes} passes)")
+    else:
+        held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
+                f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
+    add(goal.to_dict(), f"plan for {rows}x{cols}: {held}")
+
+    # the plan's parts, one at a time
+    if p.vec < 4:
+        add({"vec": 4}, f"loads are {4 * p.vec} B a thread: float4 moves 16 B an access "
+                        "(a scalar head and tail keep them aligned)")
+    if p.row_threads == 1 and cols > 1:
+        add({"row_threads": min(32, g_threads), "block_threads": 256, "cluster": 1},
+            f"a thread a row reads {cols} columns alone, strided across the warp: a warp on a "
+            "row reads it coalesced")
+    if (p.row_threads, p.block_threads, p.cluster) != (goal.row_threads, goal.block_threads,
+                                                       goal.cluster):
+        add({"row_threads": goal.row_threads, "block_threads": goal.block_threads,
+             "cluster": goal.cluster},
+            f"{goal.row_threads} threads a row, {goal.rows_per_cta} rows a CTA, "
+            f"{goal.cluster} CTA(s) a row for {rows}x{cols} (now {p.row_threads}, "
+            f"{p.rows_per_cta}, {p.cluster})")
+    # one pass where the current mapping holds the row
+    fits = _pow2_at_least(cols / (p.group_threads * p.vec))
+    if p.passes != 1 and fits * p.vec <= MAX_FLOATS_PER_THREAD:
+        add({"passes": 1, "chunks": fits},
+            f"{p.group_threads} threads x {fits} float{p.vec} hold the row of {cols}: read x "
+            f"once (8 B an element, not {4 * (p.passes + 1)})")
+    elif p.passes == 3:
+        add({"passes": 2}, "three reads of x: online max and sum in one read saves one "
+                           f"({cols} floats a row do not fit {p.group_threads} threads)")
+
+    # registers: spills, or a CTA limited by them
+    fb = _feedback(inc)
+    comp = fb.get("compile") or {}
+    prof = fb.get("profile") or {}
+    spills = int(comp.get("spill_bytes") or prof.get("spill_bytes") or 0)
+    regs = comp.get("regs_per_thread") or prof.get("regs_per_thread")
+    if p.passes == 1 and p.chunks > 1 and (spills > 0 or (regs and regs >= p.register_limit)):
+        why = (f"{spills} bytes of spills" if spills else
+               f"{regs} registers, the limit of a {p.block_threads}-thread CTA")
+        if p.row_threads < 1024 and p.row_threads * 2 <= 1024:
+            add({"row_threads": p.row_threads * 2,
+                 "block_threads": min(1024, p.block_threads * 2), "chunks": p.chunks // 2},
+                f"{why}: half the floats a thread ({p.chunks * p.vec // 2}), twice the threads")
+        if p.cluster < MAX_CLUSTER and p.row_threads == p.block_threads:
+            add({"cluster": p.cluster * 2, "chunks": p.chunks // 2},
+                f"{why}: half the floats a thread over a cluster of {p.cluster * 2}")
+
+    # a CTA alone on its SM: its phases do not overlap
+    if p.passes == 1 and p.capacity >= cols and alone_on_sm(p, regs):
+        used = regs or p.estimated_registers
+        why = (f"{p.block_threads} threads x {used} registers = {p.block_threads * used} of "
+               f"the SM's {SM_REGISTERS}: one CTA an SM loads, reduces and stores in turn")
+        if p.cluster < MAX_CLUSTER and p.chunks > 1 and p.row_threads == p.block_threads:
+            add({"cluster": p.cluster * 2, "chunks": p.chunks // 2},
+                f"{why}; a cluster of {p.cluster * 2} holds the row at "
+                f"{p.chunks * p.vec // 2} floats a thread")
+        in_flight = min(rows, 2 * sms // max(1, p.cluster)) * cols * 4
+        if in_flight <= L2_BYTES:
+            add({"passes": 2, "unroll": 4},
+                f"{why}; two passes in small CTAs instead: the rows in flight take "
+                f"{in_flight / 2**20:.1f} MB of the 50 MB L2, so the re-read stays on chip")
+
+    # too few CTAs for the GPU
+    ctas = -(-rows // p.rows_per_cta) * p.cluster
+    if ctas < sms and p.row_threads == p.block_threads and p.cluster < MAX_CLUSTER:
+        new_cluster = min(MAX_CLUSTER, _pow2_at_least(sms / max(1, rows)))
+        if new_cluster > p.cluster:
+            target: dict[str, Any] = {"cluster": new_cluster}
+            if p.passes == 1:
+                target["chunks"] = max(1, p.chunks * p.cluster // new_cluster)
+            add(target, f"{ctas} CTAs for {sms} SMs: {rows} rows over clusters of "
+                        f"{new_cluster} CTAs give {rows * new_cluster}")
+
+    # the two-pass loops' loads in flight, then cache hints
+    if p.passes != 1 and p.unroll < 4:
+        add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "
+                           "4 hide more of the memory latency")
+    if not p.store_hint or p.load_hint != 3:
+        add({"load_hint": 3, "store_hint": True},
+            "every element is read and written once: evict-first loads on the last read and "
+            "streaming stores keep L2 for the rows still to come")
+    if p.load_hint != 1:
+        add({"load_hint": 1}, "read-only loads (__ldg): the non-coherent path")
+    if p.load_hint != 2:
+        add({"load_hint": 2}, "ld.global.nc.L1::no_allocate: no L1 line for data read once")
+    return [m for m in dict.fromkeys(moves) if ctx.action_allowed(m[0].split("(")[0])
+            and all(ctx.action_allowed(a.strip().split("(")[0]) for a in m[0].split(";"))]

@@ -1,0 +1,154 @@
+"""The action space of ``softmax``: named transforms from one point to the next.
+
+Each transform is a pure function ``(candidate, *args) -> Candidate | Rejection``: a move that
+would not change the kernel is a ``no_change`` rejection, an invalid result is rejected with the
+numbers of :func:`~kernels.softmax.params.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kernels.base import Action, ArgSpec, Candidate, Rejection, TransformRegistry
+from kernels.softmax.params import DOMAINS, LOAD_HINTS, SoftmaxParams, validate
+
+TRANSFORMS = TransformRegistry()
+#: the arch transforms validate against; the campaign re-validates for its own before compiling
+DEFAULT_ARCH = "sm_90"
+
+
+def _step(candidate: Candidate, action: Action, **changes: Any) -> Candidate | Rejection:
+    params: SoftmaxParams = candidate.params
+    new = replace(params, **changes).canonical()
+    if new == params.canonical():
+        return Rejection("no_change", f"{action} leaves the kernel unchanged",
+                         {"action": str(action)})
+    rejection = validate(new, DEFAULT_ARCH)
+    if rejection is not None:
+        return rejection
+    return Candidate(new, action=action, parent=candidate, shape=candidate.shape)
+
+
+@TRANSFORMS.register(
+    "apply_vectorize",
+    ArgSpec("vec_width", DOMAINS["vec"], "floats per global load/store: 1, 2 or 4 (float4)",
+            "vec"),
+)
+def apply_vectorize(candidate: Candidate, vec_width: int) -> Candidate | Rejection:
+    """Set the width of global loads and stores (a scalar head and tail keep them aligned)."""
+    return _step(candidate, Action("apply_vectorize", (vec_width,)), vec=vec_width)
+
+
+@TRANSFORMS.register(
+    "set_threads_per_row",
+    ArgSpec("threads", DOMAINS["row_threads"],
+            "threads of a CTA on one row: 1 (a thread a row), 2..16 (part of a warp), 32 (a "
+            "warp), 64..1024 (several warps, reducing through shared memory)", "row_threads"),
+)
+def set_threads_per_row(candidate: Candidate, threads: int) -> Candidate | Rejection:
+    """Put ``threads`` threads of a CTA on each row; the rows a CTA packs stay the same where
+    the CTA allows it (at most 1024 threads), and a cluster needs the whole CTA on its row."""
+    p: SoftmaxParams = candidate.params
+    action = Action("set_threads_per_row", (threads,))
+    block = min(1024, max(32, p.rows_per_cta * threads))
+    cluster = p.cluster if block == threads else 1
+    return _step(candidate, action, row_threads=threads, block_threads=block, cluster=cluster)
+
+
+@TRANSFORMS.register(
+    "apply_rows_per_cta",
+    ArgSpec("rows", (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            "rows packed in one CTA (CTA = rows x threads per row, 32..1024 threads)"),
+)
+def apply_rows_per_cta(candidate: Candidate, rows: int) -> Candidate | Rejection:
+    """Pack ``rows`` rows in one CTA (short rows: fewer, fuller CTAs)."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_rows_per_cta", (rows,))
+    block = rows * p.row_threads
+    if block < 32 or block > 1024:
+        return Rejection(
+            "block_threads_out_of_range",
+            f"{rows} rows x {p.row_threads} threads = {block} threads a CTA, outside 32..1024",
+            {"rows": rows, "row_threads": p.row_threads, "block_threads": block})
+    if p.cluster > 1 and rows > 1:
+        return Rejection("cluster_needs_block_per_row",
+                         f"a cluster of {p.cluster} CTAs works on one row at a time; "
+                         "apply_cluster(1) first", {"cluster": p.cluster, "rows": rows})
+    return _step(candidate, action, block_threads=block)
+
+
+@TRANSFORMS.register(
+    "apply_cluster",
+    ArgSpec("ctas", DOMAINS["cluster"],
+            "CTAs of a thread-block cluster on one row (sm_90): max and sum reduced through "
+            "distributed shared memory", "cluster"),
+    origin="expert",
+)
+def apply_cluster(candidate: Candidate, ctas: int) -> Candidate | Rejection:
+    """Spread each row over ``ctas`` CTAs of a cluster (``__cluster_dims__``, DSMEM
+    reductions): rows too long for one CTA's registers, or too few rows to fill the GPU."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_cluster", (ctas,))
+    if ctas > 1 and p.row_threads != p.block_threads:
+        return Rejection(
+            "cluster_needs_block_per_row",
+            f"a cluster shares one row: put the CTA's {p.block_threads} threads on it first "
+            f"(set_threads_per_row({p.block_threads}); row_threads is {p.row_threads})",
+            {"cluster": ctas, "row_threads": p.row_threads, "block_threads": p.block_threads})
+    return _step(candidate, action, cluster=ctas)
+
+
+@TRANSFORMS.register(
+    "set_passes",
+    ArgSpec("passes", DOMAINS["passes"],
+            "passes over global memory: 3 (max, sum, write), 2 (online max+sum, then read "
+            "again and write), 1 (the row held in registers: read once)", "passes"),
+)
+def set_passes(candidate: Candidate, passes: int) -> Candidate | Rejection:
+    """Read the row three times, twice (online max and sum), or once (held in registers)."""
+    return _step(candidate, Action("set_passes", (passes,)), passes=passes)
+
+
+@TRANSFORMS.register(
+    "apply_register_row",
+    ArgSpec("chunks", DOMAINS["chunks"],
+            "vectors of the row each thread holds in registers (one pass); a longer row takes "
+            "the two-pass loop", "chunks"),
+)
+def apply_register_row(candidate: Candidate, chunks: int) -> Candidate | Rejection:
+    """Hold the row in registers, ``chunks`` vectors a thread, and read it once (one pass)."""
+    return _step(candidate, Action("apply_register_row", (chunks,)), passes=1, chunks=chunks)
+
+
+@TRANSFORMS.register(
+    "apply_unroll",
+    ArgSpec("factor", DOMAINS["unroll"], "vectors a thread loads before using them (two- and "
+            "three-pass loops)", "unroll"),
+)
+def apply_unroll(candidate: Candidate, factor: int) -> Candidate | Rejection:
+    """Unroll the streaming loops: more loads in flight a thread."""
+    return _step(candidate, Action("apply_unroll", (factor,)), unroll=factor)
+
+
+@TRANSFORMS.register(
+    "apply_cache_hints",
+    ArgSpec("load", DOMAINS["load_hint"],
+            "; ".join(f"{k}: {v}" for k, v in LOAD_HINTS.items()), "load_hint"),
+    ArgSpec("stream_stores", DOMAINS["store_hint"], "__stcs streaming stores (evict first)",
+            "store_hint"),
+    origin="expert",
+)
+def apply_cache_hints(candidate: Candidate, load: int, stream_stores: bool
+                      ) -> Candidate | Rejection:
+    """Set the load and store cache hints."""
+    return _step(candidate, Action("apply_cache_hints", (load, stream_stores)),
+                 load_hint=load, store_hint=stream_stores)
+
+
+@TRANSFORMS.register("revert_last")
+def revert_last(candidate: Candidate) -> Candidate | Rejection:
+    """Return to the parent candidate (its own lineage intact, so the chain replays)."""
+    if candidate.parent is None:
+        return Rejection("no_parent", "revert_last() on the root candidate", {})
+    return candidate.parent

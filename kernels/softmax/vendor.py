@@ -1,0 +1,25 @@
+"""The softmax family's vendor baseline: ``torch.softmax(x, -1)`` in fp32.
+
+Run by the vendor subprocess (``worker/vendor.py``), which passes torch in: this module imports
+nothing itself, so the family stays pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def prepare(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
+    """``x`` (normal, rows x cols, fp32 on the GPU) and a function that runs
+    ``torch.softmax(x, -1)`` once (its output comes from torch's caching allocator: after the
+    first call no allocation reaches the driver)."""
+    rows, cols = dims["rows"], dims["cols"]
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(rows, cols, device=dev, dtype=torch.float32, generator=gen)
+
+    def once() -> Any:
+        return torch.softmax(x, -1)
+
+    return once

@@ -1,0 +1,96 @@
+// A CPU stand-in for the CUDA features the softmax kernels use, to run a rendered kernel
+// thread by thread on the host (tests/test_softmax_emulated.py): every CUDA thread is a host
+// thread; __syncthreads, warp shuffles and cluster barriers are std::barrier; __shared__
+// arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
+// map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
+// through __ldg / __ldcs / __stcs abort on a misaligned address, as the GPU would fault.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <algorithm>
+
+struct simt_uint3 { unsigned x, y, z; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float2 make_float2(float a, float b) { return {a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+
+namespace simt {
+struct Warp {
+    std::barrier<> bar{32};
+    float buf[32];
+};
+struct Cta {
+    std::barrier<> bar;
+    std::vector<Warp*> warps;
+    std::map<std::string, std::vector<char>> arena;
+    std::mutex lock;
+    explicit Cta(int threads) : bar(threads) {
+        for (int w = 0; w < threads / 32; ++w) warps.push_back(new Warp());
+    }
+    ~Cta() { for (Warp* w : warps) delete w; }
+};
+struct Cluster {
+    std::barrier<> bar;
+    std::vector<Cta*> ctas;
+    explicit Cluster(int threads) : bar(threads) {}
+};
+inline thread_local Cta* cta = nullptr;
+inline thread_local Cluster* cluster = nullptr;
+inline thread_local int rank = 0;
+
+template <typename T> T* shared(const char* name, size_t count)
+{
+    std::lock_guard<std::mutex> g(cta->lock);
+    auto& a = cta->arena[name];
+    if (a.empty()) {
+        a.resize(count * sizeof(T) + 64);
+        std::memset(a.data(), 0xff, a.size());   // garbage, as on the GPU
+    }
+    return reinterpret_cast<T*>(a.data());
+}
+
+inline void check_aligned(const void* p, size_t bytes)
+{
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+        std::fprintf(stderr, "misaligned %zu-byte access at %p\n", bytes, p);
+        std::abort();
+    }
+}
+}  // namespace simt
+
+inline thread_local simt_uint3 threadIdx, blockIdx;
+inline simt_uint3 blockDim, gridDim;
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __cluster_dims__(...)
+#define __restrict__ __restrict
+
+using std::min;
+using std::max;
+inline float __expf(float x) { return expf(x); }
+inline void __syncthreads() { simt::cta->bar.arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int offset)
+{
+    const int lane = threadIdx.x % 32;
+    simt::Warp* w = simt::cta->warps[threadIdx.x / 32];
+    w->buf[lane] = v;
+    w->bar.arrive_and_wait();
+    const float r = w->buf[lane ^ offset];
+    w->bar.arrive_and_wait();
+    return r;
+}
+template <typename T> inline T __ldg(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
+template <typename T> inline T __ldcs(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
+template <typename T> inline void __stcs(T* p, T v) { simt::check_aligned(p, sizeof(T)); *p = v; }

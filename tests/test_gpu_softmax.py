@@ -1,0 +1,129 @@
+"""GPU tests of the softmax family through the project's evaluator (``pytest -m gpu``):
+correctness of every transform's points and the rule book's plans on the awkward shapes and
+every distribution, and the plans timed beside ``torch.softmax``.
+
+Written against the public evaluator API (``GpuEvaluator(family, compiler)``, ``measure``,
+``vendor_us``), generic over the family's signature; figures go to ``$TUNEFORGE_GPU_OUT``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from gpu_support import save
+
+from kernels.base import Candidate, Dims
+from kernels.softmax import FAMILY, SoftmaxParams
+from kernels.softmax.rules import plan
+from worker.compile import Compiler
+from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.gpu_runner import ChildUnavailable
+
+pytestmark = pytest.mark.gpu
+
+SWEEP = ((65536, 128), (32768, 512), (16384, 1024), (8192, 4096), (8192, 8192), (4096, 32768),
+         (2048, 65536), (1024, 131072), (256, 262144), (16, 262144))
+BLOCK_ROW = SoftmaxParams(block_threads=512, row_threads=512, vec=4, passes=1, chunks=4)
+
+
+def dims(rows: int, cols: int) -> Any:
+    # Any: the evaluator's signatures still name the GEMM's Shape until they take Dims
+    return Dims({"rows": rows, "cols": cols})
+
+
+EDGE_SHAPES: Any = FAMILY.edge_shapes
+
+
+@pytest.fixture(scope="module")
+def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
+    # module fixtures are set up before the autouse skip of gpu-marked tests: skip here first,
+    # so that no evaluator is built where there is no GPU
+    from conftest import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    try:
+        ev = GpuEvaluator(FAMILY, compiler, options=EvalOptions(
+            timeout_s=60.0, edge_shapes=EDGE_SHAPES))
+    except ChildUnavailable as exc:
+        pytest.skip(f"no GPU evaluation here: {exc}")
+    yield ev
+    ev.close()
+
+
+def points() -> list[tuple[str, SoftmaxParams]]:
+    """The baseline, every transform's actions from three starts, and the sweep's plans."""
+    starts = [FAMILY.baseline,
+              SoftmaxParams(block_threads=256, row_threads=32, vec=4, passes=2, unroll=4),
+              BLOCK_ROW, replace(BLOCK_ROW, cluster=4)]
+    out: list[tuple[str, SoftmaxParams]] = [("baseline", FAMILY.baseline)]
+    for spec in FAMILY.transforms:
+        for start in starts:
+            for action in spec.actions():
+                result = FAMILY.apply(Candidate(start), action)
+                if isinstance(result, Candidate):
+                    out.append((str(action), result.params))
+    out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
+    unique: dict[SoftmaxParams, str] = {}
+    for label, p in out:
+        unique.setdefault(p.canonical(), label)
+    return [(label, p) for p, label in unique.items()]
+
+
+def test_points_correct_on_awkward_shapes_and_every_distribution(
+        evaluator: GpuEvaluator) -> None:
+    """Each point at its own sanitizer shapes (capacity +- a vector, misaligned rows, rows past
+    one CTA's pack) and the family's edge shapes (1x1 .. 3x1000003), every distribution."""
+    checked = GpuEvaluator.__new__(GpuEvaluator)
+    checked.__dict__.update(evaluator.__dict__)
+    checked.options = EvalOptions(timeout_s=60.0, edge_shapes=EDGE_SHAPES, bench=False)
+    pts = points()
+    futures = [evaluator.compile(p) for _, p in pts]
+    rows: list[dict[str, Any]] = []
+    for i, ((label, p), fut) in enumerate(zip(pts, futures, strict=True)):
+        compiled = fut.result()
+        assert compiled.status == "ok", (label, compiled.error)
+        shapes: list[Any] = FAMILY.sanitizer_shapes(p)[-2:]
+        for shape in shapes:
+            m = checked.measure(p, compiled, shape=shape, iteration=i, seed=17, verify=True)
+            cases = (m.correctness or {}).get("cases", [])
+            rows.append({"label": label, "params": p.to_dict(), "shape": str(shape),
+                         "status": m.status, "error": m.error,
+                         "failed": [c for c in cases if not c.get("passed")]})
+    save("softmax_correctness", {"points": len(pts), "rows": rows})
+    dists = {d.name for d in FAMILY.distributions}
+    assert dists == {"normal", "large", "neg_inf", "constant"}
+    failures = [r for r in rows if r["status"] != "ok" or r["failed"]]
+    assert not failures, failures[:3]
+
+
+def test_plans_beside_torch(evaluator: GpuEvaluator) -> None:
+    """The rule book's plan at each sweep shape: correct, and its speed beside torch.softmax
+    and the copy bandwidth recorded; the plan itself (a campaign's start, not its end) keeps up
+    with torch on the geometric mean and is nowhere below 0.8x."""
+    table: list[dict[str, Any]] = []
+    for rows, cols in SWEEP:
+        shape = dims(rows, cols)
+        p = plan(rows, cols)
+        compiled = evaluator.compile(p).result()
+        assert compiled.status == "ok", compiled.error
+        m = evaluator.measure(p, compiled, shape=shape, iteration=0, seed=5)
+        assert m.status == "ok", (shape, m.error)
+        us = float(m.perf["avg_us"])  # type: ignore[index]
+        torch_us = evaluator.vendor_us(shape)
+        table.append({"shape": str(shape), "params": p.to_dict(), "us": us,
+                      "torch_us": torch_us,
+                      "gbs": FAMILY.metric.rate(shape, us),
+                      "pct_of_peak": (m.perf or {}).get("pct_of_peak"),
+                      "x_torch": torch_us / us if torch_us else None})
+    save("softmax_plans_vs_torch", {"rows": table})
+    ratios: list[float] = [float(r["x_torch"]) for r in table if r["x_torch"]]
+    assert ratios, "torch.softmax could not be timed"
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    assert geomean >= 1.0, table
+    assert min(ratios) >= 0.8, table

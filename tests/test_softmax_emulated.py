@@ -1,0 +1,219 @@
+"""The softmax kernels run on the host, thread by thread (``tests/simt``: every CUDA thread a
+host thread, barriers and shuffles through ``std::barrier``, DSMEM through per-CTA arenas), so
+that their logic is checked without a GPU: tails, misaligned rows, x and y aligned differently,
+the register-held capacity and its fallback, packed rows, clusters, every distribution, against
+a float64 reference with the family's scaled rule. Not a timing and not the GPU's arithmetic
+(``expf`` stands in for ``__expf``): the GPU tests judge those."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernels.base import Dims, LaunchConfig
+from kernels.softmax import FAMILY, SoftmaxParams
+from kernels.softmax.rules import plan
+
+SIMT = Path(__file__).resolve().parent / "simt"
+TOL = 1e-4
+P = SoftmaxParams
+POINTS = {
+    "baseline": FAMILY.baseline,
+    "warp a row, held": plan(65536, 128),
+    "16 threads a row, held": plan(7, 33),
+    "8 threads, vec 2, held, hints": P(block_threads=64, row_threads=8, vec=2, passes=1,
+                                       chunks=2, load_hint=1, store_hint=True),
+    "4 warps a row, 4 rows, held": P(block_threads=512, row_threads=128, vec=4, passes=1,
+                                     chunks=2, load_hint=3, store_hint=True),
+    "2 warps a row, two passes": P(block_threads=256, row_threads=64, vec=4, passes=2,
+                                   unroll=4, load_hint=1, store_hint=True),
+    "CTA a row, three passes, vec 2": P(block_threads=256, row_threads=256, vec=2, passes=3,
+                                        unroll=2, load_hint=2),
+    "cluster 2, held": P(block_threads=64, row_threads=64, cluster=2, vec=4, passes=1,
+                         chunks=2, load_hint=1, store_hint=True),
+    "cluster 4, two passes": P(block_threads=32, row_threads=32, cluster=4, vec=4, passes=2,
+                               unroll=2, load_hint=3),
+    "cluster 8, held, scalar": P(block_threads=32, row_threads=32, cluster=8, vec=1, passes=1,
+                                 chunks=1),
+    "cluster 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=2,
+                                  passes=1, chunks=4, load_hint=1, store_hint=True),
+}
+
+
+@pytest.fixture(scope="module")
+def gxx() -> str:
+    found = shutil.which("g++")
+    if found is None:
+        pytest.skip("g++ is not on PATH")
+    return found
+
+
+def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
+    """The rendered kernel of ``p`` (None: the float64 reference) and the host launcher."""
+    source = FAMILY.render(p) if p is not None else FAMILY.reference_source()
+    source = re.sub(r"__shared__ (\w+) (\w+)\[(.+?)\];",
+                    r'\1* \2 = simt::shared<\1>("\2", \3);', source)
+    # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
+    source, count = re.subn(r"__device__ __forceinline__ float\d? ld_na\(.*?return v; \}\n",
+                            "", source, flags=re.S)
+    assert count in (0, 3)
+    if count:
+        source = source.replace("// an earlier pass's read", "template <typename T> T ld_na("
+                                "const T* p) { return __ldg(p); }\n// an earlier pass's read")
+    (work / "kernel.cpp").write_text(source)
+    binary = work / "run"
+    done = subprocess.run(
+        [gxx, "-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}", "-include",
+         str(SIMT / "simt.h"), *([] if p is not None else ["-DREFERENCE"]),
+         str(work / "kernel.cpp"), str(SIMT / "main.cpp"), "-o", str(binary)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return binary
+
+
+def inputs(dist: str, rows: int, cols: int, rng: random.Random) -> list[float]:
+    if dist == "constant":
+        return [3.0] * (rows * cols)
+    if dist == "large":
+        x = [rng.uniform(-1e4, 1e4) for _ in range(rows * cols)]
+    else:
+        x = [rng.gauss(0.0, 1.0) for _ in range(rows * cols)]
+    if dist == "neg_inf":
+        for r in range(rows):
+            for c in range(cols):
+                if c != r % cols and rng.random() < 0.125:
+                    x[r * cols + c] = -math.inf
+    return [struct.unpack("f", struct.pack("f", v))[0] for v in x]  # what the kernel reads
+
+
+def run(binary: Path, p: SoftmaxParams, rows: int, cols: int, x: list[float], xoff: int,
+        yoff: int, work: Path) -> list[float]:
+    launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
+    assert isinstance(launch, LaunchConfig)
+    (work / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
+    done = subprocess.run(
+        [str(binary), str(rows), str(cols), str(xoff), str(yoff), str(launch.grid[0]),
+         str(launch.block[0]), str(p.cluster), str(work / "x.bin"), str(work / "y.bin")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    data = (work / "y.bin").read_bytes()
+    return list(struct.unpack(f"{len(data) // 4}f", data))
+
+
+def judge(x: list[float], y: list[float], rows: int, cols: int) -> tuple[float, float]:
+    """Worst |y - ref| / (ref + 1/n) and the norm-relative error; NaN/Inf fail."""
+    worst, num, den = 0.0, 0.0, 0.0
+    for r in range(rows):
+        row = x[r * cols:(r + 1) * cols]
+        m = max(row)
+        e = [math.exp(v - m) for v in row]
+        s = sum(e)
+        n = sum(v > -math.inf for v in row)
+        for c in range(cols):
+            got, ref = y[r * cols + c], e[c] / s
+            assert math.isfinite(got), (r, c, got)
+            if row[c] == -math.inf:
+                assert got == 0.0, (r, c, got)
+            worst = max(worst, abs(got - ref) / (ref + 1.0 / n))
+            num += (got - ref) ** 2
+            den += ref * ref
+    return worst, math.sqrt(num / den)
+
+
+def shapes(p: SoftmaxParams) -> list[tuple[int, int]]:
+    out = [(1, 1), (7, 33), (3, 4098), (2 * p.rows_per_cta + 1, 67)]
+    if p.passes == 1:
+        out += [(3, p.capacity - 3), (2, p.capacity + 1), (2, p.capacity + p.vec + 1)]
+    else:
+        out.append((2, 3 * p.group_threads * p.vec * p.unroll + 5))
+    return [(r, c) for r, c in dict.fromkeys(out) if c >= 1]
+
+
+@pytest.mark.parametrize("name", list(POINTS))
+def test_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    p = POINTS[name]
+    assert FAMILY.validate(p) is None
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    cases = [(r, c, "normal", 0, 0) for r, c in shapes(p)]
+    cases += [(5, 4098, d, 0, 0) for d in ("large", "neg_inf", "constant")]
+    # a misaligned base (same for x and y), and x and y aligned differently
+    cases += [(3, 1027, "normal", 1, 1), (3, 1027, "neg_inf", 3, 1), (2, 70, "normal", 2, 0)]
+    for rows, cols, dist, xoff, yoff in cases:
+        x = inputs(dist, rows, cols, rng)
+        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path)
+        worst, norm = judge(x, y, rows, cols)
+        assert worst <= TOL, (rows, cols, dist, xoff, yoff, worst)
+        assert norm <= TOL, (rows, cols, dist, xoff, yoff, norm)
+
+
+def test_points_cover_every_path() -> None:
+    points = list(POINTS.values())
+    assert {p.passes for p in points} == {1, 2, 3}
+    assert {p.cluster for p in points} == {1, 2, 4, 8}
+    assert {p.vec for p in points} == {1, 2, 4}
+    assert {p.load_hint for p in points} == {0, 1, 2, 3}
+    assert any(p.row_threads > 32 and p.rows_per_cta > 1 for p in points)
+    assert any(p.row_threads < 32 for p in points)
+    assert replace(FAMILY.baseline) in points
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(8192, 8192), (4096, 32768), (256, 262144),
+                                            (3, 1000003)])
+def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Path) -> None:
+    """The rule book's plans for long rows (CTAs of 512 and 1024 threads, clusters of 2 and 8,
+    the two-pass point past every capacity) at their capacity's edges, misaligned."""
+    p = plan(rows, cols)
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(cols)
+    cap = p.capacity or 3 * p.group_threads * p.vec * p.unroll
+    for r, c, dist, xoff, yoff in ((1, cap - 3, "neg_inf", 1, 1), (1, cap + 1, "normal", 0, 0),
+                                   (2, 4099, "large", 2, 0)):
+        x = inputs(dist, r, c, rng)
+        y = run(binary, p, r, c, x, xoff, yoff, tmp_path)
+        worst, norm = judge(x, y, r, c)
+        assert worst <= TOL, (r, c, dist, worst)
+        assert norm <= TOL, (r, c, dist, norm)
+
+
+def test_reference_on_the_host(gxx: str, tmp_path: Path) -> None:
+    """The float64 reference kernel: ref within 1e-12 of a Python float64 softmax, scale =
+    ref + 1/n with n the row's entries above -inf, -inf entries exactly 0, over rows past one
+    CTA's stride and all distributions."""
+    binary = build(gxx, None, tmp_path)
+    rng = random.Random(5)
+    for rows, cols, dist in ((1, 1, "normal"), (3, 1000, "neg_inf"), (2, 4099, "large"),
+                             (4, 300, "constant"), (5, 7, "neg_inf")):
+        x = inputs(dist, rows, cols, rng)
+        launch = FAMILY.reference_launch(Dims({"rows": rows, "cols": cols}))
+        (tmp_path / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
+        done = subprocess.run(
+            [str(binary), str(rows), str(cols), "0", "0", str(launch.grid[0]),
+             str(launch.block[0]), "1", str(tmp_path / "x.bin"), str(tmp_path / "r.bin")],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        data = (tmp_path / "r.bin").read_bytes()
+        out = struct.unpack(f"{2 * rows * cols}d", data)
+        ref, scale = out[:rows * cols], out[rows * cols:]
+        for r in range(rows):
+            row = x[r * cols:(r + 1) * cols]
+            m = max(row)
+            e = [math.exp(v - m) for v in row]
+            total = sum(e)
+            n = sum(v > -math.inf for v in row)
+            for c in range(cols):
+                want = e[c] / total
+                got = ref[r * cols + c]
+                assert abs(got - want) <= 1e-12 * max(want, 1e-300), (rows, cols, dist, r, c)
+                if row[c] == -math.inf:
+                    assert got == 0.0
+                assert scale[r * cols + c] == pytest.approx(got + 1.0 / n, rel=1e-12)

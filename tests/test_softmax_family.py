@@ -1,0 +1,457 @@
+"""The softmax family without a GPU: the protocol, shapes, transforms, validity x launch
+(Hypothesis), deterministic rendering, every transform's points through the real nvcc, and the
+rule book's moves for short and long rows."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import random
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import get_family
+from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
+from kernels.family import KernelFamily, describe
+from kernels.softmax import DOMAINS, FAMILY, MAX_ELEMENTS, SoftmaxParams, vendor
+from kernels.softmax.params import MAX_UNITS
+from kernels.softmax.rules import plan
+from worker.compile import Compiler, CompileResult
+
+ROOT = Candidate(FAMILY.baseline)
+#: a CTA on each row, float4, one pass: the start most transforms act on
+BLOCK_ROW = SoftmaxParams(block_threads=512, row_threads=512, vec=4, passes=1, chunks=4)
+SWEEP = ((65536, 128), (32768, 512), (16384, 1024), (8192, 4096), (8192, 8192), (4096, 32768),
+         (2048, 65536), (1024, 131072), (256, 262144), (16, 262144))
+
+
+def dims(rows: int, cols: int) -> Dims:
+    return Dims({"rows": rows, "cols": cols})
+
+
+# ---- the protocol and the declarations --------------------------------------------------------
+def test_registry_gives_a_kernel_family() -> None:
+    family = get_family("softmax")
+    assert family is FAMILY
+    assert isinstance(family, KernelFamily)
+    shown = describe(family)
+    assert shown["metric"]["unit"] == "GB/s"
+    assert shown["signature"]["scalars"] == [
+        {"name": "rows", "dtype": "int32", "value": "rows"},
+        {"name": "cols", "dtype": "int32", "value": "cols"}]
+    assert [b["name"] for b in shown["signature"]["buffers"]] == ["x", "y"]
+    assert set(shown["distributions"]) == {"normal", "large", "neg_inf", "constant"}
+
+
+def test_shapes_parse_both_forms_and_are_bounded() -> None:
+    assert FAMILY.parse_dims("8192x32768") == dims(8192, 32768)
+    assert FAMILY.parse_dims("rows=8192,cols=32768") == dims(8192, 32768)
+    assert FAMILY.parse_dims("cols=3, rows=2") == dims(2, 3)
+    assert FAMILY.make_dims({"rows": 1, "cols": 1 << 21}) == dims(1, 1 << 21)
+    with pytest.raises(ValueError, match="2\\^31"):
+        FAMILY.parse_dims("65536x65536")
+    with pytest.raises(ValueError, match="cols"):
+        FAMILY.make_dims({"rows": 1, "cols": 0})
+    with pytest.raises(ValueError, match="missing"):
+        FAMILY.make_dims({"rows": 4})
+
+
+def test_metric_signature_and_edge_shapes() -> None:
+    d = dims(8192, 32768)
+    assert FAMILY.metric.amount(d) == 8 * 8192 * 32768
+    resolved = FAMILY.signature.resolve(d)
+    assert [b["count"] for b in resolved["buffers"]] == [8192 * 32768] * 2
+    assert [s["value"] for s in resolved["scalars"]] == [8192, 32768]
+    cols = {s["cols"] for s in FAMILY.edge_shapes}
+    assert {1, 33, 1000003, 4099, 4098} <= cols
+    assert any(s["rows"] == 1 for s in FAMILY.edge_shapes)
+    assert all(s["rows"] * s["cols"] <= MAX_ELEMENTS for s in FAMILY.edge_shapes)
+
+
+def test_vendor_module_imports_nothing_but_typing() -> None:
+    tree = ast.parse(inspect.getsource(vendor))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in (node.names if isinstance(node, ast.Import) else [node])
+                if hasattr(alias, "name")} | {
+        (node.module or "").split(".")[0] for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"__future__", "collections", "typing"}
+    assert FAMILY.vendor is not None
+    assert FAMILY.vendor.module == "kernels.softmax.vendor"
+
+
+def test_params_round_trip_and_canonical() -> None:
+    p = SoftmaxParams(passes=2, chunks=8)
+    assert p.canonical().chunks == 1
+    assert FAMILY.params_from_dict(p.to_dict()) == p.canonical()
+    assert FAMILY.params_from_dict({}) == FAMILY.baseline
+    with pytest.raises(ValueError, match="unknown softmax parameter"):
+        FAMILY.params_from_dict({"tile": 4})
+    assert FAMILY.fixed_dims(p) is None
+    assert FAMILY.for_shape(p, dims(2, 3)) == p
+    assert FAMILY.replay_datasets() == []
+    assert FAMILY.dynamic_smem_bytes(p) == 0
+    assert FAMILY.threads_per_block(p) == 128
+
+
+def test_baseline_is_the_naive_point() -> None:
+    b = FAMILY.baseline
+    assert (b.row_threads, b.vec, b.passes, b.cluster) == (1, 1, 3, 1)
+    assert FAMILY.validate(b) is None
+
+
+# ---- transforms ---------------------------------------------------------------------------------
+def applied(start: SoftmaxParams, text: str) -> Candidate | Rejection:
+    return FAMILY.apply(Candidate(start), text)
+
+
+@pytest.mark.parametrize(("start", "text", "name", "value"), [
+    (FAMILY.baseline, "apply_vectorize(4)", "vec", 4),
+    (FAMILY.baseline, "set_threads_per_row(32)", "row_threads", 32),
+    (BLOCK_ROW, "apply_rows_per_cta(2)", "block_threads", 1024),
+    (BLOCK_ROW, "apply_cluster(4)", "cluster", 4),
+    (FAMILY.baseline, "set_passes(2)", "passes", 2),
+    (FAMILY.baseline, "apply_register_row(8)", "chunks", 8),
+    (FAMILY.baseline, "apply_unroll(4)", "unroll", 4),
+    (FAMILY.baseline, "apply_cache_hints(3, true)", "load_hint", 3),
+])
+def test_every_transform_applies(start: SoftmaxParams, text: str, name: str, value: Any) -> None:
+    result = applied(start, text)
+    assert isinstance(result, Candidate), result
+    assert getattr(result.params, name) == value
+    assert result.lineage() == [text.replace(" ", "").replace(",", ", ")]
+    assert FAMILY.validate(result.params) is None
+    parent = FAMILY.apply(result, "revert_last()")
+    assert isinstance(parent, Candidate)
+    assert parent.params == start
+
+
+def test_transform_names_cover_the_brief() -> None:
+    names = set(FAMILY.transforms.names())
+    assert {"apply_vectorize", "set_threads_per_row", "apply_rows_per_cta", "apply_cluster",
+            "set_passes", "apply_register_row", "apply_unroll", "apply_cache_hints",
+            "revert_last"} <= names
+    for spec in FAMILY.transforms:
+        for arg in spec.args:
+            if arg.field is not None:
+                assert set(arg.choices) <= set(DOMAINS[arg.field]), (spec.name, arg.name)
+
+
+@pytest.mark.parametrize(("start", "text", "reason", "figure"), [
+    (FAMILY.baseline, "apply_vectorize(1)", "no_change", "action"),
+    (FAMILY.baseline, "apply_cluster(2)", "cluster_needs_block_per_row", "row_threads"),
+    (replace(BLOCK_ROW, cluster=2), "apply_rows_per_cta(2)", "cluster_needs_block_per_row",
+     "cluster"),
+    (BLOCK_ROW, "apply_rows_per_cta(4)", "block_threads_out_of_range", "block_threads"),
+    (replace(BLOCK_ROW, block_threads=1024, row_threads=1024), "apply_register_row(16)",
+     "registers_over_limit", "register_limit"),
+    (FAMILY.baseline, "revert_last()", "no_parent", None),
+])
+def test_transforms_reject_with_numbers(start: SoftmaxParams, text: str, reason: str,
+                                        figure: str | None) -> None:
+    result = applied(start, text)
+    assert isinstance(result, Rejection), result
+    assert result.reason == reason
+    assert result.message
+    if figure is not None:
+        assert figure in result.figures, result.figures
+
+
+def test_threads_per_row_keeps_rows_per_cta_and_drops_a_cluster_it_cannot_keep() -> None:
+    warp = applied(FAMILY.baseline, "set_threads_per_row(32)")
+    assert isinstance(warp, Candidate)
+    assert warp.params.block_threads == 1024
+    assert warp.params.rows_per_cta == 32
+    clustered = replace(BLOCK_ROW, cluster=4)
+    narrower = applied(clustered, "set_threads_per_row(16)")
+    assert isinstance(narrower, Candidate)
+    assert narrower.params.cluster == 1
+    wider = applied(clustered, "set_threads_per_row(1024)")
+    assert isinstance(wider, Candidate)
+    assert wider.params.cluster == 4
+
+
+def test_cluster_needs_sm90() -> None:
+    rejection = FAMILY.validate(replace(BLOCK_ROW, cluster=2), "sm_80")
+    assert isinstance(rejection, Rejection)
+    assert rejection.reason == "cluster_needs_sm90"
+
+
+# ---- validity x launch --------------------------------------------------------------------------
+POINTS = st.builds(SoftmaxParams, **{k: st.sampled_from(v) for k, v in DOMAINS.items()})
+SHAPES = st.tuples(st.integers(1, 1 << 20), st.integers(1, 1 << 21)).filter(
+    lambda s: s[0] * s[1] <= MAX_ELEMENTS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(POINTS, SHAPES)
+def test_random_points_launch_or_are_rejected_with_a_reason(p: SoftmaxParams,
+                                                            shape: tuple[int, int]) -> None:
+    d = dims(*shape)
+    rejection = FAMILY.validate(p)
+    launch = FAMILY.launch(p, d)
+    if rejection is not None:
+        assert rejection.reason
+        assert rejection.message
+        assert isinstance(launch, Rejection)
+        assert launch.reason == rejection.reason
+        return
+    assert isinstance(launch, LaunchConfig)
+    q = p.canonical()
+    gx, gy, gz = launch.grid
+    assert (gy, gz) == (1, 1)
+    assert 1 <= gx <= (1 << 31) - 1
+    assert gx % q.cluster == 0
+    assert launch.block == (q.block_threads, 1, 1)
+    assert q.block_threads <= 1024
+    assert launch.dynamic_smem_bytes == 0
+    assert launch.workspace_bytes == 0
+    units = gx // q.cluster
+    assert units * q.rows_per_cta >= d["rows"] or units == MAX_UNITS
+    assert q.estimated_registers <= q.register_limit
+    if q.cluster > 1:
+        assert q.row_threads == q.block_threads
+
+
+def test_sample_and_space_are_valid_and_distinct() -> None:
+    points = FAMILY.sample(random.Random(3), 200)
+    assert len(points) == len(set(points)) == 200
+    assert all(FAMILY.validate(p) is None for p in points)
+    space = FAMILY.space()
+    assert len(space) == len(set(space)) > 100
+    assert FAMILY.baseline in space
+    assert all(FAMILY.validate(p) is None and p.cluster == 1 for p in space)
+
+
+def test_rendering_is_deterministic() -> None:
+    points = [FAMILY.baseline, BLOCK_ROW, replace(BLOCK_ROW, cluster=8, load_hint=2,
+                                                  store_hint=True)]
+    for p in points:
+        assert FAMILY.render(p) == FAMILY.render(replace(p))
+        assert FAMILY.source_hash(p) == FAMILY.source_hash(replace(p))
+        assert 'extern "C" __global__' in FAMILY.render(p)
+    assert len({FAMILY.source_hash(p) for p in points}) == len(points)
+    # a field the kernel does not read renders the same source
+    assert FAMILY.render(SoftmaxParams(passes=2, chunks=4)) == FAMILY.render(
+        SoftmaxParams(passes=2))
+
+
+def test_sanitizer_shapes_exercise_tails_and_capacity() -> None:
+    shapes = FAMILY.sanitizer_shapes(replace(BLOCK_ROW, cluster=2))
+    cols = {s["cols"] for s in shapes}
+    cap = replace(BLOCK_ROW, cluster=2).capacity
+    assert cap - 3 in cols
+    assert any(c > cap for c in cols)
+    assert 4098 in cols
+    assert all(s["rows"] * s["cols"] < 1 << 22 for s in shapes)
+    assert FAMILY.sanitizer_shapes(FAMILY.baseline)
+
+
+# ---- every transform's points through the real nvcc -------------------------------------
+@dataclass(frozen=True)
+class Built:
+    label: str
+    params: SoftmaxParams
+    result: CompileResult
+
+
+def submit(compiler: Compiler, p: SoftmaxParams) -> Future[CompileResult]:
+    return compiler.submit(FAMILY.render(p), entry=FAMILY.name, dynamic_smem_bytes=0,
+                           arch=FAMILY.compile_arch(p, "sm_90"))
+
+
+def transform_points() -> list[tuple[str, SoftmaxParams]]:
+    """Every concrete action of every transform from three starts (the baseline, a warp per
+    row, a CTA per row), the planned points of the sweep, and random points."""
+    starts = [FAMILY.baseline,
+              SoftmaxParams(block_threads=256, row_threads=32, vec=4, passes=2, unroll=4),
+              BLOCK_ROW]
+    out: list[tuple[str, SoftmaxParams]] = []
+    for spec in FAMILY.transforms:
+        for start in starts:
+            for action in spec.actions():
+                result = FAMILY.apply(Candidate(start), action)
+                if isinstance(result, Candidate):
+                    out.append((str(action), result.params))
+    out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
+    out += [("random", p) for p in FAMILY.sample(random.Random(11), 8)]
+    unique: dict[SoftmaxParams, str] = {}
+    for label, p in out:
+        unique.setdefault(p.canonical(), label)
+    return [(label, p) for p, label in unique.items()]
+
+
+@pytest.fixture(scope="module")
+def built(compiler: Compiler) -> list[Built]:
+    points = transform_points()
+    futures = [submit(compiler, p) for _, p in points]
+    return [Built(label, p, f.result()) for (label, p), f in zip(points, futures, strict=True)]
+
+
+def test_every_transform_compiles(built: list[Built]) -> None:
+    labels = {b.label.split("(")[0] for b in built}
+    assert set(FAMILY.transforms.names()) - {"revert_last"} <= labels
+    bad = [(b.label, b.result.error) for b in built if b.result.status != "ok"]
+    assert not bad
+
+
+def test_register_held_points_do_not_spill(built: list[Built]) -> None:
+    """The one-pass points keep the row in registers: a spill puts it back in memory."""
+    spilled = [(b.label, b.params, b.result.spill_bytes) for b in built
+               if b.params.passes == 1 and (b.result.spill_bytes or 0) > 0]
+    assert not spilled
+    for b in built:
+        assert b.result.regs_per_thread is not None
+        assert b.result.regs_per_thread <= b.params.register_limit
+
+
+def test_reference_compiles(compiler: Compiler) -> None:
+    result = compiler.compile(FAMILY.reference_source())
+    assert result.status == "ok", result.error
+    launch = FAMILY.reference_launch(dims(3, 1000003))
+    assert launch.kernel_name == "reference_softmax"
+    assert launch.grid == (3, 1, 1)
+
+
+# ---- the rule book ----------------------------------------------------------------------
+@dataclass
+class Incumbent:
+    params: SoftmaxParams
+    feedback: dict[str, Any]
+
+
+@dataclass
+class RuleCtx:
+    shape: Dims | None
+    incumbent: Incumbent | None
+    arch: str = "sm_90"
+    device: dict[str, Any] | None = None
+    history: list[Any] = field(default_factory=list)
+    banned: tuple[str, ...] = ()
+
+    def action_allowed(self, name: str) -> bool:
+        return name not in self.banned
+
+
+def moves(p: SoftmaxParams, rows: int, cols: int, feedback: dict[str, Any] | None = None,
+          banned: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    ctx = RuleCtx(dims(rows, cols), Incumbent(p, feedback or {}), device={"sm_count": 132},
+                  history=[], banned=banned)
+    return FAMILY.expert_moves(ctx)
+
+
+def destination(start: SoftmaxParams, text: str) -> SoftmaxParams:
+    result = FAMILY.apply_chain(Action.parse_many(text), Candidate(start))
+    assert isinstance(result, Candidate), (text, result)
+    return result.params
+
+
+def test_short_rows_head_for_a_warp_a_row_packed_in_one_pass() -> None:
+    found = moves(FAMILY.baseline, 65536, 128)
+    first = destination(FAMILY.baseline, found[0][0])
+    assert (first.row_threads, first.rows_per_cta, first.vec, first.passes) == (32, 8, 4, 1)
+    assert first.capacity >= 128
+    assert "128" in found[0][1]
+    texts = [t for t, _ in found]
+    assert "apply_vectorize(4)" in texts
+    assert texts.index("apply_vectorize(4)") < texts.index("apply_cache_hints(3, true)")
+
+
+def test_long_rows_with_few_of_them_head_for_a_cluster() -> None:
+    found = moves(FAMILY.baseline, 16, 262144)
+    first = destination(FAMILY.baseline, found[0][0])
+    assert first.cluster == 8
+    assert first.passes == 1
+    assert first.capacity >= 262144
+    assert "apply_cluster(8)" in found[0][0]
+
+
+def test_rows_past_every_capacity_take_two_passes() -> None:
+    found = moves(FAMILY.baseline, 3, 1000003)
+    first = destination(FAMILY.baseline, found[0][0])
+    assert first.passes == 2
+    assert first.cluster == 8
+
+
+def test_every_sweep_plan_is_valid_and_holds_its_row() -> None:
+    for rows, cols in SWEEP:
+        p = plan(rows, cols)
+        assert FAMILY.validate(p) is None, (rows, cols, p)
+        assert p.passes == 1, (rows, cols, p)
+        assert p.capacity >= cols, (rows, cols, p)
+        assert p.vec == 4, (rows, cols, p)
+        assert -(-rows // p.rows_per_cta) * p.cluster >= 128, (rows, cols, p)
+
+
+def test_spills_propose_fewer_floats_a_thread() -> None:
+    p = SoftmaxParams(block_threads=512, row_threads=512, vec=4, passes=1, chunks=16)
+    found = moves(p, 4096, 32768, feedback={"compile": {"spill_bytes": 256,
+                                                        "regs_per_thread": 128}})
+    texts = [t for t, r in found if "spills" in r]
+    assert texts
+    assert all(destination(p, t).chunks == 8 for t in texts)
+
+
+def test_moves_are_valid_fresh_and_allowed() -> None:
+    for start in (FAMILY.baseline, BLOCK_ROW, plan(8192, 8192)):
+        for rows, cols in ((65536, 128), (8192, 8192), (16, 262144), (7, 33)):
+            for text, reason in moves(start, rows, cols):
+                assert reason
+                assert destination(start, text) != start.canonical()
+    banned = moves(FAMILY.baseline, 16, 262144, banned=("apply_cluster",))
+    assert banned
+    assert all("apply_cluster" not in t for t, _ in banned)
+    assert FAMILY.expert_moves(RuleCtx(None, None)) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(POINTS, st.integers(1, 1 << 19), st.integers(0, 3))
+def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
+                                                 misalign: int) -> None:
+    """The template's split of a row (scalar head up to the first aligned element, vectors,
+    scalar tail) and its thread assignment, with the extra registers the family sizes: every
+    element read and written by exactly one thread, the held path only where the row fits."""
+    q = p.canonical()
+    if FAMILY.validate(q) is not None:
+        return
+    source = FAMILY.render(q)
+    assert f"#define EXTRA {q.extra_slots}" in source
+    assert "cols <= CHUNKS * G * V" in source or q.passes != 1
+    for v in {q.vec, 1}:  # the point's width and the fallback for x, y aligned differently
+        head = 0 if v == 1 else min(cols, (-misalign) % v)
+        nv = (cols - head) // v
+        tail = head + nv * v
+        nextra = cols - nv * v
+        g_threads = q.group_threads
+        seen = [0] * cols
+        for i in range(nv):
+            for k in range(v):
+                seen[head + i * v + k] += 1
+        for i in range(nextra):
+            seen[i if i < head else tail + i - head] += 1
+        assert seen == [1] * cols
+        assert head < v
+        assert cols - tail < v
+        if q.passes == 1 and cols <= q.chunks * g_threads * v:
+            assert nv <= q.chunks * g_threads  # every vector has a register
+            assert nextra <= q.extra_slots * g_threads  # every scalar has a register
+
+
+def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
+    p = plan(256, 262144)
+    assert p.passes == 1
+    assert p.block_threads * p.estimated_registers > 32768
+    found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
+    two = [(t, r) for t, r in found if destination(p, t).passes == 2]
+    assert two
+    assert "L2" in two[0][1]
+    assert "92 registers" in two[0][1]
+    # a plan with two CTAs an SM is not offered it
+    q = plan(1024, 131072)
+    assert not [t for t, _ in moves(q, 1024, 131072) if destination(q, t).passes == 2]
