@@ -21,9 +21,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from core import formats
+from core.arch import fp32_peak_tflops
 from core.models import CANDIDATE_FINAL, Campaign, Candidate
 from kernels import get_family
-from worker.evaluate import fp32_peak_tflops
 
 #: Colours of candidate statuses, shared by the PNG plots and the dashboard.
 STATUS_COLOURS = {"ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",

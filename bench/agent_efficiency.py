@@ -61,11 +61,11 @@ def _load() -> dict[str, Any]:
     """Dataset, family and search space, once per process."""
     if not _STATE:
         from agent.spaces import ReplaySpace
+        from core.replay import ReplayDataset
         from kernels import get_family
-        from worker.evaluate import ReplayDataset
 
         family = get_family("gemm_bias_relu")
-        dataset = ReplayDataset(family.replay_dataset_path())
+        dataset = ReplayDataset(family.replay_datasets()[0])
         shape = dataset.shapes()[0]
         ok = [r for (_k, s), r in dataset.points.items()
               if s == shape and r["status"] == "ok" and r.get("perf")]

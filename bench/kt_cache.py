@@ -126,11 +126,11 @@ def run_kt(cache_path: Path, strategy: str, seed: int, max_fevals: int) -> dict[
 
 def main() -> None:
     """Write the cache of the shipped replay dataset to the path given."""
+    from core.replay import ReplayDataset
     from kernels import get_family
-    from worker.evaluate import ReplayDataset
 
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "kt-cache-h200-4096.json")
     data = export_kt_cache(dataset, dataset.shapes()[0], out)
     print(f"{out}: {len(data['cache'])} configurations of {data['tune_params_keys']}")

@@ -95,11 +95,12 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
     from agent.embedded import EmbeddedRunner
     from agent.spaces import ReplaySpace
     from core.db import session_factory, upgrade_database
+    from core.replay import ReplayDataset
     from kernels import get_family
-    from worker.evaluate import ReplayDataset, ReplayEvaluator
+    from worker.evaluate import ReplayEvaluator
 
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     shape = dataset.shapes()[0]
     m, n, k = (int(x) for x in shape.split("x"))
     evaluator = ReplayEvaluator(family, dataset)

@@ -75,7 +75,9 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
                     ) -> tuple[list[Any], str, str | None]:
     """Evaluators for ``backend`` (``auto`` = GPU if pycuda finds one, else replay), the backend
     used, and why the GPU was not used (if it was not)."""
-    from worker.evaluate import EvalOptions, GpuEvaluator, ReplayDataset, ReplayEvaluator
+    from core.evaluation import EvalOptions
+    from core.replay import ReplayDataset
+    from worker.evaluate import GpuEvaluator, ReplayEvaluator
 
     options = EvalOptions(tolerance=tolerance, profile=profile)
     why_not_gpu = None
@@ -142,10 +144,10 @@ def tune(
     from agent.policies import make_policy
     from agent.report import best_kernel_files, convergence_plot, summary
     from agent.spaces import FullSpace, ReplaySpace
+    from core.arch import fp32_peak_tflops
     from core.db import session_factory, upgrade_database
     from kernels import get_family
     from kernels.gemm_bias_relu.shape import Shape
-    from worker.evaluate import fp32_peak_tflops
 
     settings = get_settings()
     try:
@@ -356,10 +358,10 @@ def evaluate(
       tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
     """
     from cli.main import resolve_params
+    from core.evaluation import CompileResult
     from kernels import get_family
     from kernels.base import Rejection
-from kernels.gemm_bias_relu.shape import Shape
-    from worker.compile import CompileResult
+    from kernels.gemm_bias_relu.shape import Shape
     from worker.evaluate import feedback_record
 
     settings = get_settings()
