@@ -24,8 +24,9 @@ from agent.policies.base import HistoryItem, Policy, PolicyContext, key_of
 from agent.spaces import ReplaySpace
 from core.db import session_factory, upgrade_database
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.replay import ReplayDataset
 from kernels import get_family
-from worker.evaluate import ReplayDataset, ReplayEvaluator
+from worker.evaluate import ReplayEvaluator
 
 SHAPE = "4096x4096x4096"
 
@@ -56,7 +57,7 @@ class Replay:
 def replay() -> Replay:
     """Loaded once per test process (the dataset is read-only)."""
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    dataset = ReplayDataset(family.replay_datasets()[0])
     ReplayEvaluator(family, dataset)  # keys the rows by the family's canonical parameters
     return Replay(family, dataset, ReplaySpace(family, dataset, SHAPE))
 

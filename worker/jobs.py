@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
+from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.models import (
     CANDIDATE_IN_FLIGHT,
     Campaign,
@@ -31,18 +32,12 @@ from core.models import (
     WorkerNode,
     utcnow,
 )
+from core.replay import ReplayDataset
 from core.settings import Settings
 from kernels import get_family
-from kernels.base import params_key
-from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import (
-    Compiler,
-    CompileResult,
-    compile_candidate,
-    compiler_from_settings,
-    target_arch,
-)
-from worker.evaluate import EvalOptions, Evaluator, Measurement, ReplayDataset, ReplayEvaluator
+from kernels.base import Dims, params_key
+from worker.compile import Compiler, compile_candidate, compiler_from_settings, target_arch
+from worker.evaluate import ReplayEvaluator
 
 
 def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
@@ -58,8 +53,19 @@ def mark_status(session: Session, candidate_id: str, status: str) -> Candidate |
 
 @lru_cache(maxsize=4)
 def replay_dataset(kernel: str) -> ReplayDataset:
-    """The family's replay dataset, loaded once per process."""
-    return ReplayDataset(get_family(kernel).replay_dataset_path())
+    """The family's default replay dataset (the first of its ``replay_datasets()``), loaded
+    once per process."""
+    datasets = get_family(kernel).replay_datasets()
+    if not datasets:
+        raise ValueError(f"the {kernel} family ships no replay dataset")
+    return ReplayDataset(datasets[0])
+
+
+def campaign_dims(kernel: str, row: Any) -> Dims:
+    """The campaign's shape as the family's dimensions, read from the row's columns of the
+    same names (the campaign table stores one column per dimension)."""
+    family = get_family(kernel)
+    return family.make_dims({d.name: getattr(row, d.name) for d in family.dims})
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -321,7 +327,7 @@ class EvaluateJob:
     backend: str
     params: dict[str, Any]
     incumbent_params: dict[str, Any] | None
-    shape: Shape
+    shape: Dims
     iteration: int
     seed: int
     tolerance: float
@@ -343,7 +349,7 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
         incumbent_params=dict(incumbent) if incumbent is not None else None,
-        shape=Shape(campaign.m, campaign.n, campaign.k), iteration=cand.iteration,
+        shape=campaign_dims(campaign.kernel, campaign), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
     )
@@ -358,9 +364,8 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
             f"workers with --backend {job.backend} on the queue gpu.{runtime.settings.arch}"))
     family = get_family(job.kernel)
     ev = runtime.evaluator(job.kernel)
-    if hasattr(ev, "options"):
-        ev.options = dataclasses.replace(ev.options, tolerance=job.tolerance,
-                                         profile=job.profile)
+    options = dataclasses.replace(getattr(ev, "options", None) or EvalOptions(),
+                                  tolerance=job.tolerance, profile=job.profile)
     params = family.params_from_dict(job.params)
     compiled = runtime.compile(job.kernel, params)
     if compiled.status != "ok":
@@ -373,7 +378,7 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
         if inc_compiled.status == "ok":
             incumbent = (inc_params, inc_compiled)
     m = ev.measure(params, compiled, shape=job.shape, iteration=job.iteration, seed=job.seed,
-                   incumbent=incumbent)
+                   options=options, incumbent=incumbent)
     speed = runtime.settings.replay_speed
     if runtime.backend == "replay" and speed > 0 and m.gpu_seconds > 0:
         time.sleep(m.gpu_seconds / speed)  # behave like a GPU under load tests
@@ -390,7 +395,7 @@ class SanitizeJob:
     backend: str
     params: dict[str, Any]
     source: str
-    shape: Shape
+    shape: Dims
 
 
 def start_sanitize(session: Session, candidate_id: str, node: str | None = None
@@ -405,7 +410,7 @@ def start_sanitize(session: Session, candidate_id: str, node: str | None = None
     campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     return SanitizeJob(cand.id, campaign.kernel, campaign.backend, dict(cand.params),
-                       cand.source, Shape(campaign.m, campaign.n, campaign.k))
+                       cand.source, campaign_dims(campaign.kernel, campaign))
 
 
 def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
@@ -425,17 +430,20 @@ def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
     family = get_family(job.kernel)
     params = family.params_from_dict(job.params)
     compiled = runtime.compiler.compile(
-        job.source, entry=family.name, dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+        job.source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
         arch=target_arch(family, params, runtime.compiler.arch))
     if compiled.status != "ok":
         return error_record(f"the source did not compile again: {compiled.status}: "
                             f"{compiled.error}")
+    reference = runtime.compiler.compile(family.reference_source())
+    if reference.status != "ok":
+        return error_record(f"the reference kernel did not compile: {reference.error}")
     settings = runtime.settings
     try:
         return check(family, params, compiled.cubin(), tools=DEFAULT_TOOLS,
                      campaign_shape=job.shape, gpu=runtime.gpu,
                      exe=sanitizer_path(settings.compute_sanitizer),
-                     timeout_s=settings.sanitize_timeout_s)
+                     timeout_s=settings.sanitize_timeout_s, reference=reference.cubin())
     except SanitizerUnavailable as exc:
         return error_record(str(exc))
 
