@@ -5,6 +5,16 @@ length-prefixed pickle protocol on stdin/stdout (requests are dicts with an ``op
 CUDA context, buffers and loaded modules between requests, and never imports tuneforge's other
 packages: it starts fast and runs on any GPU host.
 
+Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
+
+- ``setup``: ``support_cubin``, ``reference_cubin``, ``reference_kernel``;
+- ``evaluate``: ``candidate`` (``key``, ``cubin``, ``kernel``), ``tol``, ``stop_on_failure``,
+  ``checks`` (each: ``shape`` values, ``dist``, ``seed``, the resolved ``signature``,
+  ``fills``, ``launch``, ``reference_launch``), ``bench`` (``shape``, ``signature``,
+  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
+  an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
+- ``stats`` (the checker on given arrays), ``info``, ``ping``.
+
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
 ``{"status": "crashed"}`` and exits; the parent starts a new one. A kernel that never finishes is
 killed from outside by the parent's watchdog.
@@ -399,7 +409,7 @@ class Runtime:
 
 # ---- request handling -----------------------------------------------------------------------
 def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
-    """Serve one request (see :mod:`worker.gpu_runner` for the fields)."""
+    """Serve one request (the fields are in the module's docstring)."""
     op = req["op"]
     if op == "ping":
         return {"status": "ok"}
