@@ -7,6 +7,7 @@ lock (and by the campaign row lock on databases that have one).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -18,10 +19,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent import engine
 from agent.policies.base import Policy, SearchSpace
+from core.evaluation import CompileResult, EvalOptions, Evaluator
 from core.models import Campaign, Candidate
 from kernels import get_family
-from worker.compile import CompileResult
-from worker.evaluate import Evaluator
 
 ProgressFn = Callable[[Campaign, Candidate | None], None]
 
@@ -124,6 +124,9 @@ class EmbeddedRunner:
                 assert campaign is not None
                 shape = campaign.problem
                 seed = campaign.seed
+                options = dataclasses.replace(getattr(ev, "options", None) or EvalOptions(),
+                                              tolerance=campaign.tolerance,
+                                              profile=campaign.profile)
                 inc = s.get(Candidate, campaign.incumbent_id) if campaign.incumbent_id else None
                 inc_params = (get_family(campaign.kernel).params_from_dict(inc.params)
                               if inc is not None and inc.id != cid else None)
@@ -134,7 +137,7 @@ class EmbeddedRunner:
                     if inc_compiled.status == "ok":
                         incumbent = (inc_params, inc_compiled)
                 m = ev.measure(params, compiled, shape=shape, iteration=iteration, seed=seed,
-                               incumbent=incumbent)
+                               options=options, incumbent=incumbent)
                 with self.lock, self.sessions.begin() as s:
                     engine.record_measurement(s, cid, m)
             self._progress(campaign_id, cid)

@@ -40,6 +40,7 @@ from agent.policies.base import (
     key_of,
 )
 from core import feed
+from core.evaluation import CompileResult, Measurement
 from core.feedback import FeedbackRecord
 from core.models import (
     CANDIDATE_FINAL,
@@ -54,8 +55,6 @@ from core.settings import get_settings
 from kernels import get_family
 from kernels.base import Action, UnknownAction
 from worker import jobs
-from worker.compile import CompileResult
-from worker.evaluate import Measurement
 
 
 class CampaignError(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.policies.base import key_of
-from worker.evaluate import ReplayDataset
+from core.replay import ReplayDataset
 
 
 class FullSpace:

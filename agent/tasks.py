@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from agent import service
 from core import feed
 from core.db import session_scope
+from core.evaluation import CompileResult
 from core.models import Campaign, Candidate
 from core.queues import (
     INFRA_ERRORS,
@@ -40,7 +41,6 @@ from core.queues import (
 )
 from core.settings import get_settings
 from worker import tasks as worker_tasks
-from worker.compile import CompileResult
 from worker.jobs import compile_result_to_dict
 
 log = logging.getLogger(__name__)

@@ -61,8 +61,8 @@ def _load() -> dict[str, Any]:
     """Dataset, family and search space, once per process."""
     if not _STATE:
         from agent.spaces import ReplaySpace
+        from core.replay import ReplayDataset
         from kernels import get_family
-        from worker.evaluate import ReplayDataset
 
         family = get_family("gemm_bias_relu")
         dataset = ReplayDataset(family.replay_datasets()[0])

@@ -126,8 +126,8 @@ def run_kt(cache_path: Path, strategy: str, seed: int, max_fevals: int) -> dict[
 
 def main() -> None:
     """Write the cache of the shipped replay dataset to the path given."""
+    from core.replay import ReplayDataset
     from kernels import get_family
-    from worker.evaluate import ReplayDataset
 
     family = get_family("gemm_bias_relu")
     dataset = ReplayDataset(family.replay_datasets()[0])

@@ -200,8 +200,9 @@ def run_tuneforge(budget: int, shape: Shape, gpu: str) -> dict[str, Any]:
 
 def remeasure(rows: list[dict[str, Any]], shape: Shape, gpu: str) -> float | None:
     """Each tool's best through our harness (verify mode); returns cuBLAS µs of this run."""
+    from core.evaluation import EvalOptions
     from worker.compile import Compiler
-    from worker.evaluate import EvalOptions, GpuEvaluator
+    from worker.evaluate import GpuEvaluator
 
     cache = Path("/tmp/tf-cache")
     compiler = Compiler(cache, arch="sm_90", workers=os.cpu_count() or 4)

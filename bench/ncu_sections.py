@@ -34,6 +34,7 @@ from worker.compile import Compiler, compile_candidate  # noqa: E402
 from worker.ncu import (  # noqa: E402
     PROJECT_ROOT,
     launch_command,
+    launch_spec,
     ncu_env,
     ncu_path,
     number,
@@ -94,11 +95,13 @@ def profile(label: str, params: Any, shape: Shape, compiler: Compiler, out: Path
     exe = ncu_path()
     if exe is None:
         return {"label": label, "error": "Nsight Compute (ncu) is not installed here"}
+    spec = out / f"{label}.spec.json"
+    spec.write_text(json.dumps(launch_spec(compiled.cubin_path, launch.kernel_name,
+                                           FAMILY.signature.resolve(shape), launch.to_dict())))
     cmd = [exe, "--clock-control", "none", "--target-processes", "all",
            "-k", launch.kernel_name, "--launch-skip", "1", "--launch-count", "1",
            "--csv", "--page", "raw", *[a for s in SECTIONS for a in ("--section", s)],
-           *launch_command(compiled.cubin_path, launch.kernel_name,
-                           (shape.m, shape.n, shape.k), launch.to_dict())]
+           *launch_command(str(spec))]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ncu_env(gpu),
                           cwd=str(PROJECT_ROOT))
     (out / f"{label}.csv").write_text(done.stdout)

@@ -95,8 +95,9 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
     from agent.embedded import EmbeddedRunner
     from agent.spaces import ReplaySpace
     from core.db import session_factory, upgrade_database
+    from core.replay import ReplayDataset
     from kernels import get_family
-    from worker.evaluate import ReplayDataset, ReplayEvaluator
+    from worker.evaluate import ReplayEvaluator
 
     family = get_family("gemm_bias_relu")
     dataset = ReplayDataset(family.replay_datasets()[0])

@@ -54,7 +54,8 @@ def main() -> None:
             for tool, shape in RUNS:
                 launch = FAMILY.launch(params, shape)
                 assert isinstance(launch, LaunchConfig)
-                run = run_tool(exe, tool, cubin, [(shape, launch)], timeout_s=args.limit)
+                run = run_tool(exe, tool, cubin, [(shape, launch)], family=FAMILY,
+                               timeout_s=args.limit)
                 rows.append({"kernel": name, "tool": tool, "shape": str(shape),
                              "status": run["status"], "seconds": run["seconds"],
                              "error": run.get("error"),

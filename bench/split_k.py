@@ -21,11 +21,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.evaluation import EvalOptions  # noqa: E402
 from kernels.gemm_bias_relu import DOMAINS, FAMILY, GemmParams  # noqa: E402
 from kernels.gemm_bias_relu.params import check_at_shape  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
-from worker.evaluate import EvalOptions, GpuEvaluator  # noqa: E402
+from worker.evaluate import GpuEvaluator  # noqa: E402
 
 #: the best kernels of the 2026-11-29 campaigns (docs/GPU.md)
 POINTS: dict[str, GemmParams] = {

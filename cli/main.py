@@ -183,8 +183,9 @@ def compile_cmd(
 
       tuneforge compile --params '{"block_x": 32, "block_y": 8}' --arch sm_80
     """
+    from core.evaluation import CompileResult
     from kernels.base import Rejection
-    from worker.compile import CompileResult, compile_candidate, compiler_from_settings
+    from worker.compile import compile_candidate, compiler_from_settings
 
     settings = get_settings()
     family = resolve_family(kernel)

@@ -75,7 +75,9 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
                     ) -> tuple[list[Any], str, str | None]:
     """Evaluators for ``backend`` (``auto`` = GPU if pycuda finds one, else replay), the backend
     used, and why the GPU was not used (if it was not)."""
-    from worker.evaluate import EvalOptions, GpuEvaluator, ReplayDataset, ReplayEvaluator
+    from core.evaluation import EvalOptions
+    from core.replay import ReplayDataset
+    from worker.evaluate import GpuEvaluator, ReplayEvaluator
 
     options = EvalOptions(tolerance=tolerance, profile=profile)
     why_not_gpu = None
@@ -93,7 +95,11 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
             why_not_gpu = str(exc).splitlines()[0][:200]
             if backend == "gpu":
                 fail(f"--backend gpu: {why_not_gpu}")
-    dataset = ReplayDataset(family.replay_dataset_path())
+    datasets = family.replay_datasets()
+    if not datasets:
+        fail(f"--backend replay: the {family.name} family ships no replay dataset "
+             f"(no GPU here: {why_not_gpu or 'replay asked for'})")
+    dataset = ReplayDataset(datasets[0])
     return [ReplayEvaluator(family, dataset, options=options)], "replay", why_not_gpu
 
 
@@ -359,8 +365,8 @@ def evaluate(
       tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
     """
     from cli.main import resolve_params
+    from core.evaluation import CompileResult
     from kernels.base import Rejection
-    from worker.compile import CompileResult
     from worker.evaluate import feedback_record
 
     settings = get_settings()

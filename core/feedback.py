@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CompileStatus = Literal["ok", "error", "timeout", "rejected"]
 CandidateStatus = Literal[
@@ -44,12 +44,15 @@ class CompileFeedback(_Model):
 class CorrectnessCase(_Model):
     """One correctness check: fresh seeded inputs of one distribution at one shape."""
 
-    shape: list[int]
+    shape: list[int] | dict[str, int] = Field(
+        description="the dimensions' values in the family's order (or by name)")
     seed: int
     dist: str
     rel_err: float | None = Field(description="||out - ref|| / ||ref|| (float64 reference)")
     max_abs_err: float | None
-    max_scaled_err: float | None = Field(description="max |out - ref| / (Σ|a·b| + |bias|)")
+    max_scaled_err: float | None = Field(
+        description="max |out - ref| / the reference's scale of the element (a GEMM's: "
+                    "Σ|a·b| + |bias|)")
     nonfinite: int
     unwritten: int
     passed: bool
@@ -69,16 +72,35 @@ class Correctness(_Model):
 
 
 class Perf(_Model):
-    """Benchmark figures: median of runs, each run the median of adaptive repetitions."""
+    """Benchmark figures: median of runs, each run the median of adaptive repetitions, in the
+    family's metric: ``throughput`` in ``unit`` (``TFLOP/s`` for a flops metric, which also
+    gives ``throughput_tflops``; ``GB/s`` for a bytes metric, which also gives
+    ``throughput_gbs``), held against ``peak`` (same unit) named by ``peak_source``."""
 
     avg_us: float
     runs_us: list[float]
     spread_pct: float
     reps_per_run: int | None = None
-    throughput_tflops: float
+    throughput: float | None = Field(default=None, description="work / avg_us, in ``unit``")
+    unit: Literal["TFLOP/s", "GB/s"] | None = None
+    throughput_tflops: float | None = Field(default=None,
+                                            description="flops metrics only (TFLOP/s)")
+    throughput_gbs: float | None = Field(default=None, description="bytes metrics only (GB/s)")
     pct_of_vendor: float | None = None
     pct_of_peak: float | None = None
+    peak: float | None = Field(default=None, description="the peak in ``unit``")
+    peak_source: str | None = Field(default=None, description="where ``peak`` comes from")
     vendor_us: float | None = None
+
+    @model_validator(mode="after")
+    def _one_throughput(self) -> Perf:
+        if self.throughput_tflops is None and self.throughput_gbs is None:
+            raise ValueError("perf needs throughput_tflops (flops) or throughput_gbs (bytes)")
+        if self.unit == "TFLOP/s" and self.throughput_tflops is None:
+            raise ValueError("a TFLOP/s perf block needs throughput_tflops")
+        if self.unit == "GB/s" and self.throughput_gbs is None:
+            raise ValueError("a GB/s perf block needs throughput_gbs")
+        return self
 
 
 class Profile(_Model):

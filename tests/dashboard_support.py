@@ -29,10 +29,12 @@ from agent.policies import make_policy
 from agent.spaces import ReplaySpace
 from api import security
 from core.db import session_factory, upgrade_database
+from core.evaluation import CompileResult, EvalOptions, Measurement
+from core.replay import ReplayDataset
 from kernels import get_family
+from kernels.base import Dims
 from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import CompileResult
-from worker.evaluate import Measurement, ReplayDataset, ReplayEvaluator
+from worker.evaluate import ReplayEvaluator
 
 SHAPE = "4096x4096x4096"
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +67,9 @@ class FaultyReplay(ReplayEvaluator):
             return future
         return super().compile(params)
 
-    def measure(self, params: Any, compiled: CompileResult, *, shape: Shape, iteration: int,
-                seed: int, incumbent: Any = None, verify: bool = False) -> Measurement:
+    def measure(self, params: Any, compiled: CompileResult, *, shape: Dims, iteration: int,
+                seed: int, options: EvalOptions | None = None, incumbent: Any = None,
+                verify: bool = False) -> Measurement:
         if self.delay_s:
             time.sleep(self.delay_s)
         failure = FAILURES.get(iteration) if self.faults else None
@@ -79,7 +82,7 @@ class FaultyReplay(ReplayEvaluator):
             return Measurement(failure, error=f"{failure} (injected by the test)",
                                gpu_seconds=0.5)
         return super().measure(params, compiled, shape=shape, iteration=iteration, seed=seed,
-                               incumbent=incumbent, verify=verify)
+                               options=options, incumbent=incumbent, verify=verify)
 
 
 @dataclass

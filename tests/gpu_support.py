@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from core.evaluation import EvalOptions
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.evaluate import GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
 
 #: read at import: the autouse fixture clears TUNEFORGE_* variables for each test

@@ -24,8 +24,9 @@ from agent.policies.base import HistoryItem, Policy, PolicyContext, key_of
 from agent.spaces import ReplaySpace
 from core.db import session_factory, upgrade_database
 from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.replay import ReplayDataset
 from kernels import get_family
-from worker.evaluate import ReplayDataset, ReplayEvaluator
+from worker.evaluate import ReplayEvaluator
 
 SHAPE = "4096x4096x4096"
 

@@ -32,12 +32,14 @@ from agent.policies import make_policy
 from agent.policies.base import key_of
 from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
 from agent.report import summary
+from core.evaluation import Measurement
 from core.feedback import SCHEMA_PATH, FeedbackRecord, json_schema
 from core.models import Campaign, Candidate
 from kernels.base import Candidate as Node
 from kernels.base import Rejection
+from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
-from worker.evaluate import Measurement, ReplayEvaluator, perf_block
+from worker.evaluate import ReplayEvaluator, perf_block
 
 SHAPE = Shape(4096, 4096, 4096)
 
@@ -121,7 +123,8 @@ def _record(sessions: sessionmaker[Session], ev: ReplayEvaluator, cand_id: str,
         assert cand is not None
         params = rp.family.params_from_dict(cand.params)
     compiled = ev.compile(params).result()
-    m = (Measurement("ok", perf=perf_block(runs, SHAPE.flops, vendor_us=None, peak_tflops=None),
+    m = (Measurement("ok", perf=perf_block(runs, FAMILY.metric, SHAPE, vendor_us=None,
+                                                 peak=None),
                      incumbent_runs_us=inc_runs, gpu_seconds=0.1)
          if status == "ok" else
          Measurement(status, error="17x33x65 normal: 3 elements beyond tolerance"))

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.evaluation import CompileResult
 from kernels.base import Action, Candidate, Rejection
 from kernels.gemm_bias_relu import DOMAINS, FAMILY, GemmParams
 from worker.compile import (
     ERROR_SUMMARY_CHARS,
     Compiler,
-    CompileResult,
     compile_candidate,
     parse_ptxas,
     summarize_error,

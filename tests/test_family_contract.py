@@ -56,7 +56,8 @@ def test_declarations_hold_together(name: str) -> None:
     assert family.name == name
     names = {d.name for d in family.dims}
     assert family.signature.names() <= names, "the signature reads only the dimensions"
-    assert family.signature.outputs and family.signature.inputs
+    assert family.signature.outputs
+    assert family.signature.inputs
     assert all(b.dtype in DTYPES for b in family.signature.buffers)
     assert family.default_dims == family.make_dims(family.default_dims.as_dict())
     assert family.parse_dims(str(family.default_dims)) == family.default_dims
@@ -74,7 +75,8 @@ def test_declarations_hold_together(name: str) -> None:
         assert callable(module.prepare)
     assert family.validate(family.baseline) is None
     about = describe(family)
-    assert about["name"] == name and about["transforms"] == family.transforms.names()
+    assert about["name"] == name
+    assert about["transforms"] == family.transforms.names()
     for dataset in family.replay_datasets():
         assert Path(str(dataset)).exists()
 
@@ -101,9 +103,11 @@ def test_rendering_is_deterministic_and_every_transform_answers(name: str) -> No
         for action in spec.actions():
             result = family.apply(base, action)
             if isinstance(result, Rejection):
-                assert result.reason and result.message
+                assert result.reason
+                assert result.message
             else:
-                assert result.action == action and result.parent is base
+                assert result.action == action
+                assert result.parent is base
                 rejection = family.validate(result.params)
                 assert rejection is None or rejection.reason
 
@@ -120,7 +124,8 @@ def test_points_launch_at_any_shape_or_say_why(name: str, data: st.DataObject) -
     assert all(b["count"] >= 1 for b in resolved["buffers"])
     launch = family.launch(params, dims)
     if isinstance(launch, Rejection):
-        assert launch.reason and launch.message
+        assert launch.reason
+        assert launch.message
         return
     assert isinstance(launch, LaunchConfig)
     threads = launch.block[0] * launch.block[1] * launch.block[2]

@@ -24,12 +24,13 @@ from agent.engine import CampaignSpec, create_campaign
 from agent.policies import make_policy
 from agent.spaces import FullSpace
 from core.db import session_factory, upgrade_database
+from core.evaluation import CompileResult, EvalOptions
 from core.models import Campaign, Candidate
 from core.settings import get_settings
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import Compiler, CompileResult
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.compile import Compiler
+from worker.evaluate import GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
 
 pytestmark = pytest.mark.gpu

@@ -11,17 +11,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_support import ILLEGAL, SPIN, gpu_evaluator, save
+from gpu_support import ILLEGAL, OUT, SPIN, gpu_evaluator, save
 
+from core.evaluation import EvalOptions
 from kernels.base import Action, Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.evaluate import GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 
@@ -102,14 +104,10 @@ def test_spinning_kernel_is_timeout_and_next_candidate_passes(
         evaluator: GpuEvaluator, compiler: Compiler) -> None:
     spin = compiler.compile(SPIN, entry="gemm_bias_relu")
     assert spin.status == "ok", spin.error
-    old = evaluator.options.timeout_s
-    evaluator.options.timeout_s = 5.0
-    try:
-        t0 = time.perf_counter()
-        m = evaluator.measure(FAMILY.baseline, spin, shape=Shape(64, 64, 64), iteration=0, seed=1)
-        waited = time.perf_counter() - t0
-    finally:
-        evaluator.options.timeout_s = old
+    t0 = time.perf_counter()
+    m = evaluator.measure(FAMILY.baseline, spin, shape=Shape(64, 64, 64), iteration=0, seed=1,
+                          options=replace(evaluator.options, timeout_s=5.0))
+    waited = time.perf_counter() - t0
     assert m.status == "timeout", m
     assert waited < 30
     good = evaluator.compile(FAMILY.baseline).result()
@@ -183,13 +181,9 @@ def test_full_profile_names_ncu_figures(evaluator: GpuEvaluator) -> None:
         "apply_tiling(8)")])
     assert not isinstance(tiled, Rejection)
     compiled = evaluator.compile(tiled.params).result()
-    old = evaluator.options.profile
-    evaluator.options.profile = "full"
-    try:
-        m = evaluator.measure(tiled.params, compiled, shape=Shape(2048, 2048, 2048),
-                              iteration=0, seed=9)
-    finally:
-        evaluator.options.profile = old
+    m = evaluator.measure(tiled.params, compiled, shape=Shape(2048, 2048, 2048),
+                          iteration=0, seed=9, options=replace(evaluator.options,
+                                                               profile="full"))
     assert m.status == "ok", m.error
     profile = m.profile or {}
     save("ncu_profile", profile)
@@ -199,3 +193,65 @@ def test_full_profile_names_ncu_figures(evaluator: GpuEvaluator) -> None:
         if profile[name] is not None:
             assert profile["sources"][name] == "ncu"
     assert profile["shared_mem_bank_conflicts"] is not None, profile["missing"]
+
+
+FILL_SCRIPT = """
+import json, sys
+import numpy as np
+from worker.gpu_child import Runtime, cuda
+spec = json.load(open(sys.argv[1]))
+rt = Runtime()
+rt.setup(open(spec["support"], "rb").read(), open(spec["reference"], "rb").read(),
+         spec["reference_kernel"])
+n = 1 << 20
+sig = {"buffers": [{"name": "x", "dtype": "float32", "role": "in", "count": n},
+                   {"name": "y", "dtype": "float32", "role": "in", "count": n},
+                   {"name": "z", "dtype": "float32", "role": "out", "count": 1}],
+       "scalars": []}
+b = rt.fill_inputs(sig, [{"kind": "normal_neg_inf", "scale": 1.0},
+                         {"kind": "constant", "scale": 3.0}], 5)
+rt.sync()
+x = np.empty(n, np.float32); y = np.empty(n, np.float32)
+cuda.memcpy_dtoh(x, b["x"]); cuda.memcpy_dtoh(y, b["y"])
+neg = np.isneginf(x)
+print(json.dumps({"neg_inf_fraction": float(neg.mean()),
+                  "neg_inf_at_multiples_of_8": int(neg[::8].sum()),
+                  "finite_std": float(x[~neg].std()),
+                  "other_nonfinite": int((~np.isfinite(x) & ~neg).sum()),
+                  "constant_values": sorted(set(float(v) for v in y)),
+                  "copy": rt.copy, "info_copy_gbs": rt.info()["copy_gbs"]}))
+rt.context.pop()
+"""
+
+
+def test_new_fill_kinds_and_the_copy_bandwidth(evaluator: GpuEvaluator, compiler: Compiler
+                                                ) -> None:
+    """normal_neg_inf puts -inf at ~7/64 of the positions and never at i % 8 == 0; constant
+    writes the scale everywhere; the child measured the device-to-device copy rate."""
+    import os
+
+    from worker.evaluate import SUPPORT_SOURCE
+
+    support = compiler.compile(SUPPORT_SOURCE.read_text())
+    reference = compiler.compile(FAMILY.reference_source())
+    save("fill_spec", {
+        "support": support.cubin_path, "reference": reference.cubin_path,
+        "reference_kernel": FAMILY.reference_launch(Shape(1, 1, 1)).kernel_name})
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", FILL_SCRIPT, str(OUT / "fill_spec.json")],
+                          cwd=str(root), capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["evaluator_device"] = {k: evaluator.device.get(k) for k in (
+        "name", "copy_gbs", "copy_bytes", "copy_runs", "datasheet_gbs")}
+    save("fill_kinds_copy", result)
+    assert 0.09 < result["neg_inf_fraction"] < 0.13
+    assert result["neg_inf_at_multiples_of_8"] == 0
+    assert result["other_nonfinite"] == 0
+    assert 0.95 < result["finite_std"] < 1.05
+    assert result["constant_values"] == [3.0]
+    assert (evaluator.device.get("copy_gbs") or 0.0) > 100.0
+    assert evaluator.device["copy_bytes"] == 1 << 30  # an H200 has room for the full copy
+    assert evaluator.peak is not None  # the GEMM's FP32 FMA peak

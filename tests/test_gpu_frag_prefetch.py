@@ -17,9 +17,10 @@ from async_copy_points import SIMT
 from frag_prefetch_points import PREFETCH, QUADS, WIDE, variants
 from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 
+from core.evaluation import EvalOptions
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.evaluate import GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 from gpu_support import OUT, gpu_evaluator, save
 
+from core.evaluation import CompileResult, EvalOptions
 from kernels.base import Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import Compiler, CompileResult
-from worker.evaluate import SUPPORT_SOURCE, EvalOptions, GpuEvaluator
+from worker.compile import Compiler
+from worker.evaluate import SUPPORT_SOURCE, GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 
@@ -103,23 +104,25 @@ REPEAT_SCRIPT = textwrap.dedent('''
     import json, sys
     import numpy as np
     from worker.gpu_child import Runtime, cuda, host_stats, judge
+    from worker.launch_contract import kernel_format
     spec = json.load(open(sys.argv[1]))
     rt = Runtime()
     rt.setup(open(spec["support"], "rb").read(), open(spec["reference"], "rb").read(),
-             "reference_gemm_bias_relu", (16, 16, 1), 64)
+             spec["reference_kernel"])
     m, n, k = shape = tuple(spec["shape"])
+    sig = spec["signature"]
     entries = []
     for e in spec["kernels"]:
         fn = rt.kernel(e["key"], open(e["cubin"], "rb").read(), "gemm_bias_relu",
                        int(e["launch"]["dynamic_smem_bytes"]),
-                       workspace=bool(e["launch"].get("workspace_bytes")))
+                       kernel_format(sig, bool(e["launch"].get("workspace_bytes"))))
         entries.append((fn, e["launch"]))
-    b = rt.fill_inputs(shape, 11, "normal")
+    b = rt.fill_inputs(sig, spec["fills"], 11, spec["reference_launch"])
     ws = max(int(l.get("workspace_bytes") or 0) for _, l in entries)
     rt.workspace(ws)
     rt.sync()
     ref = np.empty(m * n, np.float64); scale = np.empty(m * n, np.float64)
-    cuda.memcpy_dtoh(ref, b["ref"]); cuda.memcpy_dtoh(scale, b["scale"])
+    cuda.memcpy_dtoh(ref, b["C.ref"]); cuda.memcpy_dtoh(scale, b["C.scale"])
     outs = [[] for _ in entries]
     verdicts = []
     for rep in range(4):
@@ -127,7 +130,7 @@ REPEAT_SCRIPT = textwrap.dedent('''
             rt.poison.prepared_async_call(rt._grid1d(ws // 4), (256, 1, 1), rt.stream, rt.ws,
                                           ws // 4)
         for i, (fn, launch) in enumerate(entries):
-            rt.launch(fn, launch, b, shape)
+            rt.launch(fn, launch, b, sig)
             rt.sync()
             out = np.empty(m * n, np.float32)
             cuda.memcpy_dtoh(out, b["C"])
@@ -136,7 +139,7 @@ REPEAT_SCRIPT = textwrap.dedent('''
             verdicts.append(judge(s["sum_err2"], s["sum_ref2"], s["max_abs"], s["max_scaled"],
                                   s["nonfinite"], s["unwritten"], 1e-4)["passed"])
         # the benchmark's path in between: interleaved, L2 flushed, events around both kernels
-        timed = rt.time_launches(entries, b, shape, 5)
+        timed = rt.time_launches(entries, b, sig, 5)
     same = [all(np.array_equal(o.view(np.uint32), outs[i][0].view(np.uint32)) for o in outs[i])
             for i in range(len(entries))]
     print(json.dumps({"same_bits": same, "passed": verdicts,
@@ -162,9 +165,14 @@ def test_repeated_launches_give_the_same_bits(evaluator: GpuEvaluator,
                         "launch": launch.to_dict()})
     spec = OUT / "split_k_repeat_spec.json"
     OUT.mkdir(parents=True, exist_ok=True)
-    spec.write_text(json.dumps({"support": support.cubin_path, "reference":
-                                reference.cubin_path, "shape": [300, 260, 20000],
-                                "kernels": kernels}))
+    shape = Shape(300, 260, 20000)
+    spec.write_text(json.dumps({
+        "support": support.cubin_path, "reference": reference.cubin_path,
+        "reference_kernel": FAMILY.reference_launch(shape).kernel_name,
+        "reference_launch": FAMILY.reference_launch(shape).to_dict(),
+        "signature": FAMILY.signature.resolve(shape),
+        "fills": FAMILY.distributions[0].resolve(FAMILY.signature),
+        "shape": [300, 260, 20000], "kernels": kernels}))
     done = subprocess.run([sys.executable, "-c", REPEAT_SCRIPT, str(spec)], cwd=str(ROOT),
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(

@@ -17,9 +17,10 @@ from frag_prefetch_points import QUADS
 from gpu_support import check_fp32_contract, gpu_evaluator, time_interleaved
 from stream_k_points import SK_SHAPES, STREAM_K, variants
 
+from core.evaluation import EvalOptions
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.evaluate import GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 

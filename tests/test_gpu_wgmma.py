@@ -17,10 +17,11 @@ from dataclasses import replace
 import pytest
 from gpu_support import gpu_evaluator, save
 
+from core.evaluation import CompileResult, EvalOptions
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import Compiler, CompileResult
-from worker.evaluate import EvalOptions, GpuEvaluator
+from worker.compile import Compiler
+from worker.evaluate import GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 

@@ -1,24 +1,35 @@
-"""The launch contract of split-K and shape-specialized points, without a GPU: what the GPU
-child enqueues for a launch (recorded by stand-ins for pycuda's functions), which correctness
-cases a specialized point gets, and the Nsight launcher's arguments."""
+"""The launch contract on the GPU side, without a GPU: the pycuda formats and argument order the
+shared launch contract builds from a family's signature (the GEMM's as before, a two-buffer
+family's), what the GPU child enqueues for a launch (recorded by stand-ins for pycuda's
+functions), which correctness cases a point gets and what its requests carry, and the Nsight
+launcher's spec."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kernels.base import Rejection
+from core.evaluation import CompileResult, EvalOptions
+from kernels.base import Dims, LaunchConfig, Rejection
+from kernels.family import DTYPES, FILL_KINDS, Buffer, Distribution, Fill, Scalar, Signature
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import SPLITK_REDUCE_NAME
 from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
-from worker.compile import CompileResult
-from worker.evaluate import DISTRIBUTIONS, EDGE_SHAPES, EvalOptions, GpuEvaluator
+from worker import launch_contract as lc
+from worker.evaluate import GpuEvaluator
 
 SIMT = GemmParams(coalesced=True, smem=True, reg_m=8, reg_n=8, vec=4, pad=4)
 SHAPE = Shape(256, 256, 65536)
+GEMM_SIG = FAMILY.signature.resolve(SHAPE)
+#: a row-wise family of two buffers (x in, y out) and two scalars, as a softmax declares it
+ROWS = Signature(buffers=(Buffer("x", "rows * cols"), Buffer("y", "rows * cols", role="out")),
+                 scalars=(Scalar("rows", "rows"), Scalar("cols", "cols")))
+ROWS_SIG = ROWS.resolve({"rows": 8, "cols": 1000})
 
 
 class FakeFunction:
@@ -56,23 +67,100 @@ def runtime(log: list[tuple[str, Any]], ws_bytes: int) -> gpu_child.Runtime:
     return rt
 
 
-def main_kernel(log: list[tuple[str, Any]], workspace: bool) -> FakeFunction:
+def main_kernel(log: list[tuple[str, Any]], workspace: bool,
+                signature: dict[str, Any] = GEMM_SIG) -> FakeFunction:
     module = FakeModule(log)
     fn = module.get_function("gemm_bias_relu")
     fn._tf_module = module  # type: ignore[attr-defined]
     fn._tf_epilogues = {}  # type: ignore[attr-defined]
-    fn.prepare(gpu_child.KERNEL_WS_ARGS if workspace else gpu_child.KERNEL_ARGS)
+    fn.prepare(lc.kernel_format(signature, workspace))
     return fn
 
 
 BUFS = {"A": "A", "B": "B", "bias": "bias", "C": "C"}
 
 
+# ---- formats and argument order built from the signature ---------------------------------------
+def test_the_gemm_formats_are_the_ones_its_kernels_were_always_launched_with() -> None:
+    assert lc.kernel_format(GEMM_SIG) == "PPPPiii"
+    assert lc.kernel_format(GEMM_SIG, workspace=True) == "PPPPiiiP"
+    launch = FAMILY.launch(replace(SIMT, split_k=16), SHAPE)
+    assert isinstance(launch, LaunchConfig)
+    assert launch.epilogue is not None
+    assert lc.epilogue_format(GEMM_SIG, launch.epilogue.args) == "PPPiii"
+    assert lc.reference_format(GEMM_SIG) == "PPPPPiii"
+    assert lc.kernel_args(GEMM_SIG, BUFS, "WS") == ("A", "B", "bias", "C", 256, 256, 65536, "WS")
+    refs = {**BUFS, "C.ref": "R", "C.scale": "S"}
+    assert lc.reference_args(GEMM_SIG, refs) == ("A", "B", "bias", "R", "S", 256, 256, 65536)
+    assert lc.epilogue_args(GEMM_SIG, launch.epilogue.args, BUFS, "WS") == (
+        "WS", "bias", "C", 256, 256, 16)
+
+
+def test_a_two_buffer_family_gets_formats_from_its_own_signature() -> None:
+    assert lc.kernel_format(ROWS_SIG) == "PPii"
+    assert lc.kernel_format(ROWS_SIG, workspace=True) == "PPiiP"
+    assert lc.reference_format(ROWS_SIG) == "PPPii"  # x, then y's ref and scale, then scalars
+    bufs = {"x": "X", "y": "Y", "y.ref": "R", "y.scale": "S"}
+    assert lc.kernel_args(ROWS_SIG, bufs) == ("X", "Y", 8, 1000)
+    assert lc.reference_args(ROWS_SIG, bufs) == ("X", "R", "S", 8, 1000)
+    assert lc.epilogue_format(ROWS_SIG, ("y", "workspace", "cols", 3)) == "PPii"
+    assert lc.epilogue_args(ROWS_SIG, ("y", "workspace", "cols", 3), bufs, "WS") == (
+        "Y", "WS", 1000, 3)
+    with pytest.raises(ValueError, match="not a buffer"):
+        lc.epilogue_format(ROWS_SIG, ("z",))
+    assert lc.shape_key(ROWS_SIG) == (("x", "float32", 8000), ("y", "float32", 8000))
+    assert lc.buffer_bytes(ROWS_SIG) == 2 * 4 * 8000 + 16 * 8000
+
+
+def test_the_contract_tables_match_the_family_contract() -> None:
+    assert lc.DTYPES == DTYPES
+    assert set(lc.FILL_CODES) == set(FILL_KINDS)
+    # the GEMM's distributions keep the codes and the sub-seeds its inputs were filled with
+    assert [lc.FILL_CODES[d.default.kind] for d in FAMILY.distributions] == [0, 1, 2]
+    assert lc.sub_seed(7, 2) == (7 * 0x9E3779B1 + 2 * 0x632BE5AB) & 0xFFFFFFFFFFFFFFFF
+    assert gpu_child.POISON == lc.POISON == 0x7FC0DEAD
+
+
+def test_fills_are_checked_against_the_inputs_and_the_device_dtypes() -> None:
+    normal = Distribution("normal", Fill("normal"))
+    lc.check_fills(ROWS_SIG, normal.resolve(ROWS))
+    lc.check_fills(ROWS_SIG, Distribution("c", Fill("constant", 3.0)).resolve(ROWS))
+    with pytest.raises(ValueError, match="fills for"):
+        lc.check_fills(ROWS_SIG, [])
+    ints = Signature(buffers=(Buffer("x", "n", dtype="int32"), Buffer("y", "n", role="out")))
+    with pytest.raises(ValueError, match="float32"):
+        lc.check_fills(ints.resolve({"n": 4}), [{"kind": "normal", "scale": 1.0}])
+
+
+def test_host_inputs_draw_every_input_in_order_from_one_generator() -> None:
+    import numpy as np
+
+    sig = {"buffers": [{"name": "A", "dtype": "float32", "role": "in", "count": 6},
+                       {"name": "B", "dtype": "float32", "role": "in", "count": 4},
+                       {"name": "C", "dtype": "float32", "role": "out", "count": 2}],
+           "scalars": []}
+    a = lc.host_inputs(sig, np.random.default_rng(3))
+    rng = np.random.default_rng(3)  # what the sanitizer's launcher drew before: A, then B
+    assert np.array_equal(a["A"], rng.standard_normal((3, 2), dtype=np.float32).ravel())
+    assert np.array_equal(a["B"], rng.standard_normal((2, 2), dtype=np.float32).ravel())
+    assert list(a) == ["A", "B"]
+
+
+def test_the_stats_of_several_outputs_merge_like_one_check_kernel_run_per_output() -> None:
+    parts = [{"sum_err2": 1.0, "sum_ref2": 4.0, "max_abs": 0.5, "max_scaled": 0.1,
+              "nonfinite": 1, "unwritten": 0},
+             {"sum_err2": 2.0, "sum_ref2": 5.0, "max_abs": 0.2, "max_scaled": 0.3,
+              "nonfinite": 0, "unwritten": 2}]
+    assert lc.merge_stats(parts) == {"sum_err2": 3.0, "sum_ref2": 9.0, "max_abs": 0.5,
+                                     "max_scaled": 0.3, "nonfinite": 1, "unwritten": 2}
+
+
+# ---- what the child enqueues -----------------------------------------------------------------
 def test_a_plain_launch_is_one_kernel_with_seven_arguments() -> None:
     log: list[tuple[str, Any]] = []
     launch = FAMILY.launch(SIMT, SHAPE)
     assert not isinstance(launch, Rejection)
-    runtime(log, 0).launch(main_kernel(log, False), launch.to_dict(), BUFS, (256, 256, 65536))
+    runtime(log, 0).launch(main_kernel(log, False), launch.to_dict(), BUFS, GEMM_SIG)
     assert len(log) == 1
     name, call = log[0]
     assert name == "gemm_bias_relu"
@@ -89,17 +177,18 @@ def test_a_split_k_launch_is_the_kernel_then_its_epilogue_on_the_workspace() -> 
     rt = runtime(log, d["workspace_bytes"])
     fn = main_kernel(log, True)
     for _ in range(2):  # repeated launches: the epilogue is prepared once and reused
-        rt.launch(fn, d, BUFS, (256, 256, 65536))
+        rt.launch(fn, d, BUFS, GEMM_SIG)
     assert [name for name, _ in log] == ["gemm_bias_relu", SPLITK_REDUCE_NAME] * 2
     main, epi = log[0][1], log[1][1]
     assert main["args"] == ("A", "B", "bias", "C", 256, 256, 65536, "WS")
+    assert main["format"] == "PPPPiiiP"
     assert main["grid"] == (2, 2, 16)
     assert main["smem"] == SIMT.smem_bytes
     assert epi["args"] == ("WS", "bias", "C", 256, 256, 16)
-    assert epi["format"] == gpu_child.EPILOGUE_ARGS
+    assert epi["format"] == "PPPiii"
     assert epi["grid"] == tuple(d["epilogue"]["grid"])
     assert epi["block"] == (256, 1, 1)
-    assert list(fn._tf_epilogues) == [SPLITK_REDUCE_NAME]  # type: ignore[attr-defined]
+    assert list(fn._tf_epilogues) == [(SPLITK_REDUCE_NAME, "PPPiii")]  # type: ignore[attr-defined]
 
 
 def test_a_split_k_launch_refuses_a_workspace_sized_too_small() -> None:
@@ -108,8 +197,17 @@ def test_a_split_k_launch_refuses_a_workspace_sized_too_small() -> None:
     assert not isinstance(launch, Rejection)
     rt = runtime(log, launch.workspace_bytes - 4)
     with pytest.raises(ValueError, match="workspace"):
-        rt.launch(main_kernel(log, True), launch.to_dict(), BUFS, (256, 256, 65536))
+        rt.launch(main_kernel(log, True), launch.to_dict(), BUFS, GEMM_SIG)
     assert log == []  # nothing enqueued
+
+
+def test_a_two_buffer_family_launches_with_its_own_arguments() -> None:
+    log: list[tuple[str, Any]] = []
+    launch = LaunchConfig("softmax_rows", (8, 1, 1), (256, 1, 1), 0)
+    bufs = {"x": "X", "y": "Y"}
+    runtime(log, 0).launch(main_kernel(log, False, ROWS_SIG), launch.to_dict(), bufs, ROWS_SIG)
+    assert log[0][1]["args"] == ("X", "Y", 8, 1000)
+    assert log[0][1]["format"] == "PPii"
 
 
 # ---- the correctness cases of a shape-specialized point ---------------------------------------
@@ -127,10 +225,18 @@ def test_a_generic_point_is_checked_at_its_shape_and_the_edge_shapes() -> None:
     cases = evaluator().checks(replace(SIMT, split_k=8), SHAPE, iteration=3, seed=1,
                                verify=False)
     assert [tuple(c["shape"]) for c in cases] == [(256, 256, 65536)] + [
-        (s.m, s.n, s.k) for s in EDGE_SHAPES]
+        s.values_tuple() for s in FAMILY.edge_shapes]
+    # the rotation of DESIGN.md §4, in the family's order: iteration 3 checks normal at the
+    # campaign shape, then uniform, mixed, normal, uniform at the edge shapes
+    assert [c["dist"] for c in cases] == ["normal", "uniform", "mixed", "normal", "uniform"]
     assert cases[0]["launch"]["grid"][2] == 8
     assert all("epilogue" in c["launch"] for c in cases)  # a split kernel always reduces
     assert [c["launch"]["grid"][2] for c in cases[1:]] == [1, 5, 4, 8]  # fewer splits on short K
+    assert cases[0]["signature"] == GEMM_SIG
+    assert cases[1]["fills"] == [{"kind": "uniform", "scale": 1.0}] * 3
+    assert cases[0]["reference_launch"] == FAMILY.reference_launch(SHAPE).to_dict()
+    assert [c["seed"] for c in cases] == [(1 * 1_000_003 + 3 * 101 + i) & 0x7FFFFFFFFFFF
+                                          for i in range(5)]
 
 
 def test_a_specialized_point_is_checked_at_its_shape_with_every_distribution() -> None:
@@ -139,7 +245,7 @@ def test_a_specialized_point_is_checked_at_its_shape_with_every_distribution() -
     for verify in (False, True):
         cases = ev.checks(fixed, SHAPE, iteration=5, seed=2, verify=verify)
         assert [tuple(c["shape"]) for c in cases] == [(256, 256, 65536)] * 3
-        assert sorted(c["dist"] for c in cases) == sorted(DISTRIBUTIONS)
+        assert sorted(c["dist"] for c in cases) == sorted(d.name for d in FAMILY.distributions)
         assert len({c["seed"] for c in cases}) == 3
 
 
@@ -153,8 +259,101 @@ def test_a_specialized_point_measured_at_another_shape_is_rejected_without_a_lau
     assert "64x64x64" in m.error
 
 
-def test_the_nsight_launcher_gets_grid_z_and_the_workspace(monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+#: every key a request to the evaluation child may hold: none is a family's name for anything
+REQUEST_KEYS = {
+    "op", "tol", "checks", "stop_on_failure", "candidate", "bench", "incumbent", "key", "cubin",
+    "kernel", "shape", "dist", "signature", "fills", "launch", "reference_launch", "seed",
+    "buffers", "scalars", "name", "dtype", "role", "count", "value", "kind", "scale",
+    "kernel_name", "grid", "block", "dynamic_smem_bytes", "workspace_bytes", "epilogue", "args",
+    "runs", "target_run_ms", "max_reps", "warmup",
+}
+
+
+def _keys(obj: Any) -> set[str]:
+    if isinstance(obj, dict):
+        return set(obj) | {k for v in obj.values() for k in _keys(v)}
+    if isinstance(obj, list | tuple):
+        return {k for v in obj for k in _keys(v)}
+    return set()
+
+
+class RecordingChild:
+    """Stands in for the GPU child: keeps the request, answers a passing check and a bench."""
+
+    gpu = "0"
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.requests.append(request)
+        cases = [{"shape": c["shape"], "seed": c["seed"], "dist": c["dist"], "rel_err": 0.0,
+                  "max_abs_err": 0.0, "max_scaled_err": 0.0, "nonfinite": 0, "unwritten": 0,
+                  "passed": True, "reason": None} for c in request["checks"]]
+        runs = [[100.0, 101.0, 99.0]] * (2 if request.get("incumbent") else 1)
+        return {"status": "ok", "cases": cases, "function": {"regs_per_thread": 64},
+                "bench": {"reps_per_run": 10, "runs_us": runs}}
+
+
+def test_the_requests_carry_resolved_signatures_and_no_family_keys(tmp_path: Path) -> None:
+    ev = evaluator()
+    ev.child = RecordingChild()  # type: ignore[assignment]
+    ev.device = {"sm_count": 132, "compute_capability": "9.0", "clock_khz": 1980000}
+    ev.peak, ev.peak_source = 66.9, "FP32 FMA"
+    ev._vendor = {str(SHAPE): (50.0, None)}
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"cubin")
+    compiled = CompileResult(status="ok", seconds=0.0, source_hash="x", cubin_path=str(cubin),
+                             regs_per_thread=64, static_smem_bytes=0)
+    m = ev.measure(SIMT, compiled, shape=SHAPE, iteration=1, seed=4,
+                   options=EvalOptions(tolerance=5e-5), incumbent=(SIMT, compiled))
+    assert m.status == "ok", m.error
+    request = ev.child.requests[0]  # type: ignore[attr-defined]
+    assert _keys(request) <= REQUEST_KEYS, _keys(request) - REQUEST_KEYS
+    assert request["tol"] == 5e-5  # the options passed, not the evaluator's defaults
+    assert ev.options.tolerance == 1e-4
+    assert request["bench"]["signature"] == GEMM_SIG
+    assert request["bench"]["fills"] == [{"kind": "normal", "scale": 1.0}] * 3
+    assert request["candidate"]["kernel"] == "gemm_bias_relu"
+    assert m.perf is not None
+    assert m.perf["unit"] == "TFLOP/s"
+    assert m.perf["throughput"] == m.perf["throughput_tflops"] == round(SHAPE.flops / 100e-6
+                                                                       / 1e12, 4)
+    assert "throughput_gbs" not in m.perf
+    assert m.perf["pct_of_vendor"] == 50.0
+    assert m.perf["peak"] == 66.9
+    assert m.incumbent_runs_us == [100.0, 101.0, 99.0]
+
+
+def test_a_bytes_metric_gives_a_gbs_perf_block_against_the_copy_bandwidth() -> None:
+    from core.arch import metric_peak
+    from kernels.family import Metric
+    from worker.evaluate import perf_block
+
+    metric = Metric("bytes", "8 * rows * cols", "copy_bandwidth")
+    dims = Dims(rows=8192, cols=32768)
+    peak, source = metric_peak("copy_bandwidth", {"copy_gbs": 4300.0, "name": "NVIDIA H200"})
+    block = perf_block([1000.0, 1010.0, 990.0], metric, dims, vendor_us=None, peak=peak,
+                       peak_source=source, reps=5)
+    assert block["unit"] == "GB/s"
+    assert block["throughput"] == block["throughput_gbs"] == round(8 * 8192 * 32768 / 1e-3
+                                                                   / 1e9, 4)
+    assert "throughput_tflops" not in block
+    assert block["peak"] == 4300.0
+    assert "measured" in block["peak_source"]
+    assert block["pct_of_peak"] == round(100 * block["throughput"] / 4300.0, 2)
+    sheet, why = metric_peak("copy_bandwidth", {"name": "NVIDIA H200"})
+    assert (sheet, "datasheet" in why) == (4800.0, True)
+    from core.feedback import Perf
+
+    Perf.model_validate(block)
+    Perf.model_validate(perf_block([5.0], FAMILY.metric, SHAPE, vendor_us=4.0, peak=None))
+    with pytest.raises(ValueError, match="throughput"):
+        Perf.model_validate({"avg_us": 1.0, "runs_us": [1.0], "spread_pct": 0.0})
+
+
+def test_the_nsight_launcher_gets_the_signature_and_the_workspace(monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
     import subprocess
 
     from worker import ncu
@@ -163,13 +362,17 @@ def test_the_nsight_launcher_gets_grid_z_and_the_workspace(monkeypatch: pytest.M
 
     def fake_run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         seen["cmd"] = cmd
+        seen["spec"] = json.loads(Path(cmd[-1]).read_text())
         return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="no kernel")
 
     monkeypatch.setattr(ncu, "ncu_path", lambda: "/usr/bin/true")
     monkeypatch.setattr(ncu.subprocess, "run", fake_run)
     launch = FAMILY.launch(replace(SIMT, split_k=4), SHAPE)
     assert not isinstance(launch, Rejection)
-    ncu.profile_kernel(b"cubin", "gemm_bias_relu", (256, 256, 65536), launch.to_dict())
-    tail = seen["cmd"][-10:]
-    assert tail == ["256", "256", "65536", "2", "2", "16", "16", str(SIMT.smem_bytes), "4",
-                    str(launch.workspace_bytes)]
+    ncu.profile_kernel(b"cubin", "gemm_bias_relu", GEMM_SIG, launch.to_dict())
+    assert seen["cmd"][-3:-1] == ["-m", "worker.ncu_launch"]
+    spec = seen["spec"]
+    assert spec["signature"] == GEMM_SIG
+    assert spec["launch"]["grid"] == [2, 2, 4]
+    assert spec["launch"]["workspace_bytes"] == launch.workspace_bytes
+    assert lc.kernel_format(spec["signature"], True) == "PPPPiiiP"

@@ -56,13 +56,17 @@ def test_no_kernel_is_an_error() -> None:
         raw_rows("==PROF== Disconnected\n")
 
 
-def test_the_launch_program_gets_the_split_k_launch_in_its_argument_order() -> None:
+def test_the_launch_program_reads_a_spec_with_the_split_k_launch() -> None:
     import sys
 
-    from worker.ncu import launch_command
+    from worker.ncu import launch_command, launch_spec
 
     launch = {"grid": [32, 16, 4], "block": [128, 2, 1], "dynamic_smem_bytes": 132096,
               "workspace_bytes": 4096}
-    assert launch_command("k.cubin", "gemm_bias_relu", (2048, 4096, 512), launch) == [
-        sys.executable, "-m", "worker.ncu_launch", "k.cubin", "gemm_bias_relu", "2048", "4096",
-        "512", "32", "16", "128", "2", "132096", "4", "4096"]
+    signature = {"buffers": [{"name": "x", "dtype": "float32", "role": "in", "count": 8}],
+                 "scalars": []}
+    assert launch_command("spec.json") == [sys.executable, "-m", "worker.ncu_launch",
+                                           "spec.json"]
+    assert launch_spec("k.cubin", "gemm_bias_relu", signature, launch) == {
+        "cubin": "k.cubin", "kernel": "gemm_bias_relu", "seed": 0, "signature": signature,
+        "launch": launch}

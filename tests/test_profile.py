@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.arch import theoretical_occupancy
+from core.evaluation import CompileResult
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.params import GemmParams
-from worker.compile import CompileResult
-from worker.evaluate import light_profile, theoretical_occupancy
+from worker.evaluate import light_profile
 from worker.ncu import METRICS, parse_raw_csv
 
 H200 = {"max_threads_per_sm": 2048, "max_regs_per_sm": 65536, "max_blocks_per_sm": 32,
@@ -52,7 +53,7 @@ def test_light_profile_says_why_ncu_figures_are_null() -> None:
     compiled = CompileResult("ok", 1.0, regs_per_thread=96, static_smem_bytes=0,
                              dynamic_smem_bytes=params.smem_bytes, spill_store_bytes=0,
                              spill_load_bytes=0)
-    profile = light_profile(params, compiled, H200, None)
+    profile = light_profile(FAMILY, params, compiled, H200, None)
     assert profile["regs_per_thread"] == 96
     assert profile["sources"]["regs_per_thread"] == "ptxas"
     assert profile["theoretical_occupancy_pct"] is not None

@@ -36,14 +36,13 @@ from core.settings import get_settings
 from kernels.base import Action, LaunchConfig
 from kernels.base import Candidate as Point
 from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.checks import GATE_SHAPES, block_tile, tiled_shape
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.sanitize import (
     DEFAULT_TOOLS,
     ERROR_EXITCODE,
-    GATE_SHAPES,
     ReportError,
-    block_tile,
     gate_shapes,
     judge,
     launcher_result,
@@ -53,7 +52,6 @@ from worker.sanitize import (
     plan_launches,
     run_tool,
     summary_line,
-    tiled_shape,
     tool_command,
 )
 from worker.sanitize_launch import MARKER
@@ -490,10 +488,13 @@ def test_memcheck_also_runs_the_campaign_shape_and_given_shapes_replace_all() ->
     campaign = Shape(4096, 4096, 4096)
     tiled = Shape(35, 36, 52)
     assert tiled_shape(FAMILY, FAMILY.baseline) == tiled  # 16 x 16 tiles, tile_k 16
-    assert gate_shapes("memcheck", campaign, None, tiled) == [*GATE_SHAPES, tiled, campaign]
-    assert gate_shapes("racecheck", campaign, None, tiled) == [*GATE_SHAPES, tiled]
+    family_shapes = FAMILY.sanitizer_shapes(FAMILY.baseline)
+    assert family_shapes == [*GATE_SHAPES, tiled]
+    assert gate_shapes("memcheck", campaign, None, family_shapes) == [*GATE_SHAPES, tiled,
+                                                                      campaign]
+    assert gate_shapes("racecheck", campaign, None, family_shapes) == [*GATE_SHAPES, tiled]
     mine = [Shape(64, 65, 66)]
-    assert gate_shapes("memcheck", campaign, mine, tiled) == mine
+    assert gate_shapes("memcheck", campaign, mine, family_shapes) == mine
     launches, refused = plan_launches(FAMILY, FAMILY.baseline, "memcheck", campaign)
     assert [s for s, _ in launches] == [*GATE_SHAPES, tiled, campaign]
     assert refused == {}
@@ -515,6 +516,11 @@ def test_a_kernel_that_refuses_the_gate_shapes_runs_at_the_campaign_shape() -> N
             if shape != self.shape:
                 return Rejection("shape_mismatch", f"compiled for {self.shape}, not {shape}")
             return FAMILY.launch(params, shape)
+
+        def sanitizer_shapes(self, params: Any) -> list[Any]:
+            from kernels.gemm_bias_relu.checks import sanitizer_shapes
+
+            return sanitizer_shapes(self, params)
 
     campaign = Shape(1024, 1024, 1024)
     fixed = FixedShape(campaign)
@@ -562,7 +568,7 @@ def test_a_tool_run_past_its_limit_is_killed_with_its_children(tmp_path: Path) -
     try:
         start = time.monotonic()
         run_ = run_tool(exe, "racecheck", tmp_path / "k.cubin",
-                        [(Shape(1, 1, 1), baseline_launch())],
+                        [(Shape(1, 1, 1), baseline_launch())], family=FAMILY,
                         timeout_s=1.5)
         elapsed = time.monotonic() - start
         assert run_["status"] == "error"
@@ -595,7 +601,7 @@ def test_the_report_comes_from_the_log_file_and_the_verdict_from_report_and_targ
                           'cp "$TF_FAKE_REPORT" "$LOG"\nCUDA_VISIBLE_DEVICES= exec "$@"\n')
     keep = tmp_path / "keep"
     run_ = run_tool(exe, "racecheck", tmp_path / "k.cubin",
-                    [(Shape(1, 1, 1), baseline_launch())],
+                    [(Shape(1, 1, 1), baseline_launch())], family=FAMILY,
                     timeout_s=60, keep=keep)
     assert run_["status"] == status, run_
     assert run_["launcher"]["status"] == "unavailable"
@@ -948,7 +954,8 @@ def _cubin(compiler: Compiler, source: str, tmp_path: Path, smem: int = 0) -> Pa
 def test_planted_race_is_flagged_by_racecheck(compiler: Compiler, sanitizer: str,
                                               tmp_path: Path) -> None:
     run_ = run_tool(sanitizer, "racecheck", _cubin(compiler, RACY, tmp_path),
-                    [(EDGE, planted_launch(EDGE))], timeout_s=300, keep=OUT / "racy")
+                    [(EDGE, planted_launch(EDGE))], family=FAMILY, timeout_s=300,
+                    keep=OUT / "racy")
     _save("racy", run_)
     assert run_["status"] == "flagged", run_
     assert run_["hazard_errors"] >= 1
@@ -962,8 +969,8 @@ def test_generated_kernel_without_its_tile_barrier_is_flagged_by_racecheck(
     launch = FAMILY.launch(params, EDGE)
     assert isinstance(launch, LaunchConfig)
     cubin = _cubin(compiler, racy_generated_source(), tmp_path, params.smem_bytes)
-    run_ = run_tool(sanitizer, "racecheck", cubin, [(EDGE, launch)], timeout_s=300,
-                    keep=OUT / "racy_generated")
+    run_ = run_tool(sanitizer, "racecheck", cubin, [(EDGE, launch)], family=FAMILY,
+                    timeout_s=300, keep=OUT / "racy_generated")
     _save("racy_generated", run_)
     assert run_["status"] == "flagged", run_
     assert run_["hazard_errors"] + run_["hazard_warnings"] >= 1
@@ -974,7 +981,8 @@ def test_planted_out_of_bounds_store_is_flagged_by_memcheck(compiler: Compiler, 
                                                             tmp_path: Path) -> None:
     assert EDGE.m % 16  # the extra row exists
     run_ = run_tool(sanitizer, "memcheck", _cubin(compiler, OUT_OF_BOUNDS, tmp_path),
-                    [(EDGE, planted_launch(EDGE))], timeout_s=300, keep=OUT / "out_of_bounds")
+                    [(EDGE, planted_launch(EDGE))], family=FAMILY, timeout_s=300,
+                    keep=OUT / "out_of_bounds")
     _save("out_of_bounds", run_)
     assert run_["status"] == "flagged", run_
     assert run_["errors"] >= 1

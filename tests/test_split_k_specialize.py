@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.policies.base import key_of
+from core.evaluation import CompileResult
 from kernels.base import Action, Candidate, Rejection, params_key
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import (
@@ -32,7 +33,9 @@ from kernels.gemm_bias_relu.params import (
     validate,
 )
 from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import Compiler, CompileResult
+
+#: the fields a point had before split-K and shape specialization existed
+from worker.compile import Compiler
 
 #: the fields a point had before split-K and shape specialization existed
 LEGACY_FIELDS = ("block_x", "block_y", "coalesced", "smem", "tile_k", "reg_m", "reg_n", "vec",

@@ -16,6 +16,7 @@ from stream_k_points import SK_SHAPES, STREAM_K, STREAM_K2, variants
 
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
+from kernels.gemm_bias_relu.checks import tiled_shape
 from kernels.gemm_bias_relu.params import (
     REPLAY_DOMAINS,
     SEED_DOMAINS,
@@ -27,7 +28,6 @@ from kernels.gemm_bias_relu.params import (
 )
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
-from worker.sanitize import tiled_shape
 
 SHAPE = Shape(4096, 4096, 4096)
 

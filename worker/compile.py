@@ -17,86 +17,15 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.evaluation import CompileResult
+
 BASE_FLAGS: tuple[str, ...] = ("-cubin", "-O3", "-Xptxas", "-v", "-lineinfo")
 ERROR_SUMMARY_CHARS = 400
-
-
-@dataclass
-class CompileResult:
-    """What one compile produced. ``status`` is ``ok|error|timeout``; ``rejected`` is decided
-    before compiling and built by the caller with :meth:`rejected`."""
-
-    status: str
-    seconds: float
-    regs_per_thread: int | None = None
-    static_smem_bytes: int | None = None
-    dynamic_smem_bytes: int = 0
-    stack_bytes: int | None = None
-    spill_store_bytes: int | None = None
-    spill_load_bytes: int | None = None
-    error: str | None = None
-    cache_hit: bool = False
-    source_hash: str = ""
-    cubin_path: str | None = None
-    arch: str = ""
-    nvcc_version: str = ""
-    flags: list[str] = field(default_factory=list)
-    log: str = ""
-    rejection: dict[str, Any] | None = None
-
-    @property
-    def smem_bytes(self) -> int | None:
-        """Static plus dynamic shared memory per block."""
-        if self.static_smem_bytes is None:
-            return self.dynamic_smem_bytes if self.status == "rejected" else None
-        return self.static_smem_bytes + self.dynamic_smem_bytes
-
-    @property
-    def failure_status(self) -> str | None:
-        """The candidate's final status when the compile did not give a cubin (else None)."""
-        if self.status == "ok":
-            return None
-        return {"timeout": "compile_timeout", "rejected": "rejected"}.get(self.status,
-                                                                          "compile_error")
-
-    @property
-    def spill_bytes(self) -> int | None:
-        """Spill stores plus spill loads."""
-        if self.spill_store_bytes is None or self.spill_load_bytes is None:
-            return None
-        return self.spill_store_bytes + self.spill_load_bytes
-
-    def cubin(self) -> bytes:
-        """The compiled cubin (only when ``status == "ok"``)."""
-        if self.status != "ok" or not self.cubin_path:
-            raise RuntimeError(f"no cubin: compile status is {self.status}")
-        return Path(self.cubin_path).read_bytes()
-
-    def summary(self, max_smem_limit: int) -> dict[str, Any]:
-        """The ``compile`` block of the feedback record (DESIGN.md §5)."""
-        return {
-            "status": self.status,
-            "seconds": round(self.seconds, 4),
-            "regs_per_thread": self.regs_per_thread,
-            "smem_bytes": self.smem_bytes,
-            "spill_bytes": self.spill_bytes,
-            "stack_bytes": self.stack_bytes,
-            "max_smem_limit": max_smem_limit,
-            "error": self.error,
-            "cache_hit": self.cache_hit,
-            "rejection": self.rejection,
-        }
-
-    @classmethod
-    def rejected(cls, rejection: dict[str, Any], dynamic_smem_bytes: int = 0) -> CompileResult:
-        """A point refused before compiling."""
-        return cls(status="rejected", seconds=0.0, error=rejection.get("message"),
-                   rejection=rejection, dynamic_smem_bytes=dynamic_smem_bytes)
 
 
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
@@ -311,10 +240,9 @@ def gencode_flags(arch: str) -> list[str]:
 
 
 def target_arch(family: Any, params: Any, arch: str) -> str:
-    """The arch ``family`` builds ``params`` for on a GPU of ``arch`` (a family without
-    ``compile_arch`` builds everything for ``arch``)."""
-    pick = getattr(family, "compile_arch", None)
-    return pick(params, arch) if pick is not None else arch
+    """The arch ``family`` builds ``params`` for on a GPU of ``arch`` (its ``compile_arch``:
+    a kernel that uses the ``a`` features of its GPU, wgmma say, asks for ``sm_90a``)."""
+    return str(family.compile_arch(params, arch))
 
 
 def compiler_from_settings(settings: Any, *, arch: str | None = None) -> Compiler:
@@ -330,9 +258,10 @@ def compiler_from_settings(settings: Any, *, arch: str | None = None) -> Compile
 
 
 def compile_candidate(compiler: Compiler, family: Any, params: Any) -> CompileResult:
-    """Validate ``params`` for the compiler's arch, render and compile; a point the space
+    """Validate ``params`` for the compiler's arch, render and compile (entry: the family's
+    kernel name, dynamic shared memory: the family's figure for ``params``); a point the space
     refuses comes back ``rejected`` with its numbers and no nvcc run."""
-    dynamic = int(getattr(params, "smem_bytes", 0))
+    dynamic = int(family.dynamic_smem_bytes(params))
     rejection = family.validate(params, compiler.arch)
     if rejection is not None:
         data = rejection.to_dict()

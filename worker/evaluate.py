@@ -1,6 +1,7 @@
 """Evaluation of one candidate: compile, correctness, benchmark, profile → the record's blocks.
 
-Two backends behind one small interface (:class:`Evaluator`):
+Two backends behind one small interface (:class:`core.evaluation.Evaluator`), generic over the
+kernel family (its signature, distributions, edge shapes, metric, vendor baseline):
 
 - :class:`GpuEvaluator` — nvcc here, then the isolated child on a real GPU;
 - :class:`ReplayEvaluator` — answers from a dataset measured on a GPU (a point that was not
@@ -11,7 +12,6 @@ Plain functions and dicts (no pydantic): this module also runs on GPU hosts with
 
 from __future__ import annotations
 
-import gzip
 import json
 import statistics
 import subprocess
@@ -19,131 +19,58 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from kernels.base import LaunchConfig, Rejection, params_key
-from kernels.gemm_bias_relu.shape import Shape
-from worker.compile import Compiler, CompileResult, compile_candidate, target_arch
+from core.arch import datasheet_gbs, metric_peak, theoretical_occupancy
+from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
+from core.replay import ReplayDataset
+from kernels.base import Dims, LaunchConfig, Rejection
+from worker.compile import Compiler, compile_candidate, target_arch
 from worker.gpu_runner import GpuChild
 
+__all__ = [
+    "SUPPORT_SOURCE", "CompileResult", "EvalOptions", "Evaluator", "GpuEvaluator",
+    "Measurement", "ReplayDataset", "ReplayEvaluator", "correctness_block", "feedback_record",
+    "light_profile", "measure_vendor", "perf_block", "theoretical_occupancy",
+]
+
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
-
-#: Small shapes every candidate is checked on besides the campaign's: 1x1x1, primes, N % 4 != 0,
-#: K not a multiple of any tile.
-EDGE_SHAPES: tuple[Shape, ...] = (
-    Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(1000, 1002, 999),
-)
-DISTRIBUTIONS = ("normal", "uniform", "mixed")
-
-#: FP32 lanes per SM by compute capability major.minor (for the FP32 FMA peak).
-FP32_LANES = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128,
-              "9.0": 128, "10.0": 128, "12.0": 128}
-
-
-@dataclass
-class EvalOptions:
-    """How a candidate is judged and timed."""
-
-    tolerance: float = 1e-4
-    edge_shapes: Sequence[Shape] = EDGE_SHAPES
-    #: distributions checked at the campaign shape; by default one per candidate, rotating with
-    #: the iteration, while the edge shapes take the others (``verify`` checks all three).
-    main_dists: int = 1
-    bench_runs: int = 3
-    target_run_ms: float = 25.0
-    max_reps: int = 50
-    warmup: int = 1
-    timeout_s: float = 60.0
-    profile: str = "light"
-    #: False: correctness only (no benchmark).
-    bench: bool = True
-
-
-@dataclass
-class Measurement:
-    """The measured blocks of a feedback record (dicts shaped like :mod:`core.feedback`)."""
-
-    status: str
-    correctness: dict[str, Any] | None = None
-    perf: dict[str, Any] | None = None
-    profile: dict[str, Any] | None = None
-    error: str | None = None
-    #: interleaved runs of the incumbent measured in the same request, when one was given.
-    incumbent_runs_us: list[float] | None = None
-    gpu_seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Evaluator(Protocol):
-    """What the campaign engine needs from a backend."""
-
-    backend: str
-    device: dict[str, Any]
-
-    def compile(self, params: Any) -> Future[CompileResult]:
-        """Start compiling ``params`` (a replay answers at once)."""
-        ...
-
-    def measure(self, params: Any, compiled: CompileResult, *, shape: Shape, iteration: int,
-                seed: int, incumbent: tuple[Any, CompileResult] | None = None,
-                verify: bool = False) -> Measurement:
-        """Correctness, benchmark and profile of a compiled point."""
-        ...
-
-    def vendor_us(self, shape: Shape) -> float | None:
-        """cuBLAS fp32 time for ``shape`` on this device (None when it cannot be had)."""
-        ...
-
-    def close(self) -> None:
-        """Release processes and pools."""
-        ...
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---- figures that need no GPU ---------------------------------------------------------------
-def fp32_peak_tflops(device: dict[str, Any]) -> float | None:
-    """FP32 FMA peak of the device from its SM count and boost clock."""
-    lanes = FP32_LANES.get(str(device.get("compute_capability")))
-    if not lanes or not device.get("sm_count") or not device.get("clock_khz"):
-        return None
-    return float(device["sm_count"] * lanes * 2 * device["clock_khz"] * 1e3 / 1e12)
+def distribution_names(family: Any) -> list[str]:
+    """The family's input distributions by name, in its order (the rotation's order)."""
+    return [d.name for d in family.distributions]
 
 
-def theoretical_occupancy(threads: int, regs: int, smem_bytes: int,
-                          device: dict[str, Any]) -> tuple[float, str]:
-    """Theoretical occupancy (% of the SM's warps) and the resource that limits it."""
-    warps = -(-threads // 32)
-    max_warps = device.get("max_threads_per_sm", 2048) // 32
-    regs_per_warp = -(-max(regs, 1) * 32 // 256) * 256
-    warps_by_regs = device.get("max_regs_per_sm", 65536) // regs_per_warp
-    limits = {  # on a tie the first named is reported: threads before resources
-        "threads": device.get("max_threads_per_sm", 2048) // threads,
-        "blocks": device.get("max_blocks_per_sm", 32),
-        "registers": warps_by_regs // warps,
-    }
-    if smem_bytes > 0:
-        limits["shared_memory"] = device.get("max_smem_per_sm", 233472) // (smem_bytes + 1024)
-    limiter = min(limits, key=lambda k: limits[k])
-    blocks = limits[limiter]
-    return round(100.0 * blocks * warps / max_warps, 1), limiter
-
-
-def perf_block(runs_us: Sequence[float], flops: int, *, vendor_us: float | None,
-               peak_tflops: float | None, reps: int | None = None) -> dict[str, Any]:
-    """The ``perf`` block from run medians."""
+def perf_block(runs_us: Sequence[float], metric: Any, dims: Dims, *, vendor_us: float | None,
+               peak: float | None, peak_source: str | None = None,
+               reps: int | None = None) -> dict[str, Any]:
+    """The ``perf`` block from run medians, in the family's ``metric`` (``kernels.family.
+    Metric``): ``throughput`` in ``unit``, with ``throughput_tflops`` for a flops metric or
+    ``throughput_gbs`` for a bytes metric, held against ``peak`` (same unit)."""
     avg = statistics.median(runs_us)
-    tflops = flops / (avg * 1e-6) / 1e12
-    return {
+    rate = float(metric.rate(dims, avg))
+    figure = round(rate, 4)
+    block: dict[str, Any] = {
         "avg_us": round(avg, 3),
         "runs_us": [round(r, 3) for r in runs_us],
         "spread_pct": round(100.0 * (max(runs_us) - min(runs_us)) / avg, 3),
         "reps_per_run": reps,
-        "throughput_tflops": round(tflops, 4),
-        "pct_of_vendor": round(100.0 * vendor_us / avg, 2) if vendor_us else None,
-        "pct_of_peak": round(100.0 * tflops / peak_tflops, 2) if peak_tflops else None,
-        "vendor_us": vendor_us,
+        "throughput": figure,
+        "unit": metric.unit,
     }
+    block["throughput_tflops" if metric.kind == "flops" else "throughput_gbs"] = figure
+    block.update({
+        "pct_of_vendor": round(100.0 * vendor_us / avg, 2) if vendor_us else None,
+        "pct_of_peak": round(100.0 * rate / peak, 2) if peak else None,
+        "peak": round(peak, 3) if peak else None,
+        "peak_source": peak_source,
+        "vendor_us": vendor_us,
+    })
+    return block
 
 
 def correctness_block(cases: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
@@ -159,15 +86,22 @@ def correctness_block(cases: list[dict[str, Any]], tolerance: float) -> dict[str
         "rel_err": worst("rel_err"),
         "max_scaled_err": worst("max_scaled_err"),
         "tolerance": tolerance,
-        "reason": (f"{'x'.join(map(str, failed[0]['shape']))} {failed[0]['dist']}: "
+        "reason": (f"{shape_text(failed[0]['shape'])} {failed[0]['dist']}: "
                    f"{failed[0]['reason']}") if failed else None,
         "cases": [{k: v for k, v in c.items() if k != "kernel_seconds"} for c in cases],
     }
 
 
-def light_profile(params: Any, compiled: CompileResult, device: dict[str, Any],
+def shape_text(shape: Any) -> str:
+    """``4096x4096x4096`` of a case's shape (a list of values or a dict of dimensions)."""
+    values = shape.values() if isinstance(shape, dict) else shape
+    return "x".join(str(v) for v in values)
+
+
+def light_profile(family: Any, params: Any, compiled: CompileResult, device: dict[str, Any],
                   function: dict[str, Any] | None) -> dict[str, Any]:
-    """ptxas figures and theoretical occupancy; Nsight figures null with their reason."""
+    """ptxas figures and theoretical occupancy (threads per block from the family); Nsight
+    figures null with their reason."""
     regs = (function or {}).get("regs_per_thread") or compiled.regs_per_thread
     smem = compiled.smem_bytes or 0
     profile: dict[str, Any] = {
@@ -179,7 +113,7 @@ def light_profile(params: Any, compiled: CompileResult, device: dict[str, Any],
                     "spill_bytes": "ptxas"},
         "missing": {},
     }
-    threads = int(getattr(params, "threads", 0))
+    threads = int(family.threads_per_block(params))
     if regs and threads and device.get("max_regs_per_sm"):
         occ, limiter = theoretical_occupancy(threads, int(regs), smem, device)
         profile["theoretical_occupancy_pct"] = occ
@@ -190,6 +124,12 @@ def light_profile(params: Any, compiled: CompileResult, device: dict[str, Any],
         profile[name] = None
         profile["missing"][name] = "profile=light: Nsight Compute not run for this candidate"
     return profile
+
+
+def with_datasheet(device: dict[str, Any]) -> dict[str, Any]:
+    """``device`` with ``datasheet_gbs`` added where the datasheet table knows its name."""
+    sheet = datasheet_gbs(device.get("name"))
+    return {**device, "datasheet_gbs": sheet} if sheet is not None else dict(device)
 
 
 # ---- the GPU backend ------------------------------------------------------------------------
@@ -209,20 +149,19 @@ class GpuEvaluator:
         for what, result in (("support kernels", support), ("reference kernel", reference)):
             if result.status != "ok":
                 raise RuntimeError(f"cannot compile the {what}: {result.error}")
-        ref_launch = family.reference_launch(Shape(64, 64, 1))
+        reference_kernel = family.reference_launch(family.edge_shapes[0]).kernel_name
         self.child = GpuChild(gpu, setup={
             "op": "setup", "support_cubin": support.cubin(), "reference_cubin": reference.cubin(),
-            "reference_kernel": ref_launch.kernel_name, "reference_block": ref_launch.block,
-            "reference_tile": 64,
+            "reference_kernel": reference_kernel,
         })
-        self.device = self.child.start()
+        self.device = with_datasheet(self.child.start())
         if self.device.get("arch") != compiler.arch.removesuffix("a"):
             self.child.close()
             raise RuntimeError(
                 f"compiler targets {compiler.arch} but GPU {gpu} is {self.device.get('arch')}"
             )
-        self.peak_tflops = fp32_peak_tflops(self.device)
-        self._vendor: dict[str, float | None] = {}
+        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
+        self._vendor: dict[str, tuple[float | None, str | None]] = {}
 
     def compile(self, params: Any) -> Future[CompileResult]:
         """Validate, render and compile in the pool."""
@@ -231,12 +170,13 @@ class GpuEvaluator:
         if rejection is not None:
             future.set_result(compile_candidate(self.compiler, self.family, params))
             return future
-        return self.compiler.submit(self.family.render(params), entry=self.family.name,
-                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
-                                    arch=target_arch(self.family, params, self.compiler.arch))
+        return self.compiler.submit(
+            self.family.render(params), entry=self.family.name,
+            dynamic_smem_bytes=int(self.family.dynamic_smem_bytes(params)),
+            arch=target_arch(self.family, params, self.compiler.arch))
 
-    def _launches(self, params: Any, shapes: Iterable[Shape]) -> dict[Shape, LaunchConfig]:
-        out: dict[Shape, LaunchConfig] = {}
+    def _launches(self, params: Any, shapes: Iterable[Dims]) -> dict[Dims, LaunchConfig]:
+        out: dict[Dims, LaunchConfig] = {}
         for shape in shapes:
             launch = self.family.launch(params, shape, sm_count=int(self.device["sm_count"]))
             if isinstance(launch, Rejection):
@@ -244,70 +184,84 @@ class GpuEvaluator:
             out[shape] = launch
         return out
 
-    def checks(self, params: Any, shape: Shape, iteration: int, seed: int,
-               verify: bool) -> list[dict[str, Any]]:
-        """The correctness cases of one evaluation (seeds recorded in the cases)."""
-        opts = self.options
-        n_main = len(DISTRIBUTIONS) if verify else max(1, opts.main_dists)
-        edges = list(opts.edge_shapes)
-        if getattr(params, "fixed_shape", None) is not None:
+    def checks(self, params: Any, shape: Dims, iteration: int, seed: int, verify: bool,
+               options: EvalOptions | None = None) -> list[dict[str, Any]]:
+        """The correctness cases of one evaluation (seeds recorded in the cases): what the
+        child takes, the resolved signature, fills and reference launch of each."""
+        opts = options or self.options
+        family = self.family
+        dists = list(family.distributions)
+        n_main = len(dists) if verify else max(1, opts.main_dists)
+        edges = list(family.edge_shapes if opts.edge_shapes is None else opts.edge_shapes)
+        if family.fixed_dims(params) is not None:
             # a shape-specialized kernel runs at its own shape only (its launch refuses the
             # others): every distribution there instead of the edge shapes, whose tails the
             # template's generic form was checked on
-            n_main, edges = len(DISTRIBUTIONS), []
-        cases: list[tuple[Shape, str]] = [
-            (shape, DISTRIBUTIONS[(iteration + i) % len(DISTRIBUTIONS)]) for i in range(n_main)
+            n_main, edges = len(dists), []
+        cases: list[tuple[Dims, Any]] = [
+            (shape, dists[(iteration + i) % len(dists)]) for i in range(n_main)
         ]
-        cases += [(edge, DISTRIBUTIONS[(iteration + j + 1) % len(DISTRIBUTIONS)])
+        cases += [(edge, dists[(iteration + j + 1) % len(dists)])
                   for j, edge in enumerate(edges)]
         launches = self._launches(params, [s for s, _ in cases])
-        return [{"shape": [s.m, s.n, s.k], "dist": dist, "launch": launches[s].to_dict(),
+        signature = family.signature
+        return [{"shape": list(s.values_tuple()), "dist": dist.name,
+                 "signature": signature.resolve(s), "fills": dist.resolve(signature),
+                 "launch": launches[s].to_dict(),
+                 "reference_launch": family.reference_launch(s).to_dict(),
                  "seed": (seed * 1_000_003 + iteration * 101 + i) & 0x7FFFFFFFFFFF}
                 for i, (s, dist) in enumerate(cases)]
 
-    def measure(self, params: Any, compiled: CompileResult, *, shape: Shape, iteration: int,
-                seed: int, incumbent: tuple[Any, CompileResult] | None = None,
+    def measure(self, params: Any, compiled: CompileResult, *, shape: Dims, iteration: int,
+                seed: int, options: EvalOptions | None = None,
+                incumbent: tuple[Any, CompileResult] | None = None,
                 verify: bool = False) -> Measurement:
-        """Correctness on fresh inputs, then the benchmark (interleaved with the incumbent)."""
+        """Correctness on fresh inputs, then the benchmark (interleaved with the incumbent);
+        ``options`` None: the evaluator's defaults."""
+        opts = options or self.options
         if compiled.status != "ok":
             raise ValueError(f"cannot measure a candidate whose compile status is "
                              f"{compiled.status}")
+        family = self.family
         try:
-            checks = self.checks(params, shape, iteration, seed, verify)
+            checks = self.checks(params, shape, iteration, seed, verify, opts)
             bench_launch = self._launches(params, [shape])[shape]
         except ValueError as exc:
             return Measurement("rejected", error=str(exc))
         request: dict[str, Any] = {
-            "op": "evaluate", "tol": self.options.tolerance, "checks": checks,
+            "op": "evaluate", "tol": opts.tolerance, "checks": checks,
             "stop_on_failure": not verify,
             "candidate": {"key": compiled.source_hash, "cubin": compiled.cubin(),
-                          "kernel": self.family.name},
-            "bench": None if not self.options.bench else {
-                      "shape": [shape.m, shape.n, shape.k], "launch": bench_launch.to_dict(),
-                      "seed": seed + iteration, "runs": self.options.bench_runs,
-                      "target_run_ms": self.options.target_run_ms,
-                      "max_reps": self.options.max_reps, "warmup": self.options.warmup},
+                          "kernel": bench_launch.kernel_name},
+            "bench": None if not opts.bench else {
+                      "shape": list(shape.values_tuple()),
+                      "signature": family.signature.resolve(shape),
+                      "fills": family.distributions[0].resolve(family.signature),
+                      "launch": bench_launch.to_dict(),
+                      "seed": seed + iteration, "runs": opts.bench_runs,
+                      "target_run_ms": opts.target_run_ms,
+                      "max_reps": opts.max_reps, "warmup": opts.warmup},
         }
         if incumbent is not None:
             inc_params, inc_compiled = incumbent
+            inc_launch = self._launches(inc_params, [shape])[shape]
             request["incumbent"] = {
                 "key": inc_compiled.source_hash, "cubin": inc_compiled.cubin(),
-                "kernel": self.family.name,
-                "launch": self._launches(inc_params, [shape])[shape].to_dict(),
+                "kernel": inc_launch.kernel_name, "launch": inc_launch.to_dict(),
             }
         start = time.perf_counter()
-        reply = self.child.request(request, self.options.timeout_s)
+        reply = self.child.request(request, opts.timeout_s)
         gpu_seconds = time.perf_counter() - start
         status = reply.get("status")
         if status in ("timeout", "crashed", "launch_error", "error"):
             cases = reply.get("cases") or []
             return Measurement(
                 status if status != "error" else "crashed",
-                correctness=correctness_block(cases, self.options.tolerance) if cases else None,
+                correctness=correctness_block(cases, opts.tolerance) if cases else None,
                 error=reply.get("error"), gpu_seconds=gpu_seconds,
             )
-        correctness = correctness_block(reply["cases"], self.options.tolerance)
-        profile = light_profile(params, compiled, self.device, reply.get("function"))
+        correctness = correctness_block(reply["cases"], opts.tolerance)
+        profile = light_profile(family, params, compiled, self.device, reply.get("function"))
         if not correctness["passed"]:
             return Measurement("wrong", correctness=correctness, profile=profile,
                                error=correctness["reason"], gpu_seconds=gpu_seconds)
@@ -315,22 +269,27 @@ class GpuEvaluator:
         if bench is None:
             return Measurement("ok", correctness=correctness, profile=profile,
                                gpu_seconds=gpu_seconds)
-        perf = perf_block(bench["runs_us"][0], shape.flops, vendor_us=self.vendor_us(shape),
-                          peak_tflops=self.peak_tflops, reps=bench["reps_per_run"])
-        if self.options.profile == "full":
+        vendor_us = self.vendor_us(shape)
+        perf = perf_block(bench["runs_us"][0], family.metric, shape, vendor_us=vendor_us,
+                          peak=self.peak, peak_source=self.peak_source,
+                          reps=bench["reps_per_run"])
+        extra: dict[str, Any] = {}
+        if vendor_us is None:
+            extra["vendor_missing"] = self._vendor[str(shape)][1]
+        if opts.profile == "full":
             self.full_profile(profile, compiled, shape, bench_launch)
         inc_runs = bench["runs_us"][1] if len(bench["runs_us"]) > 1 else None
         return Measurement("ok", correctness=correctness, perf=perf, profile=profile,
-                           incumbent_runs_us=inc_runs, gpu_seconds=gpu_seconds)
+                           incumbent_runs_us=inc_runs, gpu_seconds=gpu_seconds, extra=extra)
 
-    def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Shape,
+    def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Dims,
                      launch: LaunchConfig) -> None:
         """Add Nsight Compute's figures (sources ``ncu``) to a light profile, in place."""
         from worker.ncu import profile_kernel
 
-        figures, missing = profile_kernel(compiled.cubin(), self.family.name,
-                                          (shape.m, shape.n, shape.k), launch.to_dict(),
-                                          gpu=self.child.gpu)
+        figures, missing = profile_kernel(compiled.cubin(), launch.kernel_name,
+                                          self.family.signature.resolve(shape),
+                                          launch.to_dict(), gpu=self.child.gpu)
         for name, value in figures.items():
             profile[name] = value
             profile["sources"][name] = "ncu"
@@ -338,12 +297,14 @@ class GpuEvaluator:
         for name, why in missing.items():
             profile["missing"][name] = why
 
-    def vendor_us(self, shape: Shape) -> float | None:
-        """cuBLAS fp32 (TF32 off) ``addmm`` + ``relu_`` median, measured once per shape."""
+    def vendor_us(self, shape: Dims) -> float | None:
+        """The family's vendor baseline at ``shape``, measured once per shape (None, with the
+        reason kept, when the family has none or it cannot run)."""
         key = str(shape)
         if key not in self._vendor:
-            self._vendor[key] = measure_vendor(shape, self.device, self.vendor_cache)
-        return self._vendor[key]
+            self._vendor[key] = measure_vendor(self.family, shape, self.device,
+                                               self.vendor_cache)
+        return self._vendor[key][0]
 
     def close(self) -> None:
         """Stop the child and the compile pool."""
@@ -351,84 +312,44 @@ class GpuEvaluator:
         self.compiler.close()
 
 
-def measure_vendor(shape: Shape, device: dict[str, Any], cache: Path | None) -> float | None:
-    """Time cuBLAS in a short-lived process (torch or cupy), cached per GPU and shape."""
-    key = f"{device.get('name')}|{device.get('driver_version')}|{shape}"
+def vendor_cache_key(family: Any, shape: Dims, device: dict[str, Any]) -> str:
+    """What a vendor time depends on: the family, the GPU and its driver, the shape."""
+    return f"{family.name}|{device.get('name')}|{device.get('driver_version')}|{shape}"
+
+
+def measure_vendor(family: Any, shape: Dims, device: dict[str, Any], cache: Path | None
+                   ) -> tuple[float | None, str | None]:
+    """Time the family's vendor baseline in a short-lived process (:mod:`worker.vendor`),
+    cached per family, GPU and shape: ``(microseconds, None)`` or ``(None, why)``."""
+    if family.vendor is None:
+        return None, f"the {family.name} family declares no vendor baseline"
+    key = vendor_cache_key(family, shape, device)
     store: dict[str, Any] = {}
     if cache is not None and cache.exists():
         store = json.loads(cache.read_text())
         if key in store:
-            return store[key]
+            return store[key], None
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "worker.vendor", str(shape)], capture_output=True, text=True,
-            timeout=300, cwd=str(Path(__file__).resolve().parent.parent),
+            [sys.executable, "-m", "worker.vendor", "--family", family.name, str(shape)],
+            capture_output=True, text=True, timeout=300, cwd=str(PROJECT_ROOT),
         )
         lines = out.stdout.strip().splitlines()
-        result = json.loads(lines[-1]) if lines else {}
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-        result = {}
+        result = json.loads(lines[-1]) if lines else {
+            "error": (out.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     value = result.get("avg_us")
-    if cache is not None and value is not None:
+    if value is None:
+        return None, f"{family.vendor.name}: {result.get('error') or 'no time reported'}"
+    if cache is not None:
         store[key] = value
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(store, indent=1))
-    return value
+    return float(value), None
 
 
 # ---- the replay backend ---------------------------------------------------------------------
-class ReplayDataset:
-    """Measurements of a space on one GPU, one JSON object per line (gzip allowed)."""
-
-    def __init__(self, path: Path, family: Any = None) -> None:
-        self.path = Path(path)
-        self._normalize = family
-        opener = gzip.open if self.path.suffix == ".gz" else open
-        self.meta: dict[str, Any] = {}
-        self.points: dict[tuple[str, str], dict[str, Any]] = {}
-        self._shapes: list[str] | None = None
-        with opener(self.path, "rt") as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if row.get("kind") == "meta":
-                    self.meta = row
-                    continue
-                self.points[(self._key(row["params"]), row["shape"])] = row
-
-    def _key(self, params: dict[str, Any]) -> str:
-        # rows measured before a field was added lack it: the family fills its default
-        if self._normalize is not None:
-            params = self._normalize.params_from_dict(params).to_dict()
-        return params_key(params)
-
-    def use_family(self, family: Any) -> None:
-        """Key the rows by the family's canonical parameters (all fields present)."""
-        if self._normalize is family:
-            return
-        self._normalize = family
-        self.points = {(self._key(r["params"]), s): r for (_, s), r in self.points.items()}
-        self._shapes = None
-
-    def get(self, params: dict[str, Any], shape: Shape) -> dict[str, Any] | None:
-        """The measurement of a point, or None when it was not measured."""
-        return self.points.get((self._key(params), str(shape)))
-
-    def shapes(self) -> list[str]:
-        """Shapes present in the dataset (listed once: a replay compile asks for every
-        candidate)."""
-        if self._shapes is None:
-            self._shapes = sorted({s for _, s in self.points})
-        return self._shapes
-
-    def best(self, shape: Shape) -> dict[str, Any] | None:
-        """The fastest correct point at ``shape``."""
-        rows = [r for (_, s), r in self.points.items()
-                if s == str(shape) and r["status"] == "ok" and r.get("perf")]
-        return min(rows, key=lambda r: r["perf"]["avg_us"]) if rows else None
-
-
 class ReplayEvaluator:
     """Answers from a :class:`ReplayDataset`: recorded compile figures and measurements."""
 
@@ -441,8 +362,10 @@ class ReplayEvaluator:
         dataset.use_family(family)
         self.arch = arch
         self.options = options or EvalOptions()
-        self.device = dict(dataset.meta.get("device") or {})
-        self.device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
+        device = dict(dataset.meta.get("device") or {})
+        device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
+        self.device = with_datasheet(device)
+        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
         self.measured_on = dataset.meta.get("date")
 
     def compile(self, params: Any) -> Future[CompileResult]:
@@ -452,12 +375,13 @@ class ReplayEvaluator:
         if rejection is not None:
             data = rejection.to_dict()
             data.setdefault("max_smem_limit", self.family.max_smem_limit(self.arch))
-            future.set_result(CompileResult.rejected(data, int(getattr(params, "smem_bytes", 0))))
+            future.set_result(CompileResult.rejected(
+                data, int(self.family.dynamic_smem_bytes(params))))
             return future
         shapes = self.dataset.shapes()
         row = None
         for shape in shapes:
-            row = self.dataset.get(params.to_dict(), Shape.parse(shape))
+            row = self.dataset.get(params.to_dict(), self.family.parse_dims(shape))
             if row is not None:
                 break
         if row is None:
@@ -465,11 +389,12 @@ class ReplayEvaluator:
                                             "not in the replay dataset"))
             return future
         c = row["compile"]
+        dynamic = int(self.family.dynamic_smem_bytes(params))
         result = CompileResult(
             status=c["status"], seconds=c.get("seconds", 0.0),
             regs_per_thread=c.get("regs_per_thread"),
-            static_smem_bytes=(c.get("smem_bytes") or 0) - int(getattr(params, "smem_bytes", 0)),
-            dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+            static_smem_bytes=(c.get("smem_bytes") or 0) - dynamic,
+            dynamic_smem_bytes=dynamic,
             stack_bytes=c.get("stack_bytes"),
             spill_store_bytes=c.get("spill_bytes"), spill_load_bytes=0,
             error=c.get("error"), cache_hit=True, source_hash=self.family.source_hash(params),
@@ -478,10 +403,12 @@ class ReplayEvaluator:
         future.set_result(result)
         return future
 
-    def measure(self, params: Any, compiled: CompileResult, *, shape: Shape, iteration: int,
-                seed: int, incumbent: tuple[Any, CompileResult] | None = None,
+    def measure(self, params: Any, compiled: CompileResult, *, shape: Dims, iteration: int,
+                seed: int, options: EvalOptions | None = None,
+                incumbent: tuple[Any, CompileResult] | None = None,
                 verify: bool = False) -> Measurement:
-        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent)."""
+        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent);
+        ``options`` change nothing of a recorded answer."""
         row = self.dataset.get(params.to_dict(), shape)
         if row is None:
             return Measurement("not_measured",
@@ -492,12 +419,27 @@ class ReplayEvaluator:
             if inc_row is not None and inc_row.get("perf"):
                 inc_runs = list(inc_row["perf"]["runs_us"])
         return Measurement(row["status"], correctness=row.get("correctness"),
-                           perf=row.get("perf"), profile=row.get("profile"),
+                           perf=self.perf_of(row.get("perf"), shape), profile=row.get("profile"),
                            error=row.get("error"), incumbent_runs_us=inc_runs,
                            gpu_seconds=float(row.get("gpu_seconds", 0.0)))
 
-    def vendor_us(self, shape: Shape) -> float | None:
-        """cuBLAS time recorded with the dataset."""
+    def perf_of(self, perf: dict[str, Any] | None, shape: Dims) -> dict[str, Any] | None:
+        """A recorded perf block in the keys of :func:`perf_block` (rows recorded before the
+        metric's keys existed get them from the family's metric and the dataset's device)."""
+        if not perf or "unit" in perf:
+            return perf
+        block = perf_block(perf["runs_us"], self.family.metric, shape,
+                           vendor_us=perf.get("vendor_us"), peak=self.peak,
+                           peak_source=self.peak_source, reps=perf.get("reps_per_run"))
+        recorded = {k: v for k, v in perf.items() if v is not None}
+        merged = {**block, **recorded}
+        for key in ("throughput_tflops", "throughput_gbs"):
+            if key in recorded:
+                merged["throughput"] = recorded[key]
+        return merged
+
+    def vendor_us(self, shape: Dims) -> float | None:
+        """The vendor baseline's time recorded with the dataset."""
         value = (self.dataset.meta.get("vendor_us") or {}).get(str(shape))
         return float(value) if value is not None else None
 

@@ -5,6 +5,16 @@ length-prefixed pickle protocol on stdin/stdout (requests are dicts with an ``op
 CUDA context, buffers and loaded modules between requests, and never imports tuneforge's other
 packages: it starts fast and runs on any GPU host.
 
+Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
+
+- ``setup``: ``support_cubin``, ``reference_cubin``, ``reference_kernel``;
+- ``evaluate``: ``candidate`` (``key``, ``cubin``, ``kernel``), ``tol``, ``stop_on_failure``,
+  ``checks`` (each: ``shape`` values, ``dist``, ``seed``, the resolved ``signature``,
+  ``fills``, ``launch``, ``reference_launch``), ``bench`` (``shape``, ``signature``,
+  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
+  an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
+- ``stats`` (the checker on given arrays), ``info``, ``ping``.
+
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
 ``{"status": "crashed"}`` and exits; the parent starts a new one. A kernel that never finishes is
 killed from outside by the parent's watchdog.
@@ -15,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import statistics
 import struct
 import sys
 import time
@@ -22,6 +33,11 @@ import traceback
 from typing import IO, Any
 
 import numpy as np
+
+from worker import launch_contract as lc
+from worker.launch_contract import POISON, host_stats, judge
+
+__all__ = ["POISON", "Runtime", "handle", "host_stats", "judge", "recv", "send", "serve"]
 
 try:  # the parent reports a missing pycuda as the backend being unavailable
     import pycuda.driver as cuda
@@ -31,15 +47,10 @@ except ImportError as exc:  # pragma: no cover - depends on the host
 else:
     _IMPORT_ERROR = None
 
-POISON = 0x7FC0DEAD
-DISTS = {"normal": 0, "uniform": 1, "mixed": 2, "symmetric": 3}
 FILL_THREADS = 256
-#: pycuda argument formats of the launch contract (``kernels.base.LaunchConfig``): the kernel
-#: ``(A, B, bias, C, M, N, K)``, with a workspace ``(A, B, bias, C, M, N, K, workspace)``, and
-#: the epilogue kernel of a workspace launch ``(workspace, bias, C, M, N, splits)``.
-KERNEL_ARGS = "PPPPiii"
-KERNEL_WS_ARGS = "PPPPiiiP"
-EPILOGUE_ARGS = "PPPiii"
+#: Bytes copied device to device to measure the copy bandwidth at start-up (each way).
+COPY_BYTES = 1 << 30
+COPY_RUNS = 7
 
 
 # ---- framing --------------------------------------------------------------------------------
@@ -63,54 +74,14 @@ def recv(stream: IO[bytes]) -> Any:
     return pickle.loads(blob)
 
 
-def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
-          nonfinite: int, unwritten: int, tol: float) -> dict[str, Any]:
-    """The pass rule of DESIGN.md §4 from the error statistics of one case.
-
-    Passing needs every element written and finite, a global bound (norm-relative error) and a
-    local one (each element's error over its ``Σ|a·b| + |bias|``, which a wrong tail element
-    cannot hide behind), both within ``tol``. No relative-only rule: near zero after ReLU it
-    rejects correct kernels (the seed's first bug).
-    """
-    rel = math.sqrt(sum_err2 / sum_ref2) if sum_ref2 > 0 else (0.0 if sum_err2 == 0 else math.inf)
-    reasons = []
-    if unwritten:
-        reasons.append(f"{unwritten} output element(s) never written")
-    if nonfinite:
-        reasons.append(f"{nonfinite} output element(s) NaN or Inf")
-    if not rel <= tol:
-        reasons.append(f"norm-relative error {rel:.3g} > {tol:g}")
-    if not max_scaled <= tol:
-        reasons.append(f"element error / sum|a*b| {max_scaled:.3g} > {tol:g}")
-    return {"rel_err": rel, "max_abs_err": max_abs, "max_scaled_err": max_scaled,
-            "nonfinite": nonfinite, "unwritten": unwritten,
-            "passed": not reasons, "reason": "; ".join(reasons) or None}
-
-
-def host_stats(out: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> dict[str, Any]:
-    """The statistics of the ``tf_check`` kernel computed with numpy (CPU tests, cross-checks)."""
-    out = np.asarray(out, np.float32).ravel()
-    ref = np.asarray(ref, np.float64).ravel()
-    scale = np.asarray(scale, np.float64).ravel()
-    unwritten_mask = out.view(np.uint32) == POISON
-    nonfinite_mask = ~np.isfinite(out) & ~unwritten_mask
-    ok = ~(unwritten_mask | nonfinite_mask)
-    err = np.abs(out[ok].astype(np.float64) - ref[ok])
-    return {
-        "sum_err2": float(np.sum(err * err)), "sum_ref2": float(np.sum(ref[ok] ** 2)),
-        "max_abs": float(err.max()) if err.size else 0.0,
-        "max_scaled": float((err / np.maximum(scale[ok], 1e-30)).max()) if err.size else 0.0,
-        "nonfinite": int(nonfinite_mask.sum()), "unwritten": int(unwritten_mask.sum()),
-    }
-
-
 class KernelFault(Exception):
     """The CUDA context is no longer usable (illegal address, launch failure, …)."""
 
 
 # ---- the runtime ----------------------------------------------------------------------------
 class Runtime:
-    """Loads cubins, owns buffers, launches, times; all on one device."""
+    """Loads cubins, owns buffers, launches, times; all on one device, for any family (the
+    launch contract of :mod:`worker.launch_contract`)."""
 
     def __init__(self) -> None:
         assert cuda is not None
@@ -119,11 +90,11 @@ class Runtime:
         self.context = self.device.make_context()
         self.stream = cuda.Stream()
         self.modules: dict[str, Any] = {}
-        self.buffers: dict[tuple[int, int, int], dict[str, Any]] = {}
+        self.buffers: dict[tuple[tuple[str, str, int], ...], dict[str, Any]] = {}
         self.support: Any = None
-        self.reference: Any = None
-        self.reference_block = (16, 16, 1)
-        self.reference_tile = 64
+        self.reference_module: Any = None
+        self.reference_kernel = ""
+        self.reference_fns: dict[str, Any] = {}
         attrs = cuda.device_attribute
         self.l2_bytes = int(self.device.get_attribute(attrs.L2_CACHE_SIZE))
         self.flush_n = max(self.l2_bytes * 4, 64 << 20) // 4
@@ -134,10 +105,38 @@ class Runtime:
         self.sm_count = int(self.device.get_attribute(attrs.MULTIPROCESSOR_COUNT))
         self.ws: Any = None
         self.ws_bytes = 0
+        self.copy = self.measure_copy()
 
     # -- device ------------------------------------------------------------------------------
+    def measure_copy(self, nbytes: int = COPY_BYTES, runs: int = COPY_RUNS) -> dict[str, Any]:
+        """Device-to-device copy bandwidth (``cuMemcpyDtoD`` of ``nbytes``, CUDA events, median
+        of ``runs`` after a warm-up): GB/s counting the bytes read and written (2 x nbytes)."""
+        try:
+            free, _ = cuda.mem_get_info()
+            while nbytes > (64 << 20) and 2 * nbytes > free // 2:
+                nbytes //= 2  # a small or busy GPU: copy less rather than fail
+            src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+            try:
+                cuda.memset_d32(src, 0x3F800000, nbytes // 4)
+                start, end = cuda.Event(), cuda.Event()
+                ms = []
+                for i in range(runs + 1):
+                    start.record(self.stream)
+                    cuda.memcpy_dtod_async(dst, src, nbytes, self.stream)
+                    end.record(self.stream)
+                    end.synchronize()
+                    if i:  # the first copy warms up
+                        ms.append(end.time_since(start))
+            finally:
+                src.free()
+                dst.free()
+            return {"copy_gbs": round(2 * nbytes / (statistics.median(ms) * 1e-3) / 1e9, 1),
+                    "copy_bytes": nbytes, "copy_runs": runs}
+        except cuda.Error as exc:
+            return {"copy_gbs": None, "copy_error": f"{type(exc).__name__}: {exc}"[:200]}
+
     def info(self) -> dict[str, Any]:
-        """Name, limits and clocks of the device."""
+        """Name, limits, clocks and the measured copy bandwidth of the device."""
         a = cuda.device_attribute
         get = self.device.get_attribute
         cc = self.device.compute_capability()
@@ -159,10 +158,10 @@ class Runtime:
             "memory_total": int(total),
             "memory_free": int(free),
             "driver_version": int(cuda.get_driver_version()),
+            **self.copy,
         }
 
-    def setup(self, support_cubin: bytes, reference_cubin: bytes, reference_kernel: str,
-              reference_block: tuple[int, int, int], reference_tile: int) -> None:
+    def setup(self, support_cubin: bytes, reference_cubin: bytes, reference_kernel: str) -> None:
         """Load the support kernels and the family's float64 reference."""
         self.support = cuda.module_from_buffer(support_cubin)
         self.fill = self.support.get_function("tf_fill")
@@ -173,15 +172,22 @@ class Runtime:
         self.check.prepare("PPPqPP")
         self.flush = self.support.get_function("tf_flush")
         self.flush.prepare("Pq")
-        self.reference = cuda.module_from_buffer(reference_cubin).get_function(reference_kernel)
-        self.reference.prepare("PPPPPiii")
-        self.reference_block = tuple(reference_block)  # type: ignore[assignment]
-        self.reference_tile = reference_tile
+        self.reference_module = cuda.module_from_buffer(reference_cubin)
+        self.reference_kernel = reference_kernel
+        self.reference_fns = {}
 
-    def kernel(self, key: str, cubin: bytes | None, name: str, smem: int,
-               workspace: bool = False) -> Any:
-        """The loaded function for ``key`` (loading ``cubin`` the first time); ``workspace``:
-        the kernel takes the workspace as its eighth argument (a split-K launch)."""
+    def reference(self, fmt: str) -> Any:
+        """The reference kernel prepared with ``fmt`` (the signature's reference format)."""
+        fn = self.reference_fns.get(fmt)
+        if fn is None:
+            fn = self.reference_module.get_function(self.reference_kernel)
+            fn.prepare(fmt)
+            self.reference_fns[fmt] = fn
+        return fn
+
+    def kernel(self, key: str, cubin: bytes | None, name: str, smem: int, fmt: str) -> Any:
+        """The loaded function for ``key`` (loading ``cubin`` the first time), prepared with
+        the pycuda format ``fmt`` (:func:`worker.launch_contract.kernel_format`)."""
         fn = self.modules.get(key)
         if fn is None:
             if cubin is None:
@@ -192,48 +198,59 @@ class Runtime:
             fn = module.get_function(name)
             fn._tf_module = module  # keep the module alive with the function
             fn._tf_epilogues = {}
-            fn.prepare(KERNEL_WS_ARGS if workspace else KERNEL_ARGS)
+            fn._tf_format = None
             self.modules[key] = fn
+        if fn._tf_format != fmt:
+            fn.prepare(fmt)
+            fn._tf_format = fmt
         if smem > 48 * 1024:
             fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         return fn
 
+    def candidate(self, entry: dict[str, Any], launch: dict[str, Any],
+                  signature: dict[str, Any]) -> Any:
+        """The function of a request's candidate (or incumbent) for ``launch``."""
+        fmt = lc.kernel_format(signature, bool(launch.get("workspace_bytes")))
+        return self.kernel(entry["key"], entry.get("cubin"), entry["kernel"],
+                           int(launch["dynamic_smem_bytes"]), fmt)
+
     # -- buffers -------------------------------------------------------------------------------
-    def bufs(self, shape: tuple[int, int, int]) -> dict[str, Any]:
-        """Device buffers for a shape (A, B, bias, C, ref, scale), reused across requests."""
-        found = self.buffers.get(shape)
+    def bufs(self, signature: dict[str, Any]) -> dict[str, Any]:
+        """Device buffers of a shape (the signature's, each output's reference and scale),
+        reused across requests."""
+        key = lc.shape_key(signature)
+        found = self.buffers.get(key)
         if found is not None:
             return found
-        m, n, k = shape
         if len(self.buffers) >= 8:  # keep memory bounded: drop the largest shapes first
-            for key in sorted(self.buffers, key=lambda s: -(s[0] * s[1] + s[2] * (s[0] + s[1]))):
-                self.buffers.pop(key)
+            for old in sorted(self.buffers, key=lambda s: -sum(c for _, _, c in s)):
+                lc.free(self.buffers.pop(old))
                 if len(self.buffers) < 8:
                     break
-        found = {
-            "A": cuda.mem_alloc(4 * m * k), "B": cuda.mem_alloc(4 * k * n),
-            "bias": cuda.mem_alloc(4 * n), "C": cuda.mem_alloc(4 * m * n),
-            "ref": cuda.mem_alloc(8 * m * n), "scale": cuda.mem_alloc(8 * m * n),
-        }
-        self.buffers[shape] = found
+        found = lc.allocate(cuda, signature)
+        self.buffers[key] = found
         return found
 
     def _grid1d(self, n: int) -> tuple[int, int, int]:
         return (max(1, min(-(-n // FILL_THREADS), self.sm_count * 16)), 1, 1)
 
-    def fill_inputs(self, shape: tuple[int, int, int], seed: int, dist: str) -> dict[str, Any]:
-        """Fresh seeded inputs of distribution ``dist`` and their float64 reference."""
-        m, n, k = shape
-        b = self.bufs(shape)
-        code = DISTS[dist]
-        for i, (name, count) in enumerate((("A", m * k), ("B", k * n), ("bias", n))):
-            sub = (seed * 0x9E3779B1 + i * 0x632BE5AB) & 0xFFFFFFFFFFFFFFFF
+    def fill_inputs(self, signature: dict[str, Any], fills: list[dict[str, Any]], seed: int,
+                    reference_launch: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Fresh seeded inputs (one fill per input buffer, input ``i`` seeded
+        :func:`~worker.launch_contract.sub_seed`) and, given its launch, their float64
+        reference."""
+        lc.check_fills(signature, fills)
+        b = self.bufs(signature)
+        for i, (buf, fill) in enumerate(zip(lc.inputs(signature), fills, strict=True)):
+            count = int(buf["count"])
             self.fill.prepared_async_call(self._grid1d(count), (FILL_THREADS, 1, 1), self.stream,
-                                          b[name], count, sub, code, 1.0)
-        tile = self.reference_tile
-        grid = (-(-n // tile), -(-m // tile), 1)
-        self.reference.prepared_async_call(grid, self.reference_block, self.stream, b["A"],
-                                           b["B"], b["bias"], b["ref"], b["scale"], m, n, k)
+                                          b[buf["name"]], count, lc.sub_seed(seed, i),
+                                          lc.FILL_CODES[fill["kind"]], float(fill["scale"]))
+        if reference_launch is not None:
+            self.reference(lc.reference_format(signature)).prepared_async_call(
+                tuple(reference_launch["grid"]), tuple(reference_launch["block"]), self.stream,
+                *lc.reference_args(signature, b),
+                shared_size=int(reference_launch.get("dynamic_smem_bytes") or 0))
         return b
 
     def workspace(self, nbytes: int) -> Any:
@@ -249,36 +266,25 @@ class Runtime:
         return self.ws
 
     @staticmethod
-    def epilogue(fn: Any, name: str) -> Any:
-        """The epilogue kernel ``name`` of ``fn``'s module (prepared once)."""
-        found = fn._tf_epilogues.get(name)
+    def epilogue(fn: Any, name: str, fmt: str) -> Any:
+        """The epilogue kernel ``name`` of ``fn``'s module, prepared with ``fmt`` (once)."""
+        found = fn._tf_epilogues.get((name, fmt))
         if found is None:
             found = fn._tf_module.get_function(name)
-            found.prepare(EPILOGUE_ARGS)
-            fn._tf_epilogues[name] = found
+            found.prepare(fmt)
+            fn._tf_epilogues[(name, fmt)] = found
         return found
 
     def launch(self, fn: Any, launch: dict[str, Any], b: dict[str, Any],
-               shape: tuple[int, int, int]) -> None:
-        """Enqueue one launch of a candidate: its kernel and, for a workspace launch (split-K),
-        the epilogue kernel right after it on the same stream. The workspace must have been
-        sized beforehand (:meth:`workspace`), outside any timed region."""
-        m, n, k = shape
+               signature: dict[str, Any]) -> None:
+        """Enqueue one launch of a candidate: its kernel and, when the launch has one, its
+        epilogue right after it on the same stream. The workspace must have been sized
+        beforehand (:meth:`workspace`), outside any timed region."""
         ws_bytes = int(launch.get("workspace_bytes") or 0)
-        if not ws_bytes:
-            fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), self.stream,
-                                   b["A"], b["B"], b["bias"], b["C"], m, n, k,
-                                   shared_size=int(launch["dynamic_smem_bytes"]))
-            return
         if ws_bytes > self.ws_bytes:
             raise ValueError(f"launch needs a {ws_bytes} B workspace; {self.ws_bytes} B sized")
-        fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), self.stream,
-                               b["A"], b["B"], b["bias"], b["C"], m, n, k, self.ws,
-                               shared_size=int(launch["dynamic_smem_bytes"]))
-        epi = launch["epilogue"]
-        self.epilogue(fn, epi["kernel_name"]).prepared_async_call(
-            tuple(epi["grid"]), tuple(epi["block"]), self.stream, self.ws, b["bias"], b["C"],
-            m, n, int(epi["args"][-1]))
+        lc.enqueue(fn, lambda name, fmt: self.epilogue(fn, name, fmt), launch, signature, b,
+                   self.ws if ws_bytes else None, self.stream)
 
     def sync(self) -> None:
         """Wait for the stream; a kernel fault becomes :class:`KernelFault`."""
@@ -288,14 +294,16 @@ class Runtime:
             raise KernelFault(str(exc)) from exc
 
     # -- correctness ---------------------------------------------------------------------------
-    def check_case(self, fn: Any, launch: dict[str, Any], shape: tuple[int, int, int],
-                   seed: int, dist: str, tol: float) -> dict[str, Any]:
-        """One correctness case: fresh inputs, poisoned output, launch, on-GPU error stats."""
-        m, n, _ = shape
-        b = self.fill_inputs(shape, seed, dist)
-        count = m * n
-        self.poison.prepared_async_call(self._grid1d(count), (FILL_THREADS, 1, 1), self.stream,
-                                        b["C"], count)
+    def check_case(self, fn: Any, case: dict[str, Any], tol: float) -> dict[str, Any]:
+        """One correctness case: fresh inputs, poisoned outputs, launch, on-GPU error stats
+        (accumulated over the output buffers)."""
+        signature, launch = case["signature"], case["launch"]
+        b = self.fill_inputs(signature, case["fills"], case["seed"], case["reference_launch"])
+        for buf in signature["buffers"]:
+            if buf["role"] == "out":
+                words = int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4
+                self.poison.prepared_async_call(self._grid1d(words), (FILL_THREADS, 1, 1),
+                                                self.stream, b[buf["name"]], words)
         ws_bytes = int(launch.get("workspace_bytes") or 0)
         if ws_bytes:  # poisoned too: a partial sum the kernel fails to write shows up as NaN
             ws = self.workspace(ws_bytes)
@@ -305,12 +313,16 @@ class Runtime:
         cuda.memset_d32_async(self.counts, 0, 4, self.stream)
         self.sync()
         start = time.perf_counter()
-        self.launch(fn, launch, b, shape)
+        self.launch(fn, launch, b, signature)
         self.sync()
         kernel_s = time.perf_counter() - start
-        self.check.prepared_async_call(self._grid1d(count), (FILL_THREADS, 1, 1), self.stream,
-                                       b["C"], b["ref"], b["scale"], count, self.stats,
-                                       self.counts)
+        for buf in lc.outputs(signature):
+            count = int(buf["count"])
+            self.check.prepared_async_call(self._grid1d(count), (FILL_THREADS, 1, 1),
+                                           self.stream, b[buf["name"]],
+                                           b[lc.ref_name(buf["name"])],
+                                           b[lc.scale_name(buf["name"])], count, self.stats,
+                                           self.counts)
         self.sync()
         stats = np.empty(4, np.float64)
         counts = np.empty(2, np.uint64)
@@ -318,8 +330,8 @@ class Runtime:
         cuda.memcpy_dtoh(counts, self.counts)
         verdict = judge(float(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]),
                         int(counts[0]), int(counts[1]), tol)
-        return {"shape": list(shape), "seed": seed, "dist": dist, **verdict,
-                "kernel_seconds": round(kernel_s, 6)}
+        return {"shape": list(case["shape"]), "seed": case["seed"], "dist": case["dist"],
+                **verdict, "kernel_seconds": round(kernel_s, 6)}
 
     def stats_of(self, out: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> dict[str, Any]:
         """Run ``tf_check`` on host arrays; same keys as :func:`host_stats`."""
@@ -347,7 +359,7 @@ class Runtime:
         return self.events[:count]
 
     def time_launches(self, fns: list[tuple[Any, dict[str, Any]]], b: dict[str, Any],
-                      shape: tuple[int, int, int], reps: int) -> list[list[float]]:
+                      signature: dict[str, Any], reps: int) -> list[list[float]]:
         """Time ``reps`` launches of each function, interleaved, L2 flushed before each.
 
         One event pair encloses everything a launch enqueues (a split-K launch's kernel and its
@@ -362,7 +374,7 @@ class Runtime:
                                                self.stream, self.flush_buf, self.flush_n)
                 start, end = events[slot]
                 start.record(self.stream)
-                self.launch(fn, launch, b, shape)
+                self.launch(fn, launch, b, signature)
                 end.record(self.stream)
                 slot += 1
         self.sync()
@@ -372,21 +384,22 @@ class Runtime:
             out[i % len(fns)].append(end.time_since(start) * 1000.0)
         return out
 
-    def benchmark(self, entries: list[tuple[Any, dict[str, Any]]], shape: tuple[int, int, int],
-                  seed: int, runs: int, target_run_ms: float, max_reps: int,
-                  warmup: int) -> dict[str, Any]:
+    def benchmark(self, entries: list[tuple[Any, dict[str, Any]]], bench: dict[str, Any]
+                  ) -> dict[str, Any]:
         """Warm-up, then ``runs`` runs of adaptive repetitions; each run is a median."""
-        b = self.fill_inputs(shape, seed, "normal")
+        signature = bench["signature"]
+        b = self.fill_inputs(signature, bench["fills"], bench["seed"])
         self.workspace(max(int(launch.get("workspace_bytes") or 0) for _, launch in entries))
         self.sync()
-        first = self.time_launches(entries, b, shape, max(1, warmup))
+        first = self.time_launches(entries, b, signature, max(1, bench["warmup"]))
         slowest_us = max(max(t) for t in first)
-        reps = int(max(1, min(max_reps, math.ceil(target_run_ms * 1000.0 / max(slowest_us, 1.0)
-                                                  / len(entries)))))
+        reps = int(max(1, min(bench["max_reps"],
+                              math.ceil(bench["target_run_ms"] * 1000.0 / max(slowest_us, 1.0)
+                                        / len(entries)))))
         per_fn_runs: list[list[float]] = [[] for _ in entries]
         samples: list[list[float]] = [[] for _ in entries]
-        for _ in range(runs):
-            times = self.time_launches(entries, b, shape, reps)
+        for _ in range(bench["runs"]):
+            times = self.time_launches(entries, b, signature, reps)
             for i, series in enumerate(times):
                 per_fn_runs[i].append(float(np.median(series)))
                 samples[i].extend(series)
@@ -396,56 +409,43 @@ class Runtime:
 
 # ---- request handling -----------------------------------------------------------------------
 def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
-    """Serve one request (see :mod:`worker.gpu_runner` for the fields)."""
+    """Serve one request (the fields are in the module's docstring)."""
     op = req["op"]
     if op == "ping":
         return {"status": "ok"}
     if op == "info":
         return {"status": "ok", "info": rt.info()}
     if op == "setup":
-        rt.setup(req["support_cubin"], req["reference_cubin"], req["reference_kernel"],
-                 req["reference_block"], req["reference_tile"])
+        rt.setup(req["support_cubin"], req["reference_cubin"], req["reference_kernel"])
         return {"status": "ok", "info": rt.info()}
     if op == "stats":  # the on-GPU checker applied to given arrays (cross-check with numpy)
         return {"status": "ok", "stats": rt.stats_of(req["out"], req["ref"], req["scale"])}
     if op == "evaluate":
         cand = req["candidate"]
         cases: list[dict[str, Any]] = []
+        fn0: Any = None
         try:
-            fns: dict[str, Any] = {}
             for case in req["checks"]:
-                launch = case["launch"]
-                fn = rt.kernel(cand["key"], cand["cubin"], cand["kernel"],
-                               int(launch["dynamic_smem_bytes"]),
-                               workspace=bool(launch.get("workspace_bytes")))
-                fns[cand["key"]] = fn
-                cases.append(rt.check_case(fn, launch, tuple(case["shape"]), case["seed"],
-                                           case["dist"], req["tol"]))
+                fn = rt.candidate(cand, case["launch"], case["signature"])
+                fn0 = fn0 or fn
+                cases.append(rt.check_case(fn, case, req["tol"]))
                 if not cases[-1]["passed"] and req.get("stop_on_failure", True):
                     break
         except cuda.LogicError as exc:  # launch refused (resources): the context survives
             return {"status": "launch_error", "error": str(exc)[:400], "cases": cases}
         result: dict[str, Any] = {"status": "ok", "cases": cases}
-        fn0 = next(iter(fns.values()), None)
         if fn0 is not None:
             result["function"] = {"regs_per_thread": fn0.num_regs,
                                   "local_bytes": fn0.local_size_bytes,
                                   "static_smem_bytes": fn0.shared_size_bytes}
         if req.get("bench") and cases and all(c["passed"] for c in cases):
             bench = req["bench"]
-            entries = [(rt.kernel(cand["key"], cand["cubin"], cand["kernel"],
-                                  int(bench["launch"]["dynamic_smem_bytes"]),
-                                  workspace=bool(bench["launch"].get("workspace_bytes"))),
-                        bench["launch"])]
+            signature = bench["signature"]
+            entries = [(rt.candidate(cand, bench["launch"], signature), bench["launch"])]
             inc = req.get("incumbent")
             if inc is not None:
-                entries.append((rt.kernel(inc["key"], inc.get("cubin"), inc["kernel"],
-                                          int(inc["launch"]["dynamic_smem_bytes"]),
-                                          workspace=bool(inc["launch"].get("workspace_bytes"))),
-                                inc["launch"]))
-            result["bench"] = rt.benchmark(entries, tuple(bench["shape"]), bench["seed"],
-                                           bench["runs"], bench["target_run_ms"],
-                                           bench["max_reps"], bench["warmup"])
+                entries.append((rt.candidate(inc, inc["launch"], signature), inc["launch"]))
+            result["bench"] = rt.benchmark(entries, bench)
         return result
     raise ValueError(f"unknown op {op!r}")
 

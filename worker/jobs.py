@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
+from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.models import (
     CANDIDATE_IN_FLIGHT,
     Campaign,
@@ -31,17 +32,12 @@ from core.models import (
     WorkerNode,
     utcnow,
 )
+from core.replay import ReplayDataset
 from core.settings import Settings
 from kernels import get_family
 from kernels.base import Dims, params_key
-from worker.compile import (
-    Compiler,
-    CompileResult,
-    compile_candidate,
-    compiler_from_settings,
-    target_arch,
-)
-from worker.evaluate import EvalOptions, Evaluator, Measurement, ReplayDataset, ReplayEvaluator
+from worker.compile import Compiler, compile_candidate, compiler_from_settings, target_arch
+from worker.evaluate import ReplayEvaluator
 
 
 def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
@@ -57,8 +53,12 @@ def mark_status(session: Session, candidate_id: str, status: str) -> Candidate |
 
 @lru_cache(maxsize=4)
 def replay_dataset(kernel: str) -> ReplayDataset:
-    """The family's replay dataset, loaded once per process."""
-    return ReplayDataset(get_family(kernel).replay_dataset_path())
+    """The family's default replay dataset (the first of its ``replay_datasets()``), loaded
+    once per process."""
+    datasets = get_family(kernel).replay_datasets()
+    if not datasets:
+        raise ValueError(f"the {kernel} family ships no replay dataset")
+    return ReplayDataset(datasets[0])
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -357,9 +357,8 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
             f"workers with --backend {job.backend} on the queue gpu.{runtime.settings.arch}"))
     family = get_family(job.kernel)
     ev = runtime.evaluator(job.kernel)
-    if hasattr(ev, "options"):
-        ev.options = dataclasses.replace(ev.options, tolerance=job.tolerance,
-                                         profile=job.profile)
+    options = dataclasses.replace(getattr(ev, "options", None) or EvalOptions(),
+                                  tolerance=job.tolerance, profile=job.profile)
     params = family.params_from_dict(job.params)
     compiled = runtime.compile(job.kernel, params)
     if compiled.status != "ok":
@@ -372,7 +371,7 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
         if inc_compiled.status == "ok":
             incumbent = (inc_params, inc_compiled)
     m = ev.measure(params, compiled, shape=job.shape, iteration=job.iteration, seed=job.seed,
-                   incumbent=incumbent)
+                   options=options, incumbent=incumbent)
     speed = runtime.settings.replay_speed
     if runtime.backend == "replay" and speed > 0 and m.gpu_seconds > 0:
         time.sleep(m.gpu_seconds / speed)  # behave like a GPU under load tests
@@ -424,17 +423,20 @@ def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
     family = get_family(job.kernel)
     params = family.params_from_dict(job.params)
     compiled = runtime.compiler.compile(
-        job.source, entry=family.name, dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
+        job.source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
         arch=target_arch(family, params, runtime.compiler.arch))
     if compiled.status != "ok":
         return error_record(f"the source did not compile again: {compiled.status}: "
                             f"{compiled.error}")
+    reference = runtime.compiler.compile(family.reference_source())
+    if reference.status != "ok":
+        return error_record(f"the reference kernel did not compile: {reference.error}")
     settings = runtime.settings
     try:
         return check(family, params, compiled.cubin(), tools=DEFAULT_TOOLS,
                      campaign_shape=job.shape, gpu=runtime.gpu,
                      exe=sanitizer_path(settings.compute_sanitizer),
-                     timeout_s=settings.sanitize_timeout_s)
+                     timeout_s=settings.sanitize_timeout_s, reference=reference.cubin())
     except SanitizerUnavailable as exc:
         return error_record(str(exc))
 

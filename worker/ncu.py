@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -33,15 +34,18 @@ def ncu_path() -> str | None:
         "/usr/local/cuda/bin/ncu" if os.path.exists("/usr/local/cuda/bin/ncu") else None)
 
 
-def launch_command(cubin_path: str, kernel: str, shape: tuple[int, int, int],
-                   launch: dict[str, Any]) -> list[str]:
-    """The :mod:`worker.ncu_launch` program that ``ncu`` profiles: launch ``kernel`` of the cubin
-    twice at ``shape`` with ``launch`` (grid, block, dynamic smem, split-K workspace)."""
-    m, n, k = shape
-    return [sys.executable, "-m", "worker.ncu_launch", cubin_path, kernel, str(m), str(n),
-            str(k), str(launch["grid"][0]), str(launch["grid"][1]), str(launch["block"][0]),
-            str(launch["block"][1]), str(launch["dynamic_smem_bytes"]), str(launch["grid"][2]),
-            str(launch.get("workspace_bytes") or 0)]
+def launch_spec(cubin_path: str, kernel: str, signature: dict[str, Any],
+                launch: dict[str, Any]) -> dict[str, Any]:
+    """The spec :mod:`worker.ncu_launch` reads: the cubin, the kernel, the resolved signature
+    of the shape (``kernels.family.Signature.resolve``) and the launch (grid, block, dynamic
+    smem, workspace)."""
+    return {"cubin": cubin_path, "kernel": kernel, "seed": 0, "signature": signature,
+            "launch": launch}
+
+
+def launch_command(spec_path: str) -> list[str]:
+    """The :mod:`worker.ncu_launch` program that ``ncu`` profiles, reading ``spec_path``."""
+    return [sys.executable, "-m", "worker.ncu_launch", spec_path]
 
 
 def ncu_env(gpu: str) -> dict[str, str]:
@@ -80,20 +84,22 @@ def parse_raw_csv(text: str) -> dict[str, float]:
     return out
 
 
-def profile_kernel(cubin: bytes, kernel: str, shape: tuple[int, int, int],
+def profile_kernel(cubin: bytes, kernel: str, signature: dict[str, Any],
                    launch: dict[str, Any], *, gpu: str = "0",
                    timeout_s: float = 120.0) -> tuple[dict[str, Any], dict[str, str]]:
-    """Figures for the feedback's ``profile`` block and, for each missing one, why."""
+    """Figures for the feedback's ``profile`` block and, for each missing one, why, of
+    ``kernel`` launched with ``launch`` on the buffers of the resolved ``signature``."""
     exe = ncu_path()
     if exe is None:
         return {}, {f: "Nsight Compute (ncu) is not installed here" for f in METRICS}
     with tempfile.TemporaryDirectory(prefix="tf-ncu-") as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(launch_spec(str(path), kernel, signature, launch)))
         cmd = [exe, "--clock-control", "none", "--target-processes", "all", "-k", kernel,
                "--launch-skip", "1", "--launch-count", "1", "--csv", "--page", "raw",
-               "--metrics", ",".join(METRICS.values()),
-               *launch_command(str(path), kernel, shape, launch)]
+               "--metrics", ",".join(METRICS.values()), *launch_command(str(spec_path))]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                                   env=ncu_env(gpu), cwd=str(PROJECT_ROOT))

@@ -8,14 +8,17 @@ both are judged together (:func:`judge`): a tool run *passes* only when its repo
 and the launcher ran every launch to the end. A report that cannot be read, a run that was
 killed, a target that died: ``error`` with the reason, never a pass.
 
-Shapes. The kernels take M, N, K at run time (one cubin for every shape), so a reduced shape runs
-the same code; what a shape decides is which branches run: full tiles or tails, vector or scalar
-loads, one K-tile or several, one split or several. Every tool runs 1 x 1 x 1, 131 x 257 x 61
-(primes) and :func:`tiled_shape` (two block tiles and a tail along M and N, three K-tiles and a
-tail along K, N and K multiples of 4, from the kernel's own tile); memcheck also runs the
+Shapes. A kernel takes its dimensions at run time (one cubin for every shape), so a reduced
+shape runs the same code; what a shape decides is which branches run (full tiles or tails,
+vector or scalar loads, …). Every tool runs the family's ``sanitizer_shapes(params)`` (a GEMM:
+1 x 1 x 1, primes, and two block tiles with tails in every direction); memcheck also runs the
 campaign's shape (its cost is a constant factor of the kernel's time), racecheck and the others
 do not (racecheck tracks every shared-memory byte: minutes at 4096³). A kernel compiled for one
 shape refuses the others: every tool runs that shape. ``shapes=`` replaces all of them.
+
+Launches go through the shared launch contract (:mod:`worker.launch_contract`): each one is
+sent with the family's resolved signature and its reference kernel's launch, and the launcher
+checks the output against the family's float64 reference.
 
 Plain functions and dicts (no pydantic): this module runs on GPU hosts with a lean Python.
 """
@@ -37,19 +40,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernels.base import LaunchConfig, Rejection
-from kernels.gemm_bias_relu.shape import Shape
+from kernels.base import Dims, LaunchConfig, Rejection
 from worker.sanitize_launch import MARKER
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RECORD_VERSION = 1
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 DEFAULT_TOOLS = ("memcheck", "racecheck")
-#: Shapes every tool runs, with :func:`tiled_shape` of the kernel: 1 x 1 x 1 is all tail;
-#: 131 x 257 x 61 is primes (misaligned rows: the scalar fallbacks, tails in every direction).
-GATE_SHAPES: tuple[Shape, ...] = (Shape(1, 1, 1), Shape(131, 257, 61))
-#: K-tile depth assumed for a kernel that does not say (the deepest tile_k of the space).
-DEFAULT_TILE_K = 64
 #: Tools that also run the campaign's shape (when the caller gives one).
 FULL_SHAPE_TOOLS = frozenset({"memcheck"})
 #: compute-sanitizer's exit code when the target succeeded but the tool found errors.
@@ -58,7 +55,7 @@ ERROR_EXITCODE = 86
 PRINT_LIMIT = 50
 MAX_MESSAGES = 5
 #: Bytes of padding memcheck puts after every allocation, so that a read or write just past
-#: the end of A, B, bias or C cannot land in a neighbouring buffer unseen.
+#: the end of a buffer cannot land in a neighbouring buffer unseen.
 PADDING_BYTES = 4096
 
 
@@ -379,19 +376,33 @@ def probe_gpu(gpu: str = "0", timeout_s: float = 120.0) -> dict[str, Any]:
     return result
 
 
+def launch_spec(family: Any, shape: Dims, launch: LaunchConfig) -> dict[str, Any]:
+    """One entry of the launcher's spec: the shape's values, the family's resolved signature,
+    the candidate's launch and the reference kernel's."""
+    return {"shape": list(shape.values_tuple()), "signature": family.signature.resolve(shape),
+            "launch": launch.to_dict(),
+            "reference_launch": family.reference_launch(shape).to_dict()}
+
+
 def run_tool(exe: str, tool: str, cubin: Path,
-             launches: Sequence[tuple[Shape, LaunchConfig]], *, gpu: str = "0",
-             timeout_s: float = 600.0, seed: int = 0,
+             launches: Sequence[tuple[Dims, LaunchConfig]], *, family: Any, gpu: str = "0",
+             timeout_s: float = 600.0, seed: int = 0, reference: Path | None = None,
              keep: Path | None = None) -> dict[str, Any]:
-    """Run one tool over ``launches`` (one process for all of them), killed with its process
-    group at ``timeout_s``; ``keep``: a folder for the raw report and the target's output."""
+    """Run one tool over ``launches`` of ``family``'s kernel (one process for all of them),
+    killed with its process group at ``timeout_s``; ``reference``: the family's reference
+    cubin (without it the outputs are checked for unwritten and NaN/Inf elements only);
+    ``keep``: a folder for the raw report and the target's output."""
     with tempfile.TemporaryDirectory(prefix="tf-sanitize-") as tmp:
         spec_path = Path(tmp) / "spec.json"
         log_path = Path(tmp) / f"{tool}.log"
-        spec_path.write_text(json.dumps({
+        spec: dict[str, Any] = {
             "cubin": str(cubin), "seed": seed,
-            "launches": [{"shape": [s.m, s.n, s.k], "launch": lc.to_dict()}
-                         for s, lc in launches]}))
+            "launches": [launch_spec(family, s, lc) for s, lc in launches]}
+        if reference is not None:
+            spec["reference_cubin"] = str(reference)
+            spec["reference_kernel"] = family.reference_launch(launches[0][0]).kernel_name \
+                if launches else ""
+        spec_path.write_text(json.dumps(spec))
         cmd = [*tool_command(exe, tool, log_path, sanitizer_options(exe)), sys.executable,
                "-m", "worker.sanitize_launch", str(spec_path)]
         start = time.perf_counter()
@@ -423,87 +434,58 @@ def run_tool(exe: str, tool: str, cubin: Path,
 
 
 # ---- the gate -------------------------------------------------------------------------------
-def block_tile(family: Any, params: Any) -> tuple[int, int] | None:
-    """Rows and columns of C that one block computes, read from the launch contract (its
-    ``tile``, else grid x covers N and grid y covers M); None when the kernel refuses small
-    shapes."""
-    def grid(m: int, n: int) -> tuple[int, int] | None:
-        found = family.launch(params, Shape(m, n, 1))
-        return None if isinstance(found, Rejection) else (found.grid[1], found.grid[0])
-
-    first = family.launch(params, Shape(1, 1, 1))
-    if isinstance(first, Rejection):
-        return None
-    if first.tile is not None:  # the launch says it (its grid counts CTAs, not tiles)
-        return first.tile
-
-    def largest(axis: int) -> int:  # the largest extent one block covers along ``axis``
-        lo, hi = 1, 2
-        while hi <= 1 << 16:
-            g = grid(hi, 1) if axis == 0 else grid(1, hi)
-            if g is None or g[axis] > 1:
-                break
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            g = grid(mid, 1) if axis == 0 else grid(1, mid)
-            lo, hi = (mid, hi) if g is not None and g[axis] == 1 else (lo, mid)
-        return lo
-
-    return largest(0), largest(1)
-
-
-def tiled_shape(family: Any, params: Any) -> Shape | None:
-    """A shape with two block tiles and a tail along M and N, three K-tiles and a tail along
-    K, and N and K multiples of 4 (the float4 / float2 paths and their edge branches run,
-    double buffers swap, split-K splits get their tiles): ``(2 BM + 3) x (2 BN + 4) x
-    (3 BK + 4)``."""
-    tile = block_tile(family, params)
-    if tile is None:
-        return None
-    bm, bn = tile
-    bk = int(getattr(params, "tile_k", 0) or DEFAULT_TILE_K)
-    return Shape(2 * bm + 3, 2 * bn + 4 + (-(2 * bn + 4)) % 4, 3 * bk + 4 + (-(3 * bk + 4)) % 4)
-
-
-def gate_shapes(tool: str, campaign_shape: Shape | None, shapes: Sequence[Shape] | None = None,
-                tiled: Shape | None = None) -> list[Shape]:
-    """The shapes ``tool`` runs: ``shapes`` when given, else :data:`GATE_SHAPES` and the
-    kernel's ``tiled`` shape (and the campaign's shape for :data:`FULL_SHAPE_TOOLS`)."""
+def gate_shapes(tool: str, campaign_shape: Dims | None, shapes: Sequence[Dims] | None = None,
+                family_shapes: Sequence[Dims] = ()) -> list[Dims]:
+    """The shapes ``tool`` runs: ``shapes`` when given, else the family's sanitizer shapes of
+    the point (and the campaign's shape for :data:`FULL_SHAPE_TOOLS`)."""
     if shapes:
         return list(dict.fromkeys(shapes))
-    out = [*GATE_SHAPES, *([tiled] if tiled is not None else [])]
+    out = list(family_shapes)
     if campaign_shape is not None and tool in FULL_SHAPE_TOOLS:
         out.append(campaign_shape)
     return list(dict.fromkeys(out))
 
 
-def plan_launches(family: Any, params: Any, tool: str, campaign_shape: Shape | None,
-                  shapes: Sequence[Shape] | None = None
-                  ) -> tuple[list[tuple[Shape, LaunchConfig]], dict[str, str]]:
+def plan_launches(family: Any, params: Any, tool: str, campaign_shape: Dims | None,
+                  shapes: Sequence[Dims] | None = None
+                  ) -> tuple[list[tuple[Dims, LaunchConfig]], dict[str, str]]:
     """The launches ``tool`` runs, and the shapes the kernel refused (shape -> why).
 
     Shapes given by the caller must all launch (a refusal is reported, and the run is an
-    error). Of the default ones, those the kernel refuses are left out and reported; a kernel
-    that refuses every gate shape (one compiled for a fixed shape) runs at the campaign's
-    shape, for every tool: the only shape it can run at.
+    error). Of the default ones (``family.sanitizer_shapes(params)``), those the kernel refuses
+    are left out and reported; a kernel that refuses every one (one compiled for a fixed
+    shape) runs at the campaign's shape, for every tool: the only shape it can run at.
     """
-    launches: list[tuple[Shape, LaunchConfig]] = []
+    launches: list[tuple[Dims, LaunchConfig]] = []
     refused: dict[str, str] = {}
 
-    def launch(shape: Shape) -> None:
+    def launch(shape: Dims) -> None:
         found = family.launch(params, shape)
         if isinstance(found, Rejection):
             refused[str(shape)] = f"{found.reason}: {found.message}"
         else:
             launches.append((shape, found))
 
-    tiled = None if shapes else tiled_shape(family, params)
-    for shape in gate_shapes(tool, campaign_shape, shapes, tiled):
+    family_shapes = () if shapes else tuple(family.sanitizer_shapes(params))
+    for shape in gate_shapes(tool, campaign_shape, shapes, family_shapes):
         launch(shape)
     if not shapes and not launches and campaign_shape is not None:
         launch(campaign_shape)
     return launches, refused
+
+
+def reference_cubin(family: Any, arch: str, nvcc: str = "nvcc") -> bytes:
+    """The family's float64 reference kernel compiled for ``arch`` (cached on disk);
+    :class:`SanitizerUnavailable` when it does not compile."""
+    from worker.compile import Compiler
+
+    compiler = Compiler(Path(tempfile.gettempdir()) / "tuneforge-reference-cubins", nvcc=nvcc,
+                        arch=arch.removesuffix("a"), workers=1)
+    result = compiler.compile(family.reference_source())
+    if result.status != "ok":
+        raise SanitizerUnavailable(f"the {family.name} reference kernel does not compile: "
+                                   f"{result.error}")
+    return result.cubin()
 
 
 def parse_tools(text: str | Iterable[str]) -> tuple[str, ...]:
@@ -553,14 +535,16 @@ def error_record(reason: str) -> dict[str, Any]:
 
 
 def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFAULT_TOOLS,
-          campaign_shape: Shape | None = None, shapes: Sequence[Shape] | None = None,
+          campaign_shape: Dims | None = None, shapes: Sequence[Dims] | None = None,
           gpu: str = "0", exe: str | None = None, timeout_s: float = 600.0,
-          device: dict[str, Any] | None = None, keep: Path | None = None) -> dict[str, Any]:
+          device: dict[str, Any] | None = None, keep: Path | None = None,
+          reference: bytes | None = None) -> dict[str, Any]:
     """The sanitizer record of one compiled point: every tool in turn, then the verdict.
 
     ``device`` is :func:`probe_gpu`'s answer (probed here when not given);
-    :class:`SanitizerUnavailable` when the tool or the GPU is missing. ``keep``: a folder for
-    each tool's raw report.
+    :class:`SanitizerUnavailable` when the tool or the GPU is missing. ``reference``: the
+    family's reference cubin (compiled here for the device when not given). ``keep``: a folder
+    for each tool's raw report.
     """
     exe = exe or sanitizer_path()
     if exe is None:
@@ -569,9 +553,13 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
     device = device or probe_gpu(gpu)
     started = dt.datetime.now(dt.UTC)
     runs: dict[str, dict[str, Any]] = {}
+    if reference is None:
+        reference = reference_cubin(family, str(device.get("arch") or "sm_90"))
     with tempfile.TemporaryDirectory(prefix="tf-sanitize-cubin-") as tmp:
         cubin_path = Path(tmp) / "kernel.cubin"
         cubin_path.write_bytes(cubin)
+        reference_path = Path(tmp) / "reference.cubin"
+        reference_path.write_bytes(reference)
         for tool in tools:
             launches, refused = plan_launches(family, params, tool, campaign_shape, shapes)
             if not launches or (shapes and refused):
@@ -580,8 +568,8 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
                               "error": "the kernel cannot launch at " + "; ".join(
                                   f"{k} ({v})" for k, v in refused.items())}
                 continue
-            runs[tool] = run_tool(exe, tool, cubin_path, launches, gpu=gpu,
-                                  timeout_s=timeout_s, keep=keep)
+            runs[tool] = run_tool(exe, tool, cubin_path, launches, family=family, gpu=gpu,
+                                  timeout_s=timeout_s, reference=reference_path, keep=keep)
             if refused:
                 runs[tool]["refused_shapes"] = refused
     status = overall_status(runs.values())
@@ -592,9 +580,9 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
         "kernel": family.name, "checked_at": started.isoformat(),
         "seconds": round(sum(r.get("seconds", 0.0) for r in runs.values()), 2),
         "shapes_rule": "given by the caller" if shapes else
-                       "1x1x1, 131x257x61 and (2BM+3)x(2BN+4)x(3BK+4) for the kernel's block "
-                       "tile BMxBN and K-tile BK, those the kernel accepts; memcheck also the "
-                       "campaign's shape (the only one of a kernel compiled for a fixed shape)",
+                       "the family's sanitizer shapes of the point, those the kernel accepts; "
+                       "memcheck also the campaign's shape (the only one of a kernel compiled "
+                       "for a fixed shape)",
     }
     record["summary"] = summary_line(record)
     return record

@@ -3,23 +3,28 @@
     compute-sanitizer --tool racecheck … python -m worker.sanitize_launch SPEC.json
     python -m worker.sanitize_launch --probe          # is there a usable GPU? (JSON on stdout)
 
-numpy + pycuda + the standard library only (like :mod:`worker.ncu_launch`). ``SPEC.json``::
+numpy + pycuda + the standard library only, through the shared launch contract
+(:mod:`worker.launch_contract`, like :mod:`worker.gpu_child` and :mod:`worker.ncu_launch`).
+``SPEC.json``::
 
     {"cubin": "k.cubin", "seed": 0,
-     "launches": [{"shape": [m, n, k], "launch": LaunchConfig.to_dict()}, ...]}
+     "reference_cubin": "ref.cubin", "reference_kernel": "reference_…",   # optional
+     "launches": [{"shape": [values], "signature": Signature.resolve(dims),
+                   "launch": LaunchConfig.to_dict(),
+                   "reference_launch": LaunchConfig.to_dict()}, ...]}
 
-The launch contract of ``kernels.base.LaunchConfig``: the kernel ``(A, B, bias, C, M, N, K)``;
-with ``workspace_bytes`` it takes the workspace as an eighth argument (allocated here and left
-uninitialized, as the contract says: initcheck sees a kernel that reads what it never wrote)
-and ``epilogue`` names a second kernel of the module, ``(workspace, bias, C, M, N, splits)``,
-launched right after it.
+The kernel takes the signature's buffers, then its scalars, then the workspace when the launch
+has one (allocated here and left uninitialized, as the contract says: initcheck sees a kernel
+that reads what it never wrote); the launch's ``epilogue`` runs right after it.
 
-For each launch: seeded normal inputs (never zeros), the output poisoned with a NaN pattern, one
-launch, a synchronize, then the output compared with a float64 numpy reference, so that a run
-under a tool is known to have executed the kernel to the end. The last stdout line starts with
-:data:`MARKER` and holds a JSON object: ``status`` is ``ok`` (every launch ran; each one's output
-check is in ``launches``), ``unavailable`` (no pycuda or no GPU, exit 2), ``launch_error`` (the
-driver refused the launch) or ``fault`` (the kernel faulted; the CUDA context is gone), exit 3.
+For each launch: seeded normal inputs (never zeros, one generator for the whole spec), the
+outputs poisoned with a NaN pattern, the family's float64 reference kernel, one launch, a
+synchronize, then each output compared with the reference (when the spec names one: unwritten
+and NaN/Inf elements are counted in any case), so that a run under a tool is known to have
+executed the kernel to the end. The last stdout line starts with :data:`MARKER` and holds a
+JSON object: ``status`` is ``ok`` (every launch ran; each one's output check is in
+``launches``), ``unavailable`` (no pycuda or no GPU, exit 2), ``launch_error`` (the driver
+refused the launch) or ``fault`` (the kernel faulted; the CUDA context is gone), exit 3.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from worker import launch_contract as lc
+
 MARKER = "TF_SANITIZE_RESULT "
-POISON = 0x7FC0DEAD
 #: norm-relative error allowed between the kernel and the float64 reference (the pass rule's
 #: tolerance, DESIGN.md §4)
 TOLERANCE = 1e-4
@@ -44,18 +50,17 @@ def emit(result: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def check_output(out: np.ndarray, a: np.ndarray, b: np.ndarray,
-                 bias: np.ndarray) -> dict[str, Any]:
-    """Unwritten and non-finite elements, and the norm-relative error against float64."""
-    unwritten = int(np.count_nonzero(out.view(np.uint32) == POISON))
-    nonfinite = int(np.count_nonzero(~np.isfinite(out))) - unwritten
-    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64), 0.0)
-    good = np.isfinite(out)
-    err = np.linalg.norm(np.where(good, out.astype(np.float64) - ref, 0.0))
-    norm = float(np.linalg.norm(ref))
-    rel = float(err / norm) if norm > 0 else float(err)
-    return {"unwritten": unwritten, "nonfinite": nonfinite, "rel_err": rel,
-            "passed": unwritten == 0 and nonfinite == 0 and rel <= TOLERANCE}
+def output_verdict(stats: dict[str, Any], checked: bool) -> dict[str, Any]:
+    """Unwritten and non-finite elements, and (``checked``: against a reference) the
+    norm-relative and per-element scaled errors; passing needs every element written and
+    finite and the norm-relative error within :data:`TOLERANCE`."""
+    verdict = lc.judge(stats["sum_err2"], stats["sum_ref2"], stats["max_abs"],
+                       stats["max_scaled"], stats["nonfinite"], stats["unwritten"], TOLERANCE)
+    rel = verdict["rel_err"] if checked else None
+    return {"unwritten": stats["unwritten"], "nonfinite": stats["nonfinite"], "rel_err": rel,
+            "max_scaled_err": verdict["max_scaled_err"] if checked else None,
+            "passed": stats["unwritten"] == 0 and stats["nonfinite"] == 0
+            and (rel is None or rel <= TOLERANCE)}
 
 
 def probe() -> int:
@@ -95,36 +100,40 @@ def run(spec: dict[str, Any]) -> int:
     done: list[dict[str, Any]] = []
     try:
         module = cuda.module_from_file(spec["cubin"])
+        reference = (cuda.module_from_file(spec["reference_cubin"]).get_function(
+            spec["reference_kernel"]) if spec.get("reference_cubin") else None)
         rng = np.random.default_rng(int(spec.get("seed", 0)))
         for entry in spec["launches"]:
-            m, n, k = (int(x) for x in entry["shape"])
-            launch = entry["launch"]
+            shape = list(entry["shape"])
+            signature, launch = entry["signature"], entry["launch"]
             smem = int(launch["dynamic_smem_bytes"])
             ws_bytes = int(launch.get("workspace_bytes") or 0)
             fn = module.get_function(launch["kernel_name"])
-            a = rng.standard_normal((m, k), dtype=np.float32)
-            b = rng.standard_normal((k, n), dtype=np.float32)
-            bias = rng.standard_normal(n, dtype=np.float32)
-            a_d, b_d, bias_d = cuda.to_device(a), cuda.to_device(b), cuda.to_device(bias)
-            c_d = cuda.mem_alloc(4 * m * n)
-            cuda.memset_d32(c_d, POISON, m * n)
-            bufs = [a_d, b_d, bias_d, c_d]
-            args: list[Any] = [a_d, b_d, bias_d, c_d, np.int32(m), np.int32(n), np.int32(k)]
-            if ws_bytes:
-                bufs.append(cuda.mem_alloc(ws_bytes))
-                args.append(bufs[-1])
+            fn.prepare(lc.kernel_format(signature, bool(ws_bytes)))
+            checked = reference is not None and entry.get("reference_launch") is not None
+            bufs = lc.allocate(cuda, signature, reference=checked)
+            lc.upload_inputs(cuda, signature, bufs, rng)
+            lc.poison_outputs(cuda, signature, bufs)
+            ws = cuda.mem_alloc(ws_bytes) if ws_bytes else None
             if smem > 48 * 1024:
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+
+            def epilogue(name: str, fmt: str) -> Any:
+                found = module.get_function(name)
+                found.prepare(fmt)
+                return found
+
             start = time.perf_counter()
             try:
-                fn(*args, block=tuple(int(x) for x in launch["block"]),
-                   grid=tuple(int(x) for x in launch["grid"]), shared=smem)
-                epi = launch.get("epilogue")
-                if epi:
-                    module.get_function(epi["kernel_name"])(
-                        bufs[-1], bias_d, c_d, np.int32(m), np.int32(n),
-                        np.int32(int(epi["args"][-1])), block=tuple(int(x) for x in epi["block"]),
-                        grid=tuple(int(x) for x in epi["grid"]))
+                if checked:
+                    ref_launch = entry["reference_launch"]
+                    assert reference is not None
+                    reference.prepare(lc.reference_format(signature))
+                    reference.prepared_call(
+                        tuple(ref_launch["grid"]), tuple(ref_launch["block"]),
+                        *lc.reference_args(signature, bufs),
+                        shared_size=int(ref_launch.get("dynamic_smem_bytes") or 0))
+                lc.enqueue(fn, epilogue, launch, signature, bufs, ws, None)
             except cuda.LogicError as exc:  # refused before running (resources)
                 emit({"status": "launch_error", "error": str(exc)[:400], "launches": done})
                 return 3
@@ -132,15 +141,24 @@ def run(spec: dict[str, Any]) -> int:
                 context.synchronize()
             except cuda.Error as exc:  # the kernel faulted (or the tool stopped it)
                 emit({"status": "fault", "error": f"{type(exc).__name__}: {exc}"[:400],
-                      "shape": [m, n, k], "launches": done})
+                      "shape": shape, "launches": done})
                 return 3
             seconds = time.perf_counter() - start
-            out = np.empty((m, n), np.float32)
-            cuda.memcpy_dtoh(out, c_d)
-            done.append({"shape": [m, n, k], "seconds": round(seconds, 4),
-                         **check_output(out, a, b, bias)})
-            for buf in bufs:
-                buf.free()
+            parts = []
+            for buf in lc.outputs(signature):
+                out = np.empty(int(buf["count"]), lc.NUMPY_DTYPES[buf["dtype"]])
+                cuda.memcpy_dtoh(out, bufs[buf["name"]])
+                ref = np.zeros(out.size, np.float64)
+                scale = np.ones(out.size, np.float64)
+                if checked:
+                    cuda.memcpy_dtoh(ref, bufs[lc.ref_name(buf["name"])])
+                    cuda.memcpy_dtoh(scale, bufs[lc.scale_name(buf["name"])])
+                parts.append(lc.host_stats(out, ref, scale))
+            done.append({"shape": shape, "seconds": round(seconds, 4),
+                         **output_verdict(lc.merge_stats(parts), checked)})
+            lc.free(bufs)
+            if ws is not None:
+                ws.free()
         emit({"status": "ok", "launches": done})
         return 0
     except cuda.Error as exc:  # a later call saw the fault

@@ -18,7 +18,10 @@ __device__ __forceinline__ double tf_unit(uint64_t bits) {  // (0, 1]
 }
 
 // dist: 0 = normal(0,1), 1 = uniform[0,1), 2 = mixed magnitudes (normal * 2^u, u in -8..8),
-//       3 = uniform[-1,1)
+//       3 = uniform[-1,1), 4 = normal with -inf at a hashed ~1/8 of the positions, never where
+//       i % 8 == 0 (any 8 consecutive elements keep a finite one: a row of 8 or more is never
+//       all -inf), 5 = constant (every element 1, times scale: the value is the scale)
+// (the codes are worker/launch_contract.py's FILL_CODES)
 extern "C" __global__ void tf_fill(float* __restrict__ x, long long n, unsigned long long seed,
                                    int dist, float scale)
 {
@@ -31,10 +34,13 @@ extern "C" __global__ void tf_fill(float* __restrict__ x, long long n, unsigned 
             v = tf_unit(h1) - 1e-300;
         } else if (dist == 3) {
             v = 2.0 * tf_unit(h1) - 1.0;
+        } else if (dist == 5) {
+            v = 1.0;
         } else {
             const double r = sqrt(-2.0 * log(tf_unit(h1)));
             v = r * cos(6.283185307179586 * tf_unit(h2));
             if (dist == 2) v *= exp2((double)((int)(tf_mix(h2) % 17u) - 8));
+            if (dist == 4 && (i & 7) != 0 && (tf_mix(h2 ^ 0x5bd1e995ull) & 7u) == 0) v = -INFINITY;
         }
         x[i] = (float)(v * scale);
     }

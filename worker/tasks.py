@@ -20,6 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from core.db import autocommit_scope, get_engine, session_scope
+from core.evaluation import CompileResult, Measurement
 from core.queues import (
     INFRA_ERRORS,
     MAX_EVALUATION_ATTEMPTS,
@@ -30,13 +31,10 @@ from core.queues import (
     gpu_queue,
 )
 from core.settings import get_settings
+from kernels import family_names
 from worker import jobs
-from worker.compile import CompileResult
-from worker.evaluate import Measurement
 
 log = logging.getLogger(__name__)
-
-DEFAULT_KERNEL = "gemm_bias_relu"
 
 _runtime: jobs.WorkerRuntime | None = None
 _runtime_error: str | None = None
@@ -115,7 +113,9 @@ def _init_process(**_: Any) -> None:
     rt = runtime()
     if rt.role == "gpu":
         try:
-            rt.evaluator(DEFAULT_KERNEL)
+            # the first family's child starts with the worker (a broken GPU shows at once);
+            # another family's starts with its first candidate
+            rt.evaluator(family_names()[0])
         except Exception as exc:  # every evaluation then records why (visible, not silent)
             _runtime_error = f"the GPU worker has no evaluator: {exc}"[:500]
             log.exception("cannot build the evaluator")

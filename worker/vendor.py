@@ -1,41 +1,44 @@
-"""The vendor baseline: cuBLAS fp32 (TF32 off) ``addmm`` + ``relu_``, timed like a candidate.
+"""The vendor baseline of a family, timed like a candidate.
 
-Runs as a short-lived process (``python -m worker.vendor 4096x4096x4096``) so that torch never
-enters the evaluation child; prints one JSON line. Uses torch when importable, else cupy.
+Runs as a short-lived process (``python -m worker.vendor --family gemm_bias_relu
+4096x4096x4096``) so that torch never enters the evaluation child; prints one JSON line. The
+family's ``vendor.module`` defines ``prepare(torch, dims) -> fn``: it allocates the inputs and
+returns a function that runs the vendor's operator once (``kernels.family.Vendor``).
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import statistics
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
-def measure_torch(m: int, n: int, k: int, runs: int = 3, target_ms: float = 50.0) -> dict:
-    """Median of run medians, L2 flushed before each launch, CUDA events."""
+def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
+                  dims: dict[str, int], runs: int = 3, target_ms: float = 50.0
+                  ) -> dict[str, Any]:
+    """Median of run medians of the function ``prepare`` returns, L2 flushed before each
+    launch, CUDA events."""
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    run_once = prepare(torch, dims)
     dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(0)
-    a = torch.randn(m, k, device=dev, generator=gen)
-    b = torch.randn(k, n, device=dev, generator=gen)
-    bias = torch.randn(n, device=dev, generator=gen)
-    out = torch.empty(m, n, device=dev)
     flush = torch.empty(64 << 20, dtype=torch.float32, device=dev)
 
     def once() -> float:
         flush.mul_(0.5).add_(1.0)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        torch.addmm(bias, a, b, out=out).relu_()
+        run_once()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1000.0
+        return float(start.elapsed_time(end)) * 1000.0
 
-    once()  # the first call carries cuBLAS's set-up (~100 ms): it must not size the runs, or
-    # every run would be one launch long (what the runs of 2026-11-29 and 30 were)
+    once()  # the first call carries the library's set-up (cuBLAS: ~100 ms): it must not size
+    # the runs, or every run would be one launch long
     warm = max(once(), once())
     reps = max(1, min(100, int(target_ms * 1000 / warm)))
     run_medians = [statistics.median(once() for _ in range(reps)) for _ in range(runs)]
@@ -44,12 +47,28 @@ def measure_torch(m: int, n: int, k: int, runs: int = 3, target_ms: float = 50.0
             "runs_us": run_medians, "reps_per_run": reps}
 
 
-def main() -> int:
+def measure(family_name: str, dims_text: str) -> dict[str, Any]:
+    """The vendor baseline of ``family_name`` at ``dims_text``, or ``{"error": why}``."""
+    from kernels import get_family
+
+    family = get_family(family_name)
+    dims = family.parse_dims(dims_text)
+    if family.vendor is None:
+        return {"error": f"the {family.name} family declares no vendor baseline"}
+    module = importlib.import_module(family.vendor.module)
+    result = measure_torch(module.prepare, dims.as_dict())
+    return {"family": family.name, "vendor": family.vendor.name, "shape": str(dims), **result}
+
+
+def main(argv: list[str] | None = None) -> int:
     """Print one JSON line with ``avg_us`` (or ``error``)."""
-    m, n, k = (int(x) for x in sys.argv[1].lower().split("x"))
+    parser = argparse.ArgumentParser(prog="python -m worker.vendor")
+    parser.add_argument("--family", required=True, help="kernel family name")
+    parser.add_argument("dims", help="the shape, e.g. 4096x4096x4096 or rows=8192,cols=32768")
+    args = parser.parse_args(argv)
     try:
-        result = measure_torch(m, n, k)
-    except Exception as exc:  # no torch, no GPU: the caller records null with this reason
+        result = measure(args.family, args.dims)
+    except Exception as exc:  # no torch, no GPU, bad shape: the caller records null with this
         result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

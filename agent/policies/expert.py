@@ -59,8 +59,8 @@ from agent.policies.base import (
     Proposal,
     key_of,
 )
+from core.arch import theoretical_occupancy
 from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
-from worker.evaluate import theoretical_occupancy
 
 STAGNATION_WINDOW = 12
 #: split-K is proposed only while every split keeps at least this many K tiles (a split of one

@@ -1,0 +1,65 @@
+"""Replay datasets: measurements of a family's space recorded on a GPU, one JSON object per line
+(gzip allowed), keyed by the point's canonical parameters and the shape's text (``str(dims)``:
+``4096x4096x4096``). Read by the replay backend (``worker/evaluate.py``), the agent's spaces
+and the benchmarks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from kernels.base import Dims, params_key
+
+
+class ReplayDataset:
+    """Measurements of a space on one GPU, one JSON object per line (gzip allowed)."""
+
+    def __init__(self, path: Path, family: Any = None) -> None:
+        self.path = Path(path)
+        self._normalize = family
+        opener = gzip.open if self.path.suffix == ".gz" else open
+        self.meta: dict[str, Any] = {}
+        self.points: dict[tuple[str, str], dict[str, Any]] = {}
+        self._shapes: list[str] | None = None
+        with opener(self.path, "rt") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if row.get("kind") == "meta":
+                    self.meta = row
+                    continue
+                self.points[(self._key(row["params"]), row["shape"])] = row
+
+    def _key(self, params: dict[str, Any]) -> str:
+        # rows measured before a field was added lack it: the family fills its default
+        if self._normalize is not None:
+            params = self._normalize.params_from_dict(params).to_dict()
+        return params_key(params)
+
+    def use_family(self, family: Any) -> None:
+        """Key the rows by the family's canonical parameters (all fields present)."""
+        if self._normalize is family:
+            return
+        self._normalize = family
+        self.points = {(self._key(r["params"]), s): r for (_, s), r in self.points.items()}
+        self._shapes = None
+
+    def get(self, params: dict[str, Any], shape: Dims) -> dict[str, Any] | None:
+        """The measurement of a point, or None when it was not measured."""
+        return self.points.get((self._key(params), str(shape)))
+
+    def shapes(self) -> list[str]:
+        """Shapes present in the dataset (listed once: a replay compile asks for every
+        candidate)."""
+        if self._shapes is None:
+            self._shapes = sorted({s for _, s in self.points})
+        return self._shapes
+
+    def best(self, shape: Dims) -> dict[str, Any] | None:
+        """The fastest correct point at ``shape``."""
+        rows = [r for (_, s), r in self.points.items()
+                if s == str(shape) and r["status"] == "ok" and r.get("perf")]
+        return min(rows, key=lambda r: r["perf"]["avg_us"]) if rows else None

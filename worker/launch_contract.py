@@ -1,0 +1,305 @@
+"""The launch contract on the GPU side, built from a family's resolved signature: one module for
+the evaluation child, the sanitizer's launcher and Nsight Compute's launcher.
+
+numpy + pycuda (imported where a device is touched) + the standard library: no other tuneforge
+import, so every launcher stays lean. What it takes is plain JSON made by the parent:
+
+- a resolved signature (``kernels.family.Signature.resolve``): ``{"buffers": [{name, dtype,
+  role, count}], "scalars": [{name, dtype, value}]}``;
+- a launch (``kernels.base.LaunchConfig.to_dict``): grid, block, dynamic shared memory,
+  ``workspace_bytes`` and an optional ``epilogue`` whose ``args`` name signature buffers or
+  scalars, ``"workspace"``, or are integer literals;
+- fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
+
+The contract (``kernels.family``'s module doc): a candidate takes the buffers in order, then
+the scalars, then the workspace pointer when its launch has one; the reference kernel takes the
+input buffers in order, then a float64 ``ref`` and a float64 ``scale`` for each output buffer,
+then the scalars. Output buffers (role ``out``) are poisoned with :data:`POISON` before a
+checked launch; ``inout`` buffers are filled like inputs (the kernel reads them) and checked
+like outputs, without the unwritten-element check a poison gives.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: The poison pattern (``worker/support.cu``'s ``TF_POISON``): a quiet NaN with a payload no
+#: arithmetic produces. An output element still holding it after a launch was never written.
+POISON = 0x7FC0DEAD
+#: ``tf_fill``'s codes of the fill kinds (``kernels.family.FILL_KINDS``).
+FILL_CODES = {"normal": 0, "uniform": 1, "mixed": 2, "symmetric": 3, "normal_neg_inf": 4,
+              "constant": 5}
+#: Bytes and pycuda argument code of each element type (``kernels.family.DTYPES``; a test keeps
+#: the two tables equal).
+DTYPES: dict[str, tuple[int, str]] = {
+    "float32": (4, "f"), "float64": (8, "d"), "int32": (4, "i"), "int64": (8, "q"),
+    "uint32": (4, "I"), "uint64": (8, "Q"),
+}
+NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32,
+                "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64}
+#: The name an epilogue's ``args`` give the workspace.
+WORKSPACE = "workspace"
+
+Signature = Mapping[str, Any]
+Launch = Mapping[str, Any]
+
+
+def sub_seed(seed: int, index: int) -> int:
+    """The seed of input buffer ``index`` of a case seeded ``seed`` (64-bit)."""
+    return (seed * 0x9E3779B1 + index * 0x632BE5AB) & 0xFFFFFFFFFFFFFFFF
+
+
+def inputs(signature: Signature) -> list[Mapping[str, Any]]:
+    """Buffers the kernel reads (``in`` and ``inout``), in order."""
+    return [b for b in signature["buffers"] if b["role"] in ("in", "inout")]
+
+
+def outputs(signature: Signature) -> list[Mapping[str, Any]]:
+    """Buffers the kernel writes and the check reads (``out`` and ``inout``), in order."""
+    return [b for b in signature["buffers"] if b["role"] in ("out", "inout")]
+
+
+def ref_name(buffer: str) -> str:
+    """Key of an output's float64 reference among the device buffers."""
+    return f"{buffer}.ref"
+
+
+def scale_name(buffer: str) -> str:
+    """Key of an output's float64 per-element scale among the device buffers."""
+    return f"{buffer}.scale"
+
+
+def shape_key(signature: Signature) -> tuple[tuple[str, str, int], ...]:
+    """What decides the device buffers of a shape: every buffer's name, dtype and count."""
+    return tuple((b["name"], b["dtype"], int(b["count"])) for b in signature["buffers"])
+
+
+def buffer_bytes(signature: Signature, *, reference: bool = True) -> int:
+    """Device bytes of a shape's buffers (with each output's float64 reference and scale)."""
+    total = sum(int(b["count"]) * DTYPES[b["dtype"]][0] for b in signature["buffers"])
+    return total + (sum(16 * int(b["count"]) for b in outputs(signature)) if reference else 0)
+
+
+# ---- argument formats and values ------------------------------------------------------------
+def _scalar(signature: Signature, name: str) -> Mapping[str, Any] | None:
+    return next((s for s in signature["scalars"] if s["name"] == name), None)
+
+
+def _buffer(signature: Signature, name: str) -> Mapping[str, Any] | None:
+    return next((b for b in signature["buffers"] if b["name"] == name), None)
+
+
+def kernel_format(signature: Signature, workspace: bool = False) -> str:
+    """pycuda format of a candidate: ``P`` per buffer, each scalar's code, ``P`` for the
+    workspace (a GEMM: ``PPPPiii``, with a workspace ``PPPPiiiP``)."""
+    return ("P" * len(signature["buffers"])
+            + "".join(DTYPES[s["dtype"]][1] for s in signature["scalars"])
+            + ("P" if workspace else ""))
+
+
+def kernel_args(signature: Signature, bufs: Mapping[str, Any], workspace: Any = None
+                ) -> tuple[Any, ...]:
+    """A candidate's arguments in the order of :func:`kernel_format`."""
+    args: list[Any] = [bufs[b["name"]] for b in signature["buffers"]]
+    args += [s["value"] for s in signature["scalars"]]
+    if workspace is not None:
+        args.append(workspace)
+    return tuple(args)
+
+
+def epilogue_format(signature: Signature, args: Sequence[str | int]) -> str:
+    """pycuda format of an epilogue whose arguments are ``args`` (a GEMM's split-K reduction
+    ``(workspace, bias, C, M, N, splits)``: ``PPPiii``)."""
+    out = []
+    for arg in args:
+        if isinstance(arg, int) and not isinstance(arg, bool):
+            out.append("i")
+        elif arg == WORKSPACE or _buffer(signature, str(arg)) is not None:
+            out.append("P")
+        elif (sc := _scalar(signature, str(arg))) is not None:
+            out.append(DTYPES[sc["dtype"]][1])
+        else:
+            raise ValueError(f"epilogue argument {arg!r} is not a buffer, a scalar, "
+                             f"{WORKSPACE!r} or an integer")
+    return "".join(out)
+
+
+def epilogue_args(signature: Signature, args: Sequence[str | int], bufs: Mapping[str, Any],
+                  workspace: Any) -> tuple[Any, ...]:
+    """An epilogue's argument values, in the order its launch names them."""
+    out: list[Any] = []
+    for arg in args:
+        if isinstance(arg, int) and not isinstance(arg, bool):
+            out.append(int(arg))
+        elif arg == WORKSPACE:
+            if workspace is None:
+                raise ValueError("the epilogue takes the workspace, but the launch has none")
+            out.append(workspace)
+        elif _buffer(signature, str(arg)) is not None:
+            out.append(bufs[str(arg)])
+        elif (sc := _scalar(signature, str(arg))) is not None:
+            out.append(sc["value"])
+        else:
+            raise ValueError(f"epilogue argument {arg!r} is not a buffer, a scalar, "
+                             f"{WORKSPACE!r} or an integer")
+    return tuple(out)
+
+
+def reference_format(signature: Signature) -> str:
+    """pycuda format of the reference kernel: ``P`` per input, ``PP`` per output (ref,
+    scale), each scalar's code (a GEMM: ``PPPPPiii``)."""
+    return ("P" * len(inputs(signature)) + "PP" * len(outputs(signature))
+            + "".join(DTYPES[s["dtype"]][1] for s in signature["scalars"]))
+
+
+def reference_args(signature: Signature, bufs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The reference kernel's arguments in the order of :func:`reference_format`."""
+    args: list[Any] = [bufs[b["name"]] for b in inputs(signature)]
+    for b in outputs(signature):
+        args += [bufs[ref_name(b["name"])], bufs[scale_name(b["name"])]]
+    args += [s["value"] for s in signature["scalars"]]
+    return tuple(args)
+
+
+def enqueue(fn: Any, epilogue: Callable[[str, str], Any], launch: Launch,
+            signature: Signature, bufs: Mapping[str, Any], workspace: Any, stream: Any
+            ) -> None:
+    """Enqueue one launch of a candidate on ``stream``: its kernel and, when the launch has
+    one, its epilogue right after it (``epilogue(name, format)`` gives the prepared function).
+    ``workspace`` must be sized for the launch's ``workspace_bytes`` (None when it has none)."""
+    ws = workspace if int(launch.get("workspace_bytes") or 0) else None
+    fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), stream,
+                           *kernel_args(signature, bufs, ws),
+                           shared_size=int(launch["dynamic_smem_bytes"]))
+    epi = launch.get("epilogue")
+    if epi:
+        args = list(epi["args"])
+        epilogue(epi["kernel_name"], epilogue_format(signature, args)).prepared_async_call(
+            tuple(epi["grid"]), tuple(epi["block"]), stream,
+            *epilogue_args(signature, args, bufs, ws))
+
+
+def check_fills(signature: Signature, fills: Sequence[Mapping[str, Any]]) -> None:
+    """``ValueError`` unless there is one known fill per input and every buffer the device
+    fills or checks is float32 (what ``tf_fill``, ``tf_poison`` and ``tf_check`` handle)."""
+    ins = inputs(signature)
+    if len(fills) != len(ins):
+        raise ValueError(f"{len(fills)} fills for {len(ins)} input buffers")
+    for fill in fills:
+        if fill["kind"] not in FILL_CODES:
+            raise ValueError(f"unknown fill kind {fill['kind']!r}; known: {', '.join(FILL_CODES)}")
+    for b in [*ins, *outputs(signature)]:
+        if b["dtype"] != "float32":
+            raise ValueError(f"buffer {b['name']} is {b['dtype']}: the device fill and check "
+                             "handle float32 buffers only")
+
+
+# ---- host side: inputs, statistics, verdict --------------------------------------------------
+def host_inputs(signature: Signature, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Normal(0, 1) host arrays for the input buffers, drawn in order from ``rng`` (never
+    zeros: what the sanitizer's and Nsight's launchers run)."""
+    out: dict[str, np.ndarray] = {}
+    for b in inputs(signature):
+        count = int(b["count"])
+        if b["dtype"] == "float32":
+            out[b["name"]] = rng.standard_normal(count, dtype=np.float32)
+        elif b["dtype"] == "float64":
+            out[b["name"]] = rng.standard_normal(count)
+        else:
+            out[b["name"]] = rng.integers(0, 64, count).astype(NUMPY_DTYPES[b["dtype"]])
+    return out
+
+
+def host_stats(out: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> dict[str, Any]:
+    """The statistics of the ``tf_check`` kernel computed with numpy (CPU tests, cross-checks,
+    the sanitizer's launcher)."""
+    out = np.asarray(out, np.float32).ravel()
+    ref = np.asarray(ref, np.float64).ravel()
+    scale = np.asarray(scale, np.float64).ravel()
+    unwritten_mask = out.view(np.uint32) == POISON
+    nonfinite_mask = ~np.isfinite(out) & ~unwritten_mask
+    ok = ~(unwritten_mask | nonfinite_mask)
+    err = np.abs(out[ok].astype(np.float64) - ref[ok])
+    return {
+        "sum_err2": float(np.sum(err * err)), "sum_ref2": float(np.sum(ref[ok] ** 2)),
+        "max_abs": float(err.max()) if err.size else 0.0,
+        "max_scaled": float((err / np.maximum(scale[ok], 1e-30)).max()) if err.size else 0.0,
+        "nonfinite": int(nonfinite_mask.sum()), "unwritten": int(unwritten_mask.sum()),
+    }
+
+
+def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The statistics of several outputs as one (sums added, maxima taken): what ``tf_check``
+    accumulates when it runs once per output buffer."""
+    return {"sum_err2": sum(p["sum_err2"] for p in parts),
+            "sum_ref2": sum(p["sum_ref2"] for p in parts),
+            "max_abs": max((p["max_abs"] for p in parts), default=0.0),
+            "max_scaled": max((p["max_scaled"] for p in parts), default=0.0),
+            "nonfinite": sum(p["nonfinite"] for p in parts),
+            "unwritten": sum(p["unwritten"] for p in parts)}
+
+
+def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
+          nonfinite: int, unwritten: int, tol: float) -> dict[str, Any]:
+    """The pass rule ``scaled`` (DESIGN.md §4) from the error statistics of one case.
+
+    Passing needs every element written and finite, a global bound (norm-relative error) and a
+    local one (each element's error over the reference's scale of it, ``Σ|a·b| + |bias|`` for
+    a GEMM, which a wrong tail element cannot hide behind), both within ``tol``. No
+    relative-only rule: near zero after ReLU it rejects correct kernels (the seed's first bug).
+    """
+    rel = math.sqrt(sum_err2 / sum_ref2) if sum_ref2 > 0 else (0.0 if sum_err2 == 0 else math.inf)
+    reasons = []
+    if unwritten:
+        reasons.append(f"{unwritten} output element(s) never written")
+    if nonfinite:
+        reasons.append(f"{nonfinite} output element(s) NaN or Inf")
+    if not rel <= tol:
+        reasons.append(f"norm-relative error {rel:.3g} > {tol:g}")
+    if not max_scaled <= tol:
+        reasons.append(f"element error / reference scale {max_scaled:.3g} > {tol:g}")
+    return {"rel_err": rel, "max_abs_err": max_abs, "max_scaled_err": max_scaled,
+            "nonfinite": nonfinite, "unwritten": unwritten,
+            "passed": not reasons, "reason": "; ".join(reasons) or None}
+
+
+# ---- device side (pycuda) --------------------------------------------------------------------
+def allocate(cuda: Any, signature: Signature, *, reference: bool = True) -> dict[str, Any]:
+    """Device buffers of a shape by name (with ``NAME.ref`` and ``NAME.scale``, float64, for
+    each output when ``reference``)."""
+    bufs: dict[str, Any] = {}
+    for b in signature["buffers"]:
+        bufs[b["name"]] = cuda.mem_alloc(max(1, int(b["count"])) * DTYPES[b["dtype"]][0])
+    if reference:
+        for b in outputs(signature):
+            count = max(1, int(b["count"]))
+            bufs[ref_name(b["name"])] = cuda.mem_alloc(8 * count)
+            bufs[scale_name(b["name"])] = cuda.mem_alloc(8 * count)
+    return bufs
+
+
+def upload_inputs(cuda: Any, signature: Signature, bufs: Mapping[str, Any],
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Copy :func:`host_inputs` into the input buffers; the host arrays."""
+    host = host_inputs(signature, rng)
+    for name, array in host.items():
+        cuda.memcpy_htod(bufs[name], array)
+    return host
+
+
+def poison_outputs(cuda: Any, signature: Signature, bufs: Mapping[str, Any]) -> None:
+    """Fill every ``out`` buffer with :data:`POISON` (synchronously)."""
+    for b in signature["buffers"]:
+        if b["role"] == "out":
+            words = int(b["count"]) * DTYPES[b["dtype"]][0] // 4
+            cuda.memset_d32(bufs[b["name"]], POISON, max(1, words))
+
+
+def free(bufs: Mapping[str, Any]) -> None:
+    """Release device buffers."""
+    for buf in bufs.values():
+        buf.free()
