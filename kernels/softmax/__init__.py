@@ -117,6 +117,7 @@ class Softmax:
     transforms = TRANSFORMS
     baseline = BASELINE
     dims = DIMS
+    default_dims = Dims(rows=8192, cols=8192)
     signature = SIGNATURE
     metric = Metric("bytes", "8 * rows * cols", "copy_bandwidth",
                     doc="one fp32 read and one fp32 write of every element")
@@ -126,7 +127,7 @@ class Softmax:
                       "unwritten elements fail")
     distributions = DISTRIBUTIONS
     edge_shapes = EDGE_SHAPES
-    vendor = Vendor("torch.softmax fp32", "kernels.softmax.vendor")
+    vendor = Vendor("torch.softmax", "kernels.softmax.vendor", doc="torch.softmax(x, -1), fp32")
 
     # -- shapes -----------------------------------------------------------------------------
     def parse_dims(self, text: str) -> Dims:
