@@ -96,7 +96,18 @@ def main() -> int:
     ap.add_argument("--db", action="append", required=True,
                     help="a database URL or SQLite path (repeatable)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--family-module", help="import this module and register its FAMILY first "
+                    "(a family outside the registry, e.g. families.scale_add from tests/)")
+    ap.add_argument("--path", action="append", default=[], help="add to sys.path first")
     args = ap.parse_args()
+    sys.path[:0] = args.path
+    if args.family_module:
+        import importlib
+
+        import kernels
+
+        kernels.register_family(importlib.import_module(args.family_module).FAMILY,
+                                replace=True)
     urls = [d if "://" in d else f"sqlite:///{Path(d).resolve()}" for d in args.db]
     meta, rows = collect(urls, args.kernel)
     args.out.parent.mkdir(parents=True, exist_ok=True)

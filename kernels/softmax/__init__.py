@@ -243,10 +243,10 @@ class Softmax:
         p = params.canonical()
         shapes = [_dims(1, 1), _dims(3, 4098), _dims(2 * p.rows_per_cta + 1, 67)]
         if p.passes == 1:
-            shapes += [_dims(3, p.capacity - 3), _dims(2, p.capacity + p.vec + 1)]
+            shapes += [_dims(3, max(1, p.capacity - 3)), _dims(2, p.capacity + p.vec + 1)]
         else:
             shapes.append(_dims(3, 3 * p.group_threads * p.vec * p.unroll + 5))
-        return list(dict.fromkeys(s for s in shapes if s["cols"] >= 1))
+        return list(dict.fromkeys(shapes))
 
     def replay_datasets(self) -> list[Any]:
         """Replay datasets shipped with the family (``replay-h200.jsonl.gz`` once measured)."""
