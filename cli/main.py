@@ -68,8 +68,8 @@ def actions(
     from rich.table import Table
 
     table = Table(title=f"action space of {kernel}")
-    for col in ("action", "arguments", "origin", "what it does"):
-        table.add_column(col)
+    for col in ("action", "arguments", "origin", "what it does"):  # names whole, the rest wraps
+        table.add_column(col, no_wrap=col in ("action", "origin"))
     for spec in specs:
         args = ", ".join(f"{a['name']} ∈ {a['choices']}" for a in spec["args"]) or "–"
         table.add_row(spec["name"], args, spec["origin"], spec["doc"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 import typer
+from rich import box
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -282,24 +283,40 @@ def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return
-    table = Table(title=f"campaigns in {source.where}")
-    for col, justify in (("id", "left"), ("status", "left"), ("kernel · shape", "left"),
-                         ("policy", "left"), ("backend · GPU", "left"), ("evaluations", "right"),
-                         ("best TFLOP/s", "right"), ("% of cuBLAS", "right"),
-                         ("created", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    cells: list[dict[str, str]] = []
     for c in rows:
         best = c.get("best") or {}
         shape = c["shape"]
-        table.add_row(c["id"][:8], c["status"], f"{c['kernel']} {shape['m']}x{shape['n']}x"
-                      f"{shape['k']}", c["policy"], f"{c['backend']} · {c.get('gpu') or '–'}",
-                      f"{c['evaluations']}/{c['budget']['iterations']}",
-                      str(best.get("throughput_tflops", "–")),
-                      str(c.get("pct_of_vendor") or "–"), c["created_at"][:19])
+        cells.append({
+            "id": c["id"][:8], "status": c["status"],
+            "kernel\nshape": f"{c['kernel']}\n{shape['m']}x{shape['n']}x{shape['k']}",
+            "policy": c["policy"], "backend\nGPU": f"{c['backend']}\n{c.get('gpu') or '–'}",
+            "evalu-\nations": f"{c['evaluations']}/{c['budget']['iterations']}",
+            "best\nTFLOP/s": str(best.get("throughput_tflops", "–")),
+            "% of\ncuBLAS": str(c.get("pct_of_vendor") or "–"),
+            "created": c["created_at"][:16].replace("T", " ")})
+    # every cell whole (the id is what the other commands take); where the terminal is too
+    # narrow the least needed columns give way instead (--json has them all)
+    for dropped in ((), ("created",), ("created", "policy")):
+        table = _table(f"campaigns in {source.where}", cells, dropped)
+        wide = console.options.update_width(10_000)  # the table's own width, not the screen's
+        if console.measure(table, options=wide).maximum <= console.width:
+            break
     console.print(table)
     if not rows:
         err_console.print("no campaign yet: `tuneforge tune` runs one here, `tuneforge submit` "
                           "sends one to the service")
+
+
+def _table(title: str, cells: list[dict[str, str]], dropped: tuple[str, ...]) -> Table:
+    """The campaigns table without the ``dropped`` columns; no cell is cut."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in (col for col in (cells[0] if cells else {"id": ""}) if col not in dropped):
+        left = col in ("id", "status", "kernel\nshape", "policy", "backend\nGPU", "created")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
+    for row in cells:
+        table.add_row(*(value for col, value in row.items() if col not in dropped))
+    return table
 
 
 def report(

@@ -185,3 +185,33 @@ def test_an_out_folder_that_cannot_be_written_stops_tune_before_it_starts(
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "replay backend" not in done.stderr  # nothing ran
     assert not (tmp_path / "t.db").exists()
+
+
+def test_tables_keep_ids_and_names_whole_at_80_columns(tmp_path: Path,
+                                                       tuneforge_home: Path) -> None:
+    """``tuneforge campaigns | cat`` cut ids to 5 characters and ``tuneforge actions | cat`` cut
+    action names; the other columns wrap or give way instead."""
+    db = tmp_path / "t.db"
+    ids = []
+    for seed in ("1", "2"):
+        done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--budget", "3",
+                         "--seed", seed, "--db", str(db), "--out", str(tmp_path / "out"),
+                         "--json")
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout.splitlines()[-1])["campaign_id"])
+    listed = tuneforge(tuneforge_home, "campaigns", "--db", str(db))  # COLUMNS=80, a pipe
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, listed.stdout
+    for campaign_id in ids:
+        assert [line for line in lines if line.split()[:1] == [campaign_id[:8]]], listed.stdout
+    assert "4096x4096x4096" in listed.stdout
+    assert "NVIDIA H200" in listed.stdout
+    assert "…" not in listed.stdout
+    names = [spec["name"] for spec in json.loads(
+        tuneforge(tuneforge_home, "actions", "--json").stdout)]
+    table = tuneforge(tuneforge_home, "actions").stdout
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    rows = [line.split("│")[1].strip() for line in table.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()]
+    assert rows == names

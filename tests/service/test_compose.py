@@ -60,7 +60,8 @@ def test_without_the_gpu_file_no_service_reserves_a_device(compose: dict[str, An
     toolkit: Docker refuses to create a container that reserves NVIDIA devices."""
     for name, service in compose["services"].items():
         assert "deploy" not in service, name
-        assert "devices" not in service and "runtime" not in service, name
+        assert "devices" not in service, name
+        assert "runtime" not in service, name
 
 
 def test_the_gpu_file_gives_the_gpu_worker_every_nvidia_device() -> None:
