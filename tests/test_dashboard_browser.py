@@ -278,6 +278,50 @@ def test_clicking_a_point_shows_its_source_diff_and_profile(page: Page, done: tu
     assert pg.locator("#chain tr.selected").get_attribute("data-id") == wrong.id
 
 
+GUTTER = """(() => {
+  const box = document.querySelector('#diff');
+  const cells = [...box.querySelectorAll('.d2h-code-linenumber')];
+  const off = cells.filter(c => Math.abs(c.getBoundingClientRect().top
+                                         - c.closest('tr').getBoundingClientRect().top) > 1);
+  const page = document.scrollingElement;
+  return {cells: cells.length, misaligned: off.length,
+          outside: cells.filter(c => !box.contains(c.offsetParent)).length,
+          scrollHeight: box.scrollHeight, clientHeight: box.clientHeight,
+          pageBottom: page.scrollHeight,
+          boxBottom: box.getBoundingClientRect().bottom + page.scrollTop};
+})()"""
+
+
+def test_a_long_diff_keeps_its_line_numbers_inside_the_box(page: Page, done: tuple[TeamDb, str],
+                                                           artifacts: Path) -> None:
+    """diff2html's line-number gutter is absolutely positioned: in a scroll box that is not
+    their containing block the numbers of a long diff (apply_shared_memory_load: ~170 lines)
+    spilled below the 560 px box, grew the page by thousands of pixels, and stayed put when the
+    box scrolled."""
+    db, cid = done
+    rows = rows_of(db, cid)
+    target = next(c for c in rows if c.accepted and c.action == "apply_shared_memory_load(true)")
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    pg.click(f"#chain tr[data-id='{target.id}']")
+    pg.wait_for_selector(f"#candidate[data-candidate='{target.id}'][data-ready=true]")
+    pg.locator("#diff").scroll_into_view_if_needed()
+    gutter = pg.evaluate(GUTTER)
+    assert gutter["cells"] > 100, gutter
+    assert gutter["scrollHeight"] > 3 * gutter["clientHeight"], gutter  # a long diff, scrolled
+    assert gutter["outside"] == 0, gutter  # positioned in the box, so clipped and scrolled by it
+    assert gutter["misaligned"] == 0, gutter
+    # nothing of the diff hangs below its box (the page grew to ~4300 px of numbers)
+    assert gutter["pageBottom"] < gutter["boxBottom"] + 400, gutter
+    pg.screenshot(path=str(artifacts / "candidate-long-diff.png"), full_page=True)
+    for where in ("box.scrollHeight / 2", "box.scrollHeight"):
+        pg.evaluate(f"(() => {{ const box = document.querySelector('#diff'); "
+                    f"box.scrollTop = {where}; }})()")
+        scrolled = pg.evaluate(GUTTER)
+        assert scrolled["misaligned"] == 0, (where, scrolled)  # each number beside its line
+    pg.screenshot(path=str(artifacts / "candidate-long-diff-scrolled.png"), full_page=True)
+
+
 def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
                                                                   done: tuple[TeamDb, str]
                                                                   ) -> None:
