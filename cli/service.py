@@ -262,7 +262,8 @@ def watch(
     campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Follow a campaign's progress (server-sent events) until it finishes.
+    """Follow a campaign's progress (server-sent events) until it finishes; the agent's notes
+    (an injected action it did not try, say) are printed as they come.
 
     Examples:
 
@@ -308,6 +309,9 @@ def watch(
                         text = (f"best {best:.1f} µs · {flops / (best * 1e-6) / 1e12:.2f} "
                                 "TFLOP/s") if best else ""
                         progress.update(task, completed=data.get("evaluations", 0), best=text)
+                    elif event.get("event") == "note":  # e.g. an injected action dropped
+                        progress.console.print(f"[yellow]note:[/] {data.get('message')}",
+                                               highlight=False)
                     elif event.get("event") == "finished":
                         finished = data
                         progress.update(task, completed=data.get("evaluations", 0))

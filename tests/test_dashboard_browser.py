@@ -341,6 +341,41 @@ def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
     assert "✓ accepted" in pg.inner_text("#candidate")
 
 
+def test_a_dropped_injected_action_is_shown_in_the_chain_and_by_watch(
+        page: Page, server: Server, done: tuple[TeamDb, str], artifacts: Path) -> None:
+    """``POST /campaigns/{id}/actions`` with an action that changes nothing is dropped with a
+    note (``injected_not_tried``): the decision chain shows it where it happened and ``tuneforge
+    watch`` prints it (neither did)."""
+    import httpx
+
+    db, _ = done
+    cid = create_campaign(db, budget=6)
+    injected = httpx.post(f"{server.url}/api/v1/campaigns/{cid}/actions",
+                          headers={"X-API-Key": db.key},
+                          json={"actions": ["apply_coalesce(false)"]})  # the baseline's own
+    assert injected.status_code == 200, injected.text
+    run_campaign(db, cid, faults=False)
+    message = "apply_coalesce(false) was not tried: "
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    notes = pg.locator("#chain tbody tr.note")
+    assert notes.count() == 1
+    assert message in notes.first.inner_text()
+    # after the baseline (#0), the kernel it was refused from, before the next candidate
+    order = pg.evaluate("[...document.querySelectorAll('#chain tbody tr')]"
+                        ".map(r => r.classList.contains('note') ? 'note' : r.dataset.iteration)")
+    assert order[:3] == ["0", "note", "1"], order
+    assert "1 note" in pg.inner_text("#chain-count")
+    pg.locator("#chain").screenshot(path=str(artifacts / "chain-note.png"))
+    pg.check("#accepted-only")  # still shown among the accepted steps
+    assert pg.locator("#chain tbody tr.note").count() == 1
+    watched = CliRunner().invoke(cli_app, ["watch", cid[:8], "--url", server.url, "--key",
+                                           db.key], env={"COLUMNS": "300"})
+    assert watched.exit_code == 0, watched.output
+    assert [line for line in watched.stderr.splitlines()
+            if line.startswith(f"note: {message}")], watched.stderr
+
+
 def test_a_running_campaign_updates_live(page: Page, done: tuple[TeamDb, str],
                                          artifacts: Path) -> None:
     db, _ = done
