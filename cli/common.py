@@ -67,14 +67,14 @@ def sqlite_path(url: str) -> Path | None:
 
 def database_url(value: str | None, *, create: bool = False) -> str:
     """The database of ``--db``: an SQLite file path or a database URL (``None``: the configured
-    one). Exit 2 naming the problem when it is not a URL, names no file (unless ``create``:
-    ``tune`` makes one), or names a file that is not an SQLite database: opening one of those
-    is a page of SQLAlchemy traceback otherwise."""
+    one, by default ``~/.tuneforge/tuneforge.db``). Exit 2 naming the problem when it is not a
+    URL, names no file (unless ``create``: ``tune`` makes one; a command that reads does not),
+    or names a file that is not an SQLite database: opening one of those is a page of
+    SQLAlchemy traceback otherwise."""
     from core.settings import get_settings
 
     if value is None:
         url = get_settings().effective_database_url
-        create = True  # the default database is made where it belongs
     elif "://" in value:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -93,8 +93,9 @@ def database_url(value: str | None, *, create: bool = False) -> str:
         fail(f"--db {path} is a folder: give the SQLite file (e.g. {path / 'runs.db'})")
     if not path.exists():
         if not create:
-            fail(f"no database at {path}: run `tuneforge tune --db {path}` first, or pass "
-                 "--db with the file your campaign wrote, or a database URL")
+            run = "tuneforge tune" if value is None else f"tuneforge tune --db {value}"
+            fail(f"no database at {path}: run `{run}` first, or pass --db with the file your "
+                 "campaign wrote, or a database URL")
         return url
     try:
         with path.open("rb") as f:
