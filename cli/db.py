@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from cli.common import DbOpt, database_url, err_console, fail, sqlite_path
+from cli.common import DbOpt, database_url, err_console, fail
 
 db = typer.Typer(help="Database maintenance (talks to the database directly).\n\n"
                  "Example: tuneforge db check --db runs.db",
@@ -34,11 +34,7 @@ def check(db: DbOpt = None) -> None:
     from core.db import session_scope
     from core.integrity import check as run_check
 
-    target = database_url(db)
-    path = sqlite_path(target)
-    if path is not None and not path.is_file():  # the default one: connecting would make it
-        fail(f"no database at {path}: pass --db with the file `tuneforge tune --db` wrote, "
-             "or a database URL")
+    target = database_url(db)  # an SQLite file that is there: connecting would make one
     try:
         with session_scope(target) as s:
             findings = run_check(s)
