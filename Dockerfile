@@ -20,9 +20,10 @@ COPY agent agent
 COPY api api
 COPY cli cli
 COPY migrations migrations
-# editable: the migrations directory is found next to the code (core/db.py)
+# editable: the migrations directory is found next to the code (core/db.py); EXTRAS= (empty)
+# builds an image without pycuda, for a replay stack
 ARG EXTRAS=gpu
-RUN pip install --no-cache-dir -e ".[${EXTRAS}]"
+RUN pip install --no-cache-dir -e ".${EXTRAS:+[$EXTRAS]}"
 
 RUN useradd --create-home --uid 10001 tuneforge \
  && mkdir -p /var/lib/tuneforge && chown tuneforge /var/lib/tuneforge

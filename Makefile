@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test lint typecheck unit gpu-test bench clean
+.PHONY: tune test lint typecheck unit browser gpu-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,22 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+## Debian's Chromium for the dashboard tests (driven headless by Playwright): installed with
+## apt-get where it can be (root), else the command to run; the tests fail without it, as in CI
+browser:
+	@command -v $${TUNEFORGE_CHROMIUM:-chromium} >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the dashboard tests (apt-get)"; \
+	    log=$${TMPDIR:-/tmp}/tuneforge-chromium-install.log; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+	      >$$log 2>&1 || { echo "apt-get install chromium failed: $$log" >&2; exit 1; }; \
+	  else \
+	    echo "the dashboard tests need Debian's chromium: sudo apt-get install -y chromium" \
+	         "(or TUNEFORGE_CHROMIUM=/path/to/chromium)" >&2; \
+	  fi; }
 
 ## on a GPU host: the gpu-marked tests only
 gpu-test: $(STAMP)

@@ -547,15 +547,18 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     # campaign took them and never tried them); one that cannot be tried is said so
     injected = list(campaign.injected_actions or [])
     proposals, kept, dropped = _injected_proposals(family, ctx, injected, wanted)
+    # after_iteration: where the decision chain shows the note (after the last candidate then)
+    after = campaign.next_iteration - 1
     for text, why in dropped:
         emit(session, campaign.id, "note", {"kind": "injected_not_tried", "action": text,
-                                            "message": f"{text} was not tried: {why}"})
+                                            "message": f"{text} was not tried: {why}",
+                                            "after_iteration": after})
     if injected:
         campaign.injected_actions = kept
     if len(proposals) < wanted:
         proposals += policy.propose(ctx, wanted - len(proposals))
     for note in ctx.notes:
-        emit(session, campaign.id, "note", note)
+        emit(session, campaign.id, "note", {"after_iteration": after, **note})
     created = [
         _new_candidate(session, campaign, family, p.params, action=p.action, reason=p.reason,
                        proposed_by=p.proposed_by, parent_id=p.parent_id)

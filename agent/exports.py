@@ -269,17 +269,20 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
     if best.get("params"):
         params = ", ".join(f"{key}={value}" for key, value in best["params"].items())
         lines.append(f"- best parameters: `{params}`")
+    # the parent tells two acceptances of one transform apart (applied to different kernels)
+    iteration_of = {p["id"]: p["iteration"] for p in points}
     lines += ["", "## Accepted steps", "",
-              f"| iteration | action | {unit} | speed-up vs incumbent | why it was tried | "
-              "why it was kept |",
-              "|---|---|---|---|---|---|"]
+              f"| iteration | parent | action | {unit} | speed-up vs incumbent | "
+              "why it was tried | why it was kept |",
+              "|---|---|---|---|---|---|---|"]
     for p in accepted_steps(points):
         decision = p.get("decision") or {}
+        parent = iteration_of.get(p.get("parent_id"))
         # the decision's improvement is the time it saves (+81% for a 5.3x faster kernel, as
         # the reasons say): the column shows the speed-up it stands for
         lines.append(
-            f"| {p['iteration']} | `{p.get('action') or 'baseline'}` | "
-            f"{_fmt(p.get('throughput'))} | "
+            f"| {p['iteration']} | {'–' if parent is None else parent} | "
+            f"`{p.get('action') or 'baseline'}` | {_fmt(p.get('throughput'))} | "
             f"{_fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')} | "
             f"{_md_cell(p.get('reason'))} | {_md_cell(decision.get('reason'))} |")
     lines += ["", "## Transforms that paid", "",

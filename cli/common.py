@@ -1,8 +1,11 @@
-"""Helpers shared by the CLI commands."""
+"""Helpers shared by the CLI commands: the consoles, one-line errors, ``--db`` and the
+parameters of ``--params``/``--actions``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, NoReturn
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,6 +16,14 @@ if TYPE_CHECKING:
 
 console = Console(stderr=False)
 err_console = Console(stderr=True)
+
+#: ``--db`` of every command that reads or writes a database.
+DbOpt = Annotated[str | None, typer.Option(
+    "--db", help="SQLite file or database URL (default TUNEFORGE_DATABASE_URL, else "
+                 "~/.tuneforge/tuneforge.db)")]
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -46,3 +57,140 @@ def resolve_shape(family: KernelFamily, text: str | None) -> Dims:
         return family.parse_dims(text)
     except ValueError as exc:
         fail(f"--shape: {exc}")
+
+
+def cannot_write(path: Path, exc: OSError) -> NoReturn:
+    """Exit naming the path that could not be written and why (no traceback)."""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None and Path(str(exc.filename)) != path:
+        why += f": {exc.filename}"
+    fail(f"cannot write {path}: {why}")
+
+
+def check_writable_folder(option: str, folder: Path) -> None:
+    """Exit 2 unless files can be made under ``folder`` (made later, with its parents): its
+    nearest existing ancestor is a folder that takes a new entry. Checked before the work that
+    would fill it, which otherwise ran to the end and then failed on the first file; leaves
+    nothing behind."""
+    import shutil
+    import tempfile
+
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{option} {folder}: {existing} is a file, not a folder")
+    try:
+        probe = tempfile.mkdtemp(prefix=".tuneforge-probe-", dir=existing)
+    except OSError as exc:
+        fail(f"{option} {folder}: cannot create a folder in {existing}: "
+             f"{exc.strerror or exc}")
+    shutil.rmtree(probe, ignore_errors=True)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of an SQLite URL (``None`` for another database or an in-memory one)."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return Path(path) if path and path != ":memory:" else None
+
+
+def database_url(value: str | None, *, create: bool = False) -> str:
+    """The database of ``--db``: an SQLite file path or a database URL (``None``: the configured
+    one, by default ``~/.tuneforge/tuneforge.db``). Exit 2 naming the problem when it is not a
+    URL, names no file (unless ``create``: ``tune`` makes one; a command that reads does not),
+    or names a file that is not an SQLite database: opening one of those is a page of
+    SQLAlchemy traceback otherwise."""
+    from core.settings import get_settings
+
+    if value is None:
+        url = get_settings().effective_database_url
+    elif "://" in value:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        try:
+            make_url(value).get_dialect()
+        except (ArgumentError, NoSuchModuleError) as exc:
+            fail(f"--db {value!r} is neither a database URL nor a file: {exc}")
+        url = value
+    else:
+        url = f"sqlite:///{Path(value).expanduser().resolve()}"
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    if path.is_dir():
+        fail(f"--db {path} is a folder: give the SQLite file (e.g. {path / 'runs.db'})")
+    if not path.exists():
+        if not create:
+            run = "tuneforge tune" if value is None else f"tuneforge tune --db {value}"
+            fail(f"no database at {path}: run `{run}` first, or pass --db with the file your "
+                 "campaign wrote, or a database URL")
+        return url
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        fail(f"--db {path}: cannot read it: {exc.strerror or exc}")
+    if header and header != SQLITE_HEADER:  # an empty file is an empty SQLite database
+        fail(f"--db {path} is not an SQLite database (its first bytes are not SQLite's): give "
+             "the file `tuneforge tune --db` wrote, or a database URL")
+    return url
+
+
+def open_database(url: str) -> None:
+    """Migrate the database of ``url`` to head (creating an SQLite file and its folder); exit
+    2 with the database's own reason, in one line, when it cannot be opened."""
+    from sqlalchemy.exc import DBAPIError
+
+    from core.db import upgrade_database
+
+    where = str(sqlite_path(url) or url.split("@")[-1])
+    try:
+        upgrade_database(url)
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        fail(f"--db {where}: cannot open it as a database: {reason}")
+    except OSError as exc:
+        fail(f"--db {where}: {exc.strerror or exc}: {exc.filename or where}")
+
+
+def resolve_params(family: Any, params: str | None, actions: str | None,
+                   shape: Any = None) -> Any:
+    """Parameters from ``--params`` JSON and/or ``--actions``; exit 2 naming a bad input (a
+    point outside the space included: the input is bad, as a misspelt name is).
+    ``shape``: the problem shape the actions are applied for (``specialize_shape`` needs it)."""
+    from kernels.base import Action, Candidate, Rejection, UnknownAction
+
+    start = family.baseline
+    if params is not None:
+        try:
+            data = json.loads(params)
+        except json.JSONDecodeError as exc:
+            fail(f"--params is not valid JSON: {exc.msg} at character {exc.pos}")
+        if not isinstance(data, dict):
+            fail("--params must be a JSON object of parameter names to values")
+        try:
+            start = family.params_from_dict(data)
+        except ValueError as exc:
+            fail(f"--params: {exc}")
+        rejection = family.validate(start)
+        if rejection is not None and rejection.reason == "out_of_domain":
+            fail(f"--params: {rejection.message}")
+    if not actions:
+        return start
+    try:
+        parsed = Action.parse_many(actions)
+        node = Candidate(start, shape=shape)
+        for action in parsed:
+            family.transforms.check(action)
+            result = family.apply(node, action)
+            if isinstance(result, Rejection):
+                if result.reason == "no_change":  # the chain asks for what is already there
+                    continue
+                return result
+            node = result
+    except (ValueError, UnknownAction) as exc:
+        fail(f"--actions: {exc}")
+    return node.params

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
-from cli.common import err_console, fail
-from core.settings import get_settings
+from cli.common import DbOpt, database_url, err_console, fail
 
 db = typer.Typer(help="Database maintenance (talks to the database directly).\n\n"
                  "Example: tuneforge db check --db runs.db",
@@ -17,10 +14,7 @@ db = typer.Typer(help="Database maintenance (talks to the database directly).\n\
 
 
 @db.command("check")
-def check(
-    url: Annotated[str | None, typer.Option(
-        "--db", help="database URL or SQLite file (TUNEFORGE_DATABASE_URL)")] = None,
-) -> None:
+def check(db: DbOpt = None) -> None:
     """Report orphaned or inconsistent rows; exit 1 if there is any, 2 if the database cannot
     be read (no such file, not a URL, cannot connect, no tuneforge tables).
 
@@ -35,24 +29,15 @@ def check(
 
       tuneforge db check --db runs.db
     """
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    from sqlalchemy.exc import DBAPIError
 
     from core.db import session_scope
     from core.integrity import check as run_check
 
-    target = url or get_settings().effective_database_url
-    if "://" not in target:
-        target = f"sqlite:///{target}"
-    if target.startswith("sqlite:///"):  # connecting would create an empty file
-        path = Path(target.split("///", 1)[1])
-        if not path.is_file():
-            fail(f"no database at {path}: pass --db with the file `tuneforge tune --db` wrote, "
-                 "or a database URL")
+    target = database_url(db)  # an SQLite file that is there: connecting would make one
     try:
         with session_scope(target) as s:
             findings = run_check(s)
-    except (ArgumentError, NoSuchModuleError) as exc:
-        fail(f"--db {target!r} is neither a database URL nor a file: {exc}")
     except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         hint = (" (not a tuneforge database? `tuneforge admin migrate` creates the tables)"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
-from cli.common import KernelOpt, console, fail, resolve_family
+from cli.common import KernelOpt, console, fail, resolve_family, resolve_params
 from core.settings import get_settings
 
 app = typer.Typer(
@@ -37,40 +37,6 @@ ActionsOpt = Annotated[
 ]
 
 
-def resolve_params(family: Any, params: str | None, actions: str | None,
-                   shape: Any = None) -> Any:
-    """Parameters from ``--params`` JSON and/or ``--actions``; exit 2 naming a bad input.
-    ``shape``: the problem shape the actions are applied for (``specialize_shape`` needs it)."""
-    from kernels.base import Action, Candidate, Rejection, UnknownAction
-
-    start = family.baseline
-    if params is not None:
-        try:
-            data = json.loads(params)
-        except json.JSONDecodeError as exc:
-            fail(f"--params is not valid JSON: {exc.msg} at character {exc.pos}")
-        if not isinstance(data, dict):
-            fail("--params must be a JSON object of parameter names to values")
-        try:
-            start = family.params_from_dict(data)
-        except ValueError as exc:
-            fail(f"--params: {exc}")
-    if not actions:
-        return start
-    try:
-        parsed = Action.parse_many(actions)
-        node = Candidate(start, shape=shape)
-        for action in parsed:
-            family.transforms.check(action)
-            result = family.apply(node, action)
-            if isinstance(result, Rejection):
-                if result.reason == "no_change":  # the chain asks for what is already there
-                    continue
-                return result
-            node = result
-    except (ValueError, UnknownAction) as exc:
-        fail(f"--actions: {exc}")
-    return node.params
 
 
 @app.command()
@@ -133,8 +99,8 @@ def actions(
     from rich.table import Table
 
     table = Table(title=f"action space of {family.name}")
-    for col in ("action", "arguments", "origin", "what it does"):
-        table.add_column(col)
+    for col in ("action", "arguments", "origin", "what it does"):  # names whole, the rest wraps
+        table.add_column(col, no_wrap=col in ("action", "origin"))
     for spec in specs:
         args = ", ".join(f"{a['name']} ∈ {a['choices']}" for a in spec["args"]) or "–"
         table.add_row(spec["name"], args, spec["origin"], spec["doc"])

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import Annotated, Any, Protocol
 
 import typer
+from rich import box
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,13 +23,21 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from cli.common import console, err_console, fail
-from cli.service import KeyOpt, UrlOpt
+from cli.client import KeyOpt, UrlOpt, api_client, call, check_response
+from cli.common import (
+    cannot_write,
+    console,
+    database_url,
+    err_console,
+    fail,
+    open_database,
+    sqlite_path,
+)
 from core.settings import get_settings
 
-DbOpt = Annotated[Path | None, typer.Option(
-    "--db", help="SQLite file of embedded campaigns (`tuneforge tune --db`); without --db, "
-                 "--url or --key: TUNEFORGE_API_KEY picks the API, else the local database")]
+DbOpt = Annotated[str | None, typer.Option(
+    "--db", help="SQLite file (`tuneforge tune --db`) or database URL; without --db, --url or "
+                 "--key: TUNEFORGE_API_KEY picks the API, else the local database")]
 FORMATS = ("cu", "json", "t4", "kt")
 
 
@@ -69,14 +78,6 @@ class Source(Protocol):
         ...
 
 
-def cannot_write(path: Path, exc: OSError) -> NoReturn:
-    """Exit naming the path that could not be written and why (no traceback)."""
-    why = exc.strerror or str(exc)
-    if exc.filename is not None and Path(str(exc.filename)) != path:
-        why += f": {exc.filename}"
-    fail(f"cannot write {path}: {why}")
-
-
 def _match(campaign_id: str, ids: list[str], where: str) -> str:
     if campaign_id in ids:
         return campaign_id
@@ -94,16 +95,14 @@ class DbSource:
     """Campaigns of a local database (embedded runs; also a service's database)."""
 
     def __init__(self, url: str) -> None:
-        from core.db import session_factory, upgrade_database
+        """``url`` as :func:`cli.common.database_url` gives it (a file that exists)."""
+        from core.db import session_factory
 
-        if url.startswith("sqlite"):
-            path = Path(url.split("///", 1)[-1])
-            if not path.exists():
-                fail(f"no database at {path}: run `tuneforge tune --db {path}` first, or pass "
-                     "--db with the file your campaign wrote")
-            upgrade_database(url)  # a file of an older version gets the newer columns
+        path = sqlite_path(url)
+        if path is not None:
+            open_database(url)  # a file of an older version gets the newer columns
         self.sessions = session_factory(url)
-        self.where = url.split("///", 1)[-1] if url.startswith("sqlite") else "the database"
+        self.where = str(path) if path is not None else "the database"
 
     @contextmanager
     def _campaign(self, campaign_id: str) -> Iterator[tuple[Any, Any]]:
@@ -188,15 +187,11 @@ class ApiSource:
     """Campaigns of the team, over the REST API."""
 
     def __init__(self, url: str | None, key: str | None) -> None:
-        from cli.service import _client
-
-        self.client = _client(url, key)
+        self.client = api_client(url, key)
         self.where = str(self.client.base_url).rstrip("/").removesuffix("/api/v1")
 
     def _get(self, path: str, **params: Any) -> Any:
-        from cli.service import _call
-
-        return _call(self.client, "GET", path, params=params or None)
+        return call(self.client, "GET", path, params=params or None)
 
     def campaigns(self) -> list[dict[str, Any]]:
         """The team's campaigns, newest first."""
@@ -225,12 +220,10 @@ class ApiSource:
 
     def best(self, campaign_id: str) -> dict[str, Any] | None:
         """``GET /campaigns/{id}/best`` (a 404 is "no correct kernel yet")."""
-        from cli.service import _check
-
         response = self.client.get(f"/campaigns/{campaign_id}/best")
         if response.status_code == 404 and "no correct kernel" in response.text:
             return None
-        return dict(_check(response))
+        return dict(check_response(response))
 
     def candidates(self, campaign_id: str, bar: Progress) -> list[dict[str, Any]]:
         """Every candidate's detail (one request each)."""
@@ -249,17 +242,17 @@ class ApiSource:
         return out
 
 
-def open_source(db: Path | None, url: str | None, key: str | None) -> Source:
+def open_source(db: str | None, url: str | None, key: str | None) -> Source:
     """The database of ``--db``, the API of ``--url``/``--key``/TUNEFORGE_API_KEY, else the
     local database (where `tuneforge tune` writes by default)."""
     settings = get_settings()
     if db is not None and (url or key):
         fail("give either --db (a local database) or --url/--key (the service), not both")
     if db is not None:
-        return DbSource(f"sqlite:///{db.resolve()}")
+        return DbSource(database_url(db))
     if url or key or settings.api_key:
         return ApiSource(url, key)
-    return DbSource(settings.effective_database_url)
+    return DbSource(database_url(None))
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -281,24 +274,40 @@ def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return
-    table = Table(title=f"campaigns in {source.where}")
-    for col, justify in (("id", "left"), ("status", "left"), ("kernel · shape", "left"),
-                         ("policy", "left"), ("backend · GPU", "left"), ("evaluations", "right"),
-                         ("best", "right"), ("% of vendor", "right"),
-                         ("created", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    cells: list[dict[str, str]] = []
     for c in rows:
         best = c.get("best") or {}
         rate = best.get("throughput")
-        table.add_row(c["id"][:8], c["status"], f"{c['kernel']} {c['shape_text']}", c["policy"],
-                      f"{c['backend']} · {c.get('gpu') or '–'}",
-                      f"{c['evaluations']}/{c['budget']['iterations']}",
-                      f"{rate} {c['metric']['unit']}" if rate is not None else "–",
-                      str(c.get("pct_of_vendor") or "–"), c["created_at"][:19])
+        cells.append({
+            "id": c["id"][:8], "status": c["status"],
+            "kernel\nshape": f"{c['kernel']}\n{c['shape_text']}",
+            "policy": c["policy"], "backend\nGPU": f"{c['backend']}\n{c.get('gpu') or '–'}",
+            "evalu-\nations": f"{c['evaluations']}/{c['budget']['iterations']}",
+            "best": f"{rate}\n{c['metric']['unit']}" if rate is not None else "–",
+            "% of\nvendor": str(c.get("pct_of_vendor") or "–"),
+            "created": c["created_at"][:16].replace("T", " ")})
+    # every cell whole (the id is what the other commands take); where the terminal is too
+    # narrow the least needed columns give way instead (--json has them all)
+    for dropped in ((), ("created",), ("created", "policy")):
+        table = _table(f"campaigns in {source.where}", cells, dropped)
+        wide = console.options.update_width(10_000)  # the table's own width, not the screen's
+        if console.measure(table, options=wide).maximum <= console.width:
+            break
     console.print(table)
     if not rows:
         err_console.print("no campaign yet: `tuneforge tune` runs one here, `tuneforge submit` "
                           "sends one to the service")
+
+
+def _table(title: str, cells: list[dict[str, str]], dropped: tuple[str, ...]) -> Table:
+    """The campaigns table without the ``dropped`` columns; no cell is cut."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in (col for col in (cells[0] if cells else {"id": ""}) if col not in dropped):
+        left = col in ("id", "status", "kernel\nshape", "policy", "backend\nGPU", "created")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
+    for row in cells:
+        table.add_row(*(value for col, value in row.items() if col not in dropped))
+    return table
 
 
 def report(

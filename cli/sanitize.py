@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from cli.common import console, err_console, fail
+from cli.common import DbOpt, console, database_url, err_console, fail
 from core.settings import get_settings
 
 #: exit codes: 0 passed, 1 flagged, 2 bad input or nothing to run on, 3 the gate could not judge
@@ -88,9 +87,7 @@ def sanitize(
     candidate: Annotated[str | None, typer.Option(
         "--candidate", help="candidate id or prefix (default: the campaign's accepted best)")
     ] = None,
-    db: Annotated[str | None, typer.Option(
-        "--db", help="database URL or SQLite file (default TUNEFORGE_DATABASE_URL, else the "
-                     "local database under ~/.tuneforge)")] = None,
+    db: DbOpt = None,
     tools: Annotated[str, typer.Option(
         help="comma-separated: memcheck, racecheck, synccheck, initcheck")
     ] = "memcheck,racecheck",
@@ -131,10 +128,7 @@ def sanitize(
         tool_list = parse_tools(tools)
     except ValueError as exc:
         fail(f"--tools: {exc}")
-    target = db or settings.effective_database_url
-    if "://" not in target:
-        target = f"sqlite:///{Path(target).resolve()}"
-    source = DbSource(target)
+    source = DbSource(database_url(db))
     cid = source.resolve(campaign_id)
     with source.sessions() as s:
         campaign = s.get(Campaign, cid)

@@ -17,15 +17,12 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from cli.client import KeyOpt, UrlOpt, api_client, call, check_response
 from cli.common import console, err_console, fail
 from core.settings import get_settings
 
 admin = typer.Typer(help="Teams and API keys (talks to the database directly).",
                     no_args_is_help=True)
-
-UrlOpt = Annotated[str | None, typer.Option("--url", help="API URL (TUNEFORGE_API_URL)")]
-KeyOpt = Annotated[str | None, typer.Option("--key", help="API key (TUNEFORGE_API_KEY)")]
-
 
 # ---- server side ----------------------------------------------------------------------------
 def serve(
@@ -214,50 +211,6 @@ def revoke_key(prefix: Annotated[str, typer.Argument(help="key prefix, e.g. tf_1
 
 
 # ---- clients --------------------------------------------------------------------------------
-def _client(url: str | None, key: str | None) -> Any:
-    import httpx
-
-    settings = get_settings()
-    key = key or settings.api_key
-    if not key:
-        fail("no API key: set TUNEFORGE_API_KEY or pass --key")
-    base = (url or settings.api_url).rstrip("/") + "/api/v1"
-    return httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=30.0)
-
-
-def _check(response: Any) -> Any:
-    """The JSON body, or an error that says what to do."""
-    code = response.status_code
-    if code < 400:
-        return response.json()
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        detail = response.text[:300]
-    if code == 401:
-        fail(f"{detail} (set TUNEFORGE_API_KEY or pass --key)", code=3)
-    if code == 404:
-        fail(f"{detail} (is it your team's campaign? `tuneforge` lists none of the others)",
-             code=4)
-    if code == 422 and isinstance(detail, list):
-        problems = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: "
-                    f"{d.get('msg')}" for d in detail]
-        fail("the server refused the request: " + "; ".join(problems))
-    if code in (400, 413, 422):  # the request itself is bad
-        fail(f"the server refused the request (HTTP {code}): {detail}")
-    fail(f"HTTP {code}: {detail}", code=1)
-
-
-def _call(client: Any, method: str, path: str, **kwargs: Any) -> Any:
-    import httpx
-
-    try:
-        return _check(client.request(method, path, **kwargs))
-    except httpx.TransportError as exc:
-        fail(f"cannot reach the API at {client.base_url} ({exc.__class__.__name__}): is "
-             "`tuneforge serve` running? set TUNEFORGE_API_URL or pass --url", code=1)
-
-
 def submit(
     spec: Annotated[Path, typer.Argument(help="campaign JSON, e.g. "
                                               '{"shape": {"m": 4096, "n": 4096, "k": 4096}}')],
@@ -278,8 +231,8 @@ def submit(
         json.loads(raw)
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         fail(f"{spec}: {exc}")
-    with _client(url, key) as client:  # sent as written: the server judges (NaN included)
-        created = _call(client, "POST", "/campaigns", content=raw,
+    with api_client(url, key) as client:  # sent as written: the server judges (NaN included)
+        created = call(client, "POST", "/campaigns", content=raw,
                         headers={"Content-Type": "application/json"})
     sys.stdout.write(created["id"] + "\n")
 
@@ -309,7 +262,8 @@ def watch(
     campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Follow a campaign's progress (server-sent events) until it finishes.
+    """Follow a campaign's progress (server-sent events) until it finishes; the agent's notes
+    (an injected action it did not try, say) are printed as they come.
 
     Examples:
 
@@ -333,7 +287,7 @@ def watch(
     source = ApiSource(url, key)
     campaign_id = source.resolve(campaign_id)  # an id, or a unique prefix of one
     with closing(source.client) as client:  # in use already (it resolved the id)
-        campaign = _call(client, "GET", f"/campaigns/{campaign_id}")
+        campaign = call(client, "GET", f"/campaigns/{campaign_id}")
         total = campaign["budget"]["iterations"]
         rate = _rate_of(campaign)
         finished: dict[str, Any] | None = None
@@ -347,13 +301,16 @@ def watch(
                                          timeout=httpx.Timeout(30.0, read=None)) as response:
                 if response.status_code >= 400:
                     response.read()
-                    _check(response)
+                    check_response(response)
                 for event in iter_sse(response.iter_lines()):
                     data = event["data"]
                     if event.get("event") == "result":
                         best = data.get("best_us")
                         text = f"best {best:.1f} µs{rate(best)}" if best else ""
                         progress.update(task, completed=data.get("evaluations", 0), best=text)
+                    elif event.get("event") == "note":  # e.g. an injected action dropped
+                        progress.console.print(f"[yellow]note:[/] {data.get('message')}",
+                                               highlight=False)
                     elif event.get("event") == "finished":
                         finished = data
                         progress.update(task, completed=data.get("evaluations", 0))
@@ -361,7 +318,7 @@ def watch(
         except httpx.TransportError as exc:
             fail(f"the event stream broke ({exc.__class__.__name__}): run `tuneforge watch "
                  f"{campaign_id}` again to resume", code=1)
-        final = _call(client, "GET", f"/campaigns/{campaign_id}")
+        final = call(client, "GET", f"/campaigns/{campaign_id}")
     best = final.get("best")
     found = (f"best {best['avg_us']} µs ({best['throughput']} {final['metric']['unit']})"
              if best else "no correct kernel")

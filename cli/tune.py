@@ -13,7 +13,20 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.common import KernelOpt, console, err_console, fail, resolve_family, resolve_shape
+from cli.common import (
+    DbOpt,
+    KernelOpt,
+    cannot_write,
+    check_writable_folder,
+    console,
+    database_url,
+    err_console,
+    fail,
+    open_database,
+    resolve_family,
+    resolve_params,
+    resolve_shape,
+)
 from core.settings import get_settings
 
 
@@ -118,7 +131,7 @@ def tune(
         help="light (ptxas + occupancy) or full (+ Nsight Compute, ~2.5 s a candidate)")] = "light",
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
     gpus: Annotated[str, typer.Option(help="GPU indices, e.g. 0,1")] = "0",
-    db: Annotated[Path | None, typer.Option(help="SQLite file (default ~/.tuneforge)")] = None,
+    db: DbOpt = None,
     leaderboard: Annotated[Path | None, typer.Option(help="JSON leaderboard for rank_est")] = None,
     actions: Annotated[str | None, typer.Option(
         help="restrict the action space to these transform names (comma-separated)")] = None,
@@ -151,7 +164,7 @@ def tune(
     from agent.policies import make_policy
     from agent.report import best_kernel_files, convergence_plot, summary
     from agent.spaces import FullSpace, ReplaySpace
-    from core.db import session_factory, upgrade_database
+    from core.db import session_factory
 
     settings = get_settings()
     family = resolve_family(kernel)
@@ -174,8 +187,9 @@ def tune(
         "start_from": start_from, "allowed_actions": allowed,
         "budget": {"iterations": budget, "wall_seconds": wall_seconds,
                    "gpu_seconds": gpu_seconds}})
-    url = f"sqlite:///{db.resolve()}" if db else settings.effective_database_url
-    upgrade_database(url)
+    check_writable_folder("--out", out)  # before the campaign, not after its last evaluation
+    url = database_url(db, create=True)
+    open_database(url)
     sessions = session_factory(url)
 
     evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, indices,
@@ -263,9 +277,12 @@ def tune(
         assert finished is not None
         result = summary(s, finished)
         out_dir = out / campaign_id[:8]
-        files = best_kernel_files(s, finished, out_dir)
-        plot = convergence_plot(s, finished, out_dir / "convergence.png",
-                                campaign_peak(s, finished))
+        try:
+            files = best_kernel_files(s, finished, out_dir)
+            plot = convergence_plot(s, finished, out_dir / "convergence.png",
+                                    campaign_peak(s, finished))
+        except OSError as exc:  # the folder changed while the campaign ran
+            cannot_write(out_dir, exc)
     result["files"] = [str(p) for p in [*files, plot]]
     if runner.errors:
         result["error"] = repr(runner.errors[0])
@@ -364,7 +381,6 @@ def evaluate(
 
       tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
     """
-    from cli.main import resolve_params
     from core.evaluation import CompileResult
     from kernels.base import Rejection
     from worker.evaluate import feedback_record

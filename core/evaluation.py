@@ -16,8 +16,9 @@ from kernels.base import Dims
 
 @dataclass
 class CompileResult:
-    """What one compile produced. ``status`` is ``ok|error|timeout``; ``rejected`` is decided
-    before compiling and built by the caller with :meth:`rejected`."""
+    """What one compile produced. ``status`` is ``ok|error|timeout``; ``not_measured`` is a
+    replay's point outside its dataset (nothing recorded, so nothing to compile); ``rejected`` is
+    decided before compiling and built by the caller with :meth:`rejected`."""
 
     status: str
     seconds: float
@@ -49,8 +50,8 @@ class CompileResult:
         """The candidate's final status when the compile did not give a cubin (else None)."""
         if self.status == "ok":
             return None
-        return {"timeout": "compile_timeout", "rejected": "rejected"}.get(self.status,
-                                                                          "compile_error")
+        return {"timeout": "compile_timeout", "rejected": "rejected",
+                "not_measured": "not_measured"}.get(self.status, "compile_error")
 
     @property
     def spill_bytes(self) -> int | None:

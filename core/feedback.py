@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-CompileStatus = Literal["ok", "error", "timeout", "rejected"]
+CompileStatus = Literal["ok", "error", "timeout", "rejected", "not_measured"]
 CandidateStatus = Literal[
     "ok", "rejected", "compile_error", "compile_timeout", "wrong", "crashed", "timeout",
     "launch_error", "not_measured",

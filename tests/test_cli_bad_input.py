@@ -59,6 +59,16 @@ CASES: list[tuple[list[str], int, str]] = [
     (["tune", "--leaderboard", "{nan_board}"], 2,
      "error: --leaderboard: leaderboard times must be finite numbers > 0 (µs)"),
     (["tune", "--colour", "blue"], 2, "No such option: --colour"),
+    # tune: where it would write, checked before the first evaluation
+    (["tune", "--out", "/proc/x"], 2,
+     "error: --out /proc/x: cannot create a folder in /proc: No such file or directory"),
+    (["tune", "--out", "{nan_board}/sub"], 2,
+     "error: --out {nan_board}/sub: {nan_board} is a file, not a folder"),
+    (["tune", "--db", "{nan_board}"], 2, "error: --db {nan_board} is not an SQLite database"),
+    (["tune", "--db", "{corrupt}"], 2,
+     "error: --db {corrupt}: cannot open it as a database: file is not a database"),
+    (["tune", "--db", "nonsense://x"], 2,
+     "error: --db 'nonsense://x' is neither a database URL nor a file"),
     # render / compile: unknown actions and parameters, bad arch
     (["render", "--actions", "apply_magic(2)"], 2,
      "error: --actions: unknown action 'apply_magic'; known actions: apply_tiling"),
@@ -76,8 +86,12 @@ CASES: list[tuple[list[str], int, str]] = [
      "error: --params: parameter block_x must be an integer, got nan"),
     (["render", "--params", '{"smem": "yes"}'], 2,
      "error: --params: parameter smem must be true/false, got 'yes'"),
-    (["render", "--params", '{"block_x": 7}'], 1,
-     "error: rejected: out_of_domain: block_x=7 is outside [8, 16, 32, 64, 128, 256]"),
+    (["render", "--params", '{"block_x": 7}'], 2,
+     "error: --params: block_x=7 is outside [8, 16, 32, 64, 128, 256]"),
+    (["compile", "--params", '{"block_x": 7}', "--json"], 2,
+     "error: --params: block_x=7 is outside"),
+    (["render", "--actions", "apply_tiling(16);apply_register_block(8, 8)"], 1,
+     "error: rejected: "),  # a chain the space refuses: a valid input, no kernel
     (["render", "--kernel", "conv2d"], 2, "error: --kernel: unknown kernel family 'conv2d'"),
     (["compile", "--arch", "sm_1", "--json"], 2, "error: --arch: unknown arch 'sm_1'; known:"),
     (["compile", "--arch", "", "--json"], 2, "error: --arch: unknown arch ''"),
@@ -94,6 +108,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["evaluate", "--actions", "apply_magic()"], 2,
      "error: --actions: unknown action 'apply_magic'"),
     (["evaluate", "--params", "{"], 2, "error: --params is not valid JSON"),
+    (["evaluate", "--params", '{"block_x": 7}'], 2, "error: --params: block_x=7 is outside"),
     # campaigns, report and export of a local database
     (["export", "0000", "--db", "{missing}"], 2, "error: no database at {missing}"),
     (["export", "0000", "--format", "pdf", "--db", "{db}"], 2,
@@ -101,6 +116,16 @@ CASES: list[tuple[list[str], int, str]] = [
     (["export", "zzzz", "--db", "{db}", "--out", "{out}/x.cu"], 4,
      "error: no campaign 'zzzz' in {db}"),
     (["report", "zzzz", "--db", "{db}", "--out", "{out}"], 4, "error: no campaign 'zzzz' in {db}"),
+    (["campaigns", "--db", "{nan_board}"], 2,
+     "error: --db {nan_board} is not an SQLite database"),
+    (["campaigns", "--db", "{corrupt}"], 2,
+     "error: --db {corrupt}: cannot open it as a database: file is not a database"),
+    (["campaigns", "--db", "{out}"], 2, "error: no database at {out}"),
+    (["campaigns", "--db", "sqlite:///{missing}"], 2, "error: no database at {missing}"),
+    (["report", "zzzz", "--db", "{nan_board}"], 2, "is not an SQLite database"),
+    (["export", "zzzz", "--db", "{nan_board}"], 2, "is not an SQLite database"),
+    (["sanitize", "zzzz", "--db", "{nan_board}"], 2, "is not an SQLite database"),
+    (["db", "check", "--db", "{nan_board}"], 2, "is not an SQLite database"),
     (["campaigns", "--db", "{db}", "--key", "tf_x"], 2,
      "error: give either --db (a local database) or --url/--key (the service), not both"),
     (["db", "check", "--db", "{missing}"], 2, "error: no database at {missing}"),
@@ -138,9 +163,11 @@ def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
     upgrade_database(f"sqlite:///{db}")
     (tmp_path / "empty.db").write_bytes(b"")
     (tmp_path / "board.json").write_text("[NaN, 1000]")
+    # SQLite's header, then garbage: a damaged database file
+    (tmp_path / "corrupt.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
     paths = {"db": str(db), "missing": str(tmp_path / "missing.json"),
              "empty": str(tmp_path / "empty.db"), "nan_board": str(tmp_path / "board.json"),
-             "out": str(tmp_path / "out")}
+             "out": str(tmp_path / "out"), "corrupt": str(tmp_path / "corrupt.db")}
 
     def fill(text: str) -> str:
         for name, path in paths.items():
@@ -150,7 +177,9 @@ def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
     args = [fill(a) for a in args]
     words = fill(words)
     if args[0] == "tune":  # where a campaign would write, were it to start
-        args += ["--out", paths["out"], "--db", str(tmp_path / "t.db")]
+        for option, path in (("--out", paths["out"]), ("--db", str(tmp_path / "t.db"))):
+            if option not in args:
+                args += [option, path]
     before = files(tmp_path)
     result = CliRunner().invoke(app, args, env={"COLUMNS": "300", "TUNEFORGE_API_KEY": ""})
     assert result.exit_code == code, (result.exit_code, result.output)

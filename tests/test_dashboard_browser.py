@@ -75,11 +75,12 @@ def server(done: tuple[TeamDb, str], tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless (``apt-get install chromium``; .ci/run installs it)."""
+    """Debian's Chromium, headless (``make test`` installs it where apt-get can). Missing, the
+    dashboard's tests fail, here as in CI: a skip made a newcomer's ``make test`` pass
+    without them."""
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium as root "
+                    "(sudo apt-get install -y chromium), or set TUNEFORGE_CHROMIUM to one")
     from playwright.sync_api import sync_playwright
 
     pw = sync_playwright().start()
@@ -277,6 +278,50 @@ def test_clicking_a_point_shows_its_source_diff_and_profile(page: Page, done: tu
     assert pg.locator("#chain tr.selected").get_attribute("data-id") == wrong.id
 
 
+GUTTER = """(() => {
+  const box = document.querySelector('#diff');
+  const cells = [...box.querySelectorAll('.d2h-code-linenumber')];
+  const off = cells.filter(c => Math.abs(c.getBoundingClientRect().top
+                                         - c.closest('tr').getBoundingClientRect().top) > 1);
+  const page = document.scrollingElement;
+  return {cells: cells.length, misaligned: off.length,
+          outside: cells.filter(c => !box.contains(c.offsetParent)).length,
+          scrollHeight: box.scrollHeight, clientHeight: box.clientHeight,
+          pageBottom: page.scrollHeight,
+          boxBottom: box.getBoundingClientRect().bottom + page.scrollTop};
+})()"""
+
+
+def test_a_long_diff_keeps_its_line_numbers_inside_the_box(page: Page, done: tuple[TeamDb, str],
+                                                           artifacts: Path) -> None:
+    """diff2html's line-number gutter is absolutely positioned: in a scroll box that is not
+    their containing block the numbers of a long diff (apply_shared_memory_load: ~170 lines)
+    spilled below the 560 px box, grew the page by thousands of pixels, and stayed put when the
+    box scrolled."""
+    db, cid = done
+    rows = rows_of(db, cid)
+    target = next(c for c in rows if c.accepted and c.action == "apply_shared_memory_load(true)")
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    pg.click(f"#chain tr[data-id='{target.id}']")
+    pg.wait_for_selector(f"#candidate[data-candidate='{target.id}'][data-ready=true]")
+    pg.locator("#diff").scroll_into_view_if_needed()
+    gutter = pg.evaluate(GUTTER)
+    assert gutter["cells"] > 100, gutter
+    assert gutter["scrollHeight"] > 3 * gutter["clientHeight"], gutter  # a long diff, scrolled
+    assert gutter["outside"] == 0, gutter  # positioned in the box, so clipped and scrolled by it
+    assert gutter["misaligned"] == 0, gutter
+    # nothing of the diff hangs below its box (the page grew to ~4300 px of numbers)
+    assert gutter["pageBottom"] < gutter["boxBottom"] + 400, gutter
+    pg.screenshot(path=str(artifacts / "candidate-long-diff.png"), full_page=True)
+    for where in ("box.scrollHeight / 2", "box.scrollHeight"):
+        pg.evaluate(f"(() => {{ const box = document.querySelector('#diff'); "
+                    f"box.scrollTop = {where}; }})()")
+        scrolled = pg.evaluate(GUTTER)
+        assert scrolled["misaligned"] == 0, (where, scrolled)  # each number beside its line
+    pg.screenshot(path=str(artifacts / "candidate-long-diff-scrolled.png"), full_page=True)
+
+
 def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
                                                                   done: tuple[TeamDb, str]
                                                                   ) -> None:
@@ -294,6 +339,41 @@ def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
     shown.nth(2).click()
     pg.wait_for_selector(f"#candidate[data-candidate='{accepted[2].id}'][data-ready=true]")
     assert "✓ accepted" in pg.inner_text("#candidate")
+
+
+def test_a_dropped_injected_action_is_shown_in_the_chain_and_by_watch(
+        page: Page, server: Server, done: tuple[TeamDb, str], artifacts: Path) -> None:
+    """``POST /campaigns/{id}/actions`` with an action that changes nothing is dropped with a
+    note (``injected_not_tried``): the decision chain shows it where it happened and ``tuneforge
+    watch`` prints it (neither did)."""
+    import httpx
+
+    db, _ = done
+    cid = create_campaign(db, budget=6)
+    injected = httpx.post(f"{server.url}/api/v1/campaigns/{cid}/actions",
+                          headers={"X-API-Key": db.key},
+                          json={"actions": ["apply_coalesce(false)"]})  # the baseline's own
+    assert injected.status_code == 200, injected.text
+    run_campaign(db, cid, faults=False)
+    message = "apply_coalesce(false) was not tried: "
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    notes = pg.locator("#chain tbody tr.note")
+    assert notes.count() == 1
+    assert message in notes.first.inner_text()
+    # after the baseline (#0), the kernel it was refused from, before the next candidate
+    order = pg.evaluate("[...document.querySelectorAll('#chain tbody tr')]"
+                        ".map(r => r.classList.contains('note') ? 'note' : r.dataset.iteration)")
+    assert order[:3] == ["0", "note", "1"], order
+    assert "1 note" in pg.inner_text("#chain-count")
+    pg.locator("#chain").screenshot(path=str(artifacts / "chain-note.png"))
+    pg.check("#accepted-only")  # still shown among the accepted steps
+    assert pg.locator("#chain tbody tr.note").count() == 1
+    watched = CliRunner().invoke(cli_app, ["watch", cid[:8], "--url", server.url, "--key",
+                                           db.key], env={"COLUMNS": "300"})
+    assert watched.exit_code == 0, watched.output
+    assert [line for line in watched.stderr.splitlines()
+            if line.startswith(f"note: {message}")], watched.stderr
 
 
 def test_a_running_campaign_updates_live(page: Page, done: tuple[TeamDb, str],

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.feedback import FeedbackRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,14 +38,21 @@ def test_evaluate_prints_one_valid_feedback_record(tmp_path: Path) -> None:
     assert "replay backend" in done.stderr
 
 
-def test_evaluate_says_not_measured_instead_of_inventing(tmp_path: Path) -> None:
-    done = tuneforge(tmp_path, "evaluate", "--backend", "replay", "--params",
-                     '{"tf32x3": true}', "--json")
+@pytest.mark.parametrize("args", [
+    ["--actions", "apply_tf32x3(true)"],  # a point the dataset has not measured
+    ["--params", '{"tf32x3": true}'],
+    ["--shape", "1024x1024x1024"],  # a measured point, at a shape the dataset does not have
+], ids=["point-by-actions", "point-by-params", "shape"])
+def test_evaluate_says_not_measured_instead_of_inventing(tmp_path: Path,
+                                                         args: list[str]) -> None:
+    """Both are ``not_measured`` (a missing point used to be a ``compile_error``)."""
+    done = tuneforge(tmp_path, "evaluate", "--backend", "replay", *args, "--json")
     assert done.returncode == 1
     record = json.loads(done.stdout.strip().splitlines()[-1])
-    assert record["status"] in ("not_measured", "compile_error")
+    assert record["status"] == "not_measured", record
+    assert record["compile_status"] in ("not_measured", "ok"), record
     assert record["perf"] is None
-    assert "not" in (record["error"] or "")
+    assert "not in the replay dataset" in record["error"] or "was not measured" in record["error"]
 
 
 def test_evaluate_rejected_point_carries_its_numbers(tmp_path: Path) -> None:
@@ -67,7 +76,7 @@ def test_evaluate_applies_actions_at_its_shape(tmp_path: Path) -> None:
     assert record["params"]["split_k"] == 4
     assert (record["params"]["shape_m"], record["params"]["shape_n"],
             record["params"]["shape_k"]) == (256, 256, 4096)
-    assert record["status"] in ("not_measured", "compile_error")  # not in the replay dataset
+    assert record["status"] == "not_measured"  # not in the replay dataset
     short = tuneforge(tmp_path, "evaluate", "--backend", "replay", "--shape", "64x64x100",
                       "--actions", "apply_shared_memory_load(true);apply_split_k(16)", "--json")
     assert short.returncode == 1

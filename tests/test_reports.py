@@ -182,7 +182,13 @@ def test_report_writes_both_plots_and_a_summary_with_the_accepted_steps(
     assert "| speed-up vs incumbent |" in section
     for line, cand in zip(steps[1:], accepted[1:], strict=True):
         improvement = (cand.decision or {})["improvement_pct"]
-        assert line.split("|")[4].strip() == f"{1 / (1 - improvement / 100):.2f}x", line
+        assert line.split("|")[5].strip() == f"{1 / (1 - improvement / 100):.2f}x", line
+    # each step names the kernel it was applied to: one transform accepted twice is two steps
+    iteration_of = {c.id: c.iteration for c in rows}
+    assert "| iteration | parent | action |" in section
+    for line, cand in zip(steps, accepted, strict=True):
+        parent = iteration_of.get(cand.parent_id) if cand.parent_id else None
+        assert line.split("|")[2].strip() == ("–" if parent is None else str(parent)), line
     for cand in accepted[1:]:
         assert cand.reason is not None
         assert cand.reason.replace("|", "\\|") in section

@@ -141,3 +141,77 @@ def test_an_optuna_campaign_spends_its_budget_when_tpe_only_repeats(
             "SELECT action, count(*) FROM candidates GROUP BY action")).all())
     assert actions.get("optuna_tpe()", 0) > 100
     assert actions.get("random_point()", 0) > 0  # the fallback, labelled as such
+
+
+def test_one_db_option_takes_a_path_or_a_url_on_every_command(
+        tmp_path: Path, tuneforge_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune --db sqlite:///…`` writes that file (it made a folder named ``sqlite:``), and
+    ``campaigns``, ``report``, ``export`` and ``db check`` read it by path or by URL alike."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "runs.db"
+    runner = CliRunner()
+    done = runner.invoke(app, ["tune", "--backend", "replay", "--budget", "3", "--db",
+                               f"sqlite:///{db}", "--out", str(tmp_path / "out"), "--json"],
+                         env={"COLUMNS": "300"})
+    assert done.exit_code == 0, done.output
+    campaign_id = json.loads(done.stdout.splitlines()[-1])["campaign_id"]
+    assert db.is_file()
+    assert not (tmp_path / "sqlite:").exists()
+    for given in (str(db), f"sqlite:///{db}", "runs.db"):
+        listed = runner.invoke(app, ["campaigns", "--db", given, "--json"])
+        assert listed.exit_code == 0, listed.output
+        assert [c["id"] for c in json.loads(listed.stdout)] == [campaign_id]
+        exported = runner.invoke(app, ["export", campaign_id[:8], "--db", given])
+        assert exported.exit_code == 0, exported.output
+        assert "__global__" in exported.stdout
+        checked = runner.invoke(app, ["db", "check", "--db", given])
+        assert checked.exit_code == 0, checked.output
+    reported = runner.invoke(app, ["report", campaign_id[:8], "--db", f"sqlite:///{db}",
+                                   "--out", str(tmp_path / "report")])
+    assert reported.exit_code == 0, reported.output
+    assert (tmp_path / "report" / "report.md").is_file()
+
+
+@pytest.mark.parametrize("out", ["/proc/x", "{file}", "{file}/sub"])
+def test_an_out_folder_that_cannot_be_written_stops_tune_before_it_starts(
+        tmp_path: Path, tuneforge_home: Path, out: str) -> None:
+    """The campaign used to run to the end and then fail in three tracebacks, no files."""
+    (tmp_path / "file").write_text("not a folder\n")
+    out = out.format(file=tmp_path / "file")
+    done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--budget", "50",
+                     "--db", str(tmp_path / "t.db"), "--out", out)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: --out {out}: "), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "replay backend" not in done.stderr  # nothing ran
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_tables_keep_ids_and_names_whole_at_80_columns(tmp_path: Path,
+                                                       tuneforge_home: Path) -> None:
+    """``tuneforge campaigns | cat`` cut ids to 5 characters and ``tuneforge actions | cat`` cut
+    action names; the other columns wrap or give way instead."""
+    db = tmp_path / "t.db"
+    ids = []
+    for seed in ("1", "2"):
+        done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--budget", "3",
+                         "--seed", seed, "--db", str(db), "--out", str(tmp_path / "out"),
+                         "--json")
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout.splitlines()[-1])["campaign_id"])
+    listed = tuneforge(tuneforge_home, "campaigns", "--db", str(db))  # COLUMNS=80, a pipe
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, listed.stdout
+    for campaign_id in ids:
+        assert [line for line in lines if line.split()[:1] == [campaign_id[:8]]], listed.stdout
+    assert "4096x4096x4096" in listed.stdout
+    assert "NVIDIA H200" in listed.stdout
+    assert "…" not in listed.stdout
+    names = [spec["name"] for spec in json.loads(
+        tuneforge(tuneforge_home, "actions", "--json").stdout)]
+    table = tuneforge(tuneforge_home, "actions").stdout
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    rows = [line.split("│")[1].strip() for line in table.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()]
+    assert rows == names

@@ -385,8 +385,8 @@ class ReplayEvaluator:
             if row is not None:
                 break
         if row is None:
-            future.set_result(CompileResult("error", 0.0, error="not_measured: this point is "
-                                            "not in the replay dataset"))
+            future.set_result(CompileResult("not_measured", 0.0, error="this point is not in "
+                                            "the replay dataset"))
             return future
         c = row["compile"]
         dynamic = int(self.family.dynamic_smem_bytes(params))

@@ -1,7 +1,7 @@
 """What the dashboard and ``tuneforge report``/``export`` need beyond the REST resources: every
 candidate of a campaign as one compact point (status, time, decision and its reason, elapsed
-seconds, parameters), with the vendor's and the peak's lines of the plot, in the family's
-unit."""
+seconds, parameters), the campaign's notes, with the vendor's and the peak's lines of the plot,
+in the family's unit."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from agent.exports import aware, campaign_peak, campaign_points
 from api.deps import CampaignDep, OffsetQuery, SessionDep
 from api.schemas import CandidateStatus, error_responses
-from core.models import Campaign
+from core.models import Campaign, Event
 from kernels import get_family
 
 router = APIRouter(prefix="/campaigns", tags=["dashboard"])
@@ -53,8 +55,19 @@ class PointRead(BaseModel):
     error: str | None
 
 
+class NoteRead(BaseModel):
+    """Something the agent said about the campaign that no candidate shows (an injected action
+    it dropped, say), after candidate ``after_iteration`` (``None``: before the first)."""
+
+    kind: str | None
+    message: str
+    action: str | None
+    after_iteration: int | None
+    created_at: dt.datetime | None
+
+
 class PointPage(BaseModel):
-    """A page of points by iteration, and the plot's reference lines."""
+    """A page of points by iteration, the campaign's notes, and the plot's reference lines."""
 
     campaign_id: str
     status: str
@@ -67,9 +80,31 @@ class PointPage(BaseModel):
     peak: float | None
     started_at: dt.datetime | None
     items: list[PointRead]
+    notes: list[NoteRead]
     total: int
     limit: int
     offset: int
+
+
+#: The notes a page carries at most (the newest are kept).
+MAX_NOTES = 500
+
+
+def campaign_notes(session: Session, campaign_id: str) -> list[NoteRead]:
+    """The campaign's ``note`` events, oldest first (at most :data:`MAX_NOTES`)."""
+    rows = session.scalars(select(Event).where(Event.campaign_id == campaign_id,
+                                               Event.kind == "note")
+                           .order_by(Event.seq.desc()).limit(MAX_NOTES)).all()
+    notes = []
+    for event in reversed(rows):
+        data = event.payload or {}
+        after = data.get("after_iteration")
+        notes.append(NoteRead(kind=data.get("kind"),
+                              message=str(data.get("message") or data.get("kind") or "note"),
+                              action=data.get("action"),
+                              after_iteration=after if isinstance(after, int) else None,
+                              created_at=aware(event.created_at)))
+    return notes
 
 
 def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
@@ -86,7 +121,8 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
                      vendor_us=campaign.vendor_us,
                      vendor_throughput=round(vendor, 4) if vendor else None,
                      peak=campaign_peak(session, campaign), started_at=aware(campaign.started_at),
-                     items=[PointRead.model_validate(p) for p in items], total=total,
+                     items=[PointRead.model_validate(p) for p in items],
+                     notes=campaign_notes(session, campaign.id), total=total,
                      limit=limit if limit is not None else total, offset=offset)
 
 

@@ -6,7 +6,7 @@ const campaignId = decodeURIComponent(location.pathname.split("/").filter(Boolea
 const PLOT_HEIGHT = 320;
 
 const state = {
-  campaign: null, page: null, points: [], byId: new Map(), selected: null,
+  campaign: null, page: null, points: [], notes: [], byId: new Map(), selected: null,
   plots: {}, details: new Map(), stream: null, refreshTimer: null,
 };
 
@@ -19,6 +19,7 @@ async function loadAll() {
   state.campaign = campaign;
   state.page = page;
   state.points = page.items;
+  state.notes = page.notes || [];
   state.byId = new Map(page.items.map((p) => [p.id, p]));
 }
 
@@ -239,12 +240,29 @@ function chainRow(p) {
     el("div", {}, decided ? (d.reason || p.error || "") : "")));
 }
 
+// what the agent said that no candidate shows (an injected action it dropped): a row of its own
+function noteRow(n) {
+  return el("tr", { class: "note", dataset: { note: n.kind || "note", after: n.after_iteration ?? "" } },
+    el("td", { class: "num" }, "–"),
+    el("td", { class: "why", colspan: 2 }, el("span", { class: "muted" }, `note${n.kind ? ` · ${n.kind}` : ""} `), n.message));
+}
+
 function renderChain() {
   const acceptedOnly = document.getElementById("accepted-only").checked;
   const rows = state.points.filter((p) => !acceptedOnly || p.accepted).sort((a, b) => a.iteration - b.iteration);
-  document.querySelector("#chain tbody").replaceChildren(...rows.map(chainRow));
+  // each note after the last shown candidate that existed when it was said
+  const notes = state.notes.map((n) => ({ n, at: n.after_iteration ?? -1 }));
+  const body = [];
+  for (const { n } of notes.filter(({ at }) => !rows.length || at < rows[0].iteration)) body.push(noteRow(n));
+  rows.forEach((p, i) => {
+    body.push(chainRow(p));
+    const next = i + 1 < rows.length ? rows[i + 1].iteration : Infinity;
+    for (const { n } of notes.filter(({ at }) => at >= p.iteration && at < next)) body.push(noteRow(n));
+  });
+  document.querySelector("#chain tbody").replaceChildren(...body);
   const accepted = state.points.filter((p) => p.accepted).length;
-  document.getElementById("chain-count").textContent = `${state.points.length} candidates · ${accepted} accepted`;
+  const said = state.notes.length ? ` · ${state.notes.length} note${state.notes.length === 1 ? "" : "s"}` : "";
+  document.getElementById("chain-count").textContent = `${state.points.length} candidates · ${accepted} accepted${said}`;
 }
 
 // ---- the selected candidate ----
@@ -422,7 +440,7 @@ function setLive(text) {
 function follow() {
   if (!["queued", "running"].includes(state.campaign.status)) { setLive(state.campaign.status); return; }
   state.stream = followEvents(`/campaigns/${encodeURIComponent(campaignId)}/events`, (kind) => {
-    if (kind === "result" || kind === "finished" || kind === "started") scheduleRefresh();
+    if (["result", "finished", "started", "note"].includes(kind)) scheduleRefresh();
   }, setLive);
 }
 

@@ -1,0 +1,62 @@
+"""The REST API's client for the CLI: the httpx client of ``--url``/``--key`` and the one-line
+errors of a refused or failed request (``submit``, ``watch`` and the ``--url`` reading of
+``campaigns``, ``report`` and ``export``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from cli.common import fail
+from core.settings import get_settings
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="API URL (TUNEFORGE_API_URL)")]
+KeyOpt = Annotated[str | None, typer.Option("--key", help="API key (TUNEFORGE_API_KEY)")]
+
+
+def api_client(url: str | None, key: str | None) -> Any:
+    """An httpx client of the API at ``url`` (TUNEFORGE_API_URL) with the key of ``key``
+    (TUNEFORGE_API_KEY); exit 2 without a key."""
+    import httpx
+
+    settings = get_settings()
+    key = key or settings.api_key
+    if not key:
+        fail("no API key: set TUNEFORGE_API_KEY or pass --key")
+    base = (url or settings.api_url).rstrip("/") + "/api/v1"
+    return httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=30.0)
+
+
+def check_response(response: Any) -> Any:
+    """The JSON body, or an error that says what to do."""
+    code = response.status_code
+    if code < 400:
+        return response.json()
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text[:300]
+    if code == 401:
+        fail(f"{detail} (set TUNEFORGE_API_KEY or pass --key)", code=3)
+    if code == 404:
+        fail(f"{detail} (is it your team's campaign? `tuneforge` lists none of the others)",
+             code=4)
+    if code == 422 and isinstance(detail, list):
+        problems = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: "
+                    f"{d.get('msg')}" for d in detail]
+        fail("the server refused the request: " + "; ".join(problems))
+    if code in (400, 413, 422):  # the request itself is bad
+        fail(f"the server refused the request (HTTP {code}): {detail}")
+    fail(f"HTTP {code}: {detail}", code=1)
+
+
+def call(client: Any, method: str, path: str, **kwargs: Any) -> Any:
+    """One request; its JSON body, or exit with an error that says what to do."""
+    import httpx
+
+    try:
+        return check_response(client.request(method, path, **kwargs))
+    except httpx.TransportError as exc:
+        fail(f"cannot reach the API at {client.base_url} ({exc.__class__.__name__}): is "
+             "`tuneforge serve` running? set TUNEFORGE_API_URL or pass --url", code=1)
