@@ -42,8 +42,6 @@ from agent.policies.base import (
 from core import feed
 from core.feedback import FeedbackRecord
 from core.models import (
-    CANDIDATE_FINAL,
-    CANDIDATE_IN_FLIGHT,
     Campaign,
     Candidate,
     Event,
@@ -51,6 +49,7 @@ from core.models import (
     utcnow,
 )
 from core.settings import get_settings
+from core.statuses import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from kernels.base import Action, UnknownAction
 from worker import jobs

@@ -33,7 +33,6 @@ from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
 from core.models import (
-    CANDIDATE_FINAL,
     Campaign,
     Candidate,
     Event,
@@ -43,6 +42,7 @@ from core.models import (
 )
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
+from core.statuses import CANDIDATE_FINAL
 from kernels import get_family
 from worker.jobs import (
     compile_result_from_dict,

@@ -23,7 +23,8 @@ from agent.policies import make_policy
 from agent.policies.base import HistoryItem, Policy, PolicyContext, key_of
 from agent.spaces import ReplaySpace
 from core.db import session_factory, upgrade_database
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.models import Campaign, Candidate, Event
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from worker.evaluate import ReplayDataset, ReplayEvaluator
 

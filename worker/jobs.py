@@ -24,7 +24,6 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
 from core.models import (
-    CANDIDATE_IN_FLIGHT,
     Campaign,
     Candidate,
     WorkerHeartbeat,
@@ -32,6 +31,7 @@ from core.models import (
     utcnow,
 )
 from core.settings import Settings
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from kernels.base import Dims, params_key
 from worker.compile import (

@@ -59,6 +59,7 @@ from agent.policies.base import (
     Proposal,
     key_of,
 )
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
 from worker.evaluate import theoretical_occupancy
 
@@ -71,8 +72,6 @@ MIN_K_TILES_PER_SPLIT = 4
 STREAM_K_MAX_LAST_WAVE_FILL = 0.9
 
 
-#: statuses of a candidate not finished yet (``core.models.CANDIDATE_IN_FLIGHT``)
-IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
 #: campaigns whose memory one policy object keeps (least recently decided forgotten first)
 MAX_CAMPAIGNS = 64
 
@@ -148,7 +147,7 @@ class _Memory:
             found += 1
             now = _facts(h)
             if now != before:
-                if before[2] not in IN_FLIGHT:
+                if before[2] not in CANDIDATE_IN_FLIGHT:
                     # a finished candidate in flight again, or finished otherwise: what the
                     # memory took in came from a transaction that did not commit
                     return False
@@ -157,7 +156,7 @@ class _Memory:
             return False  # a candidate seen before is gone: its proposal was rolled back
         for h in changed:
             known[h.id] = _facts(h)
-            if h.status not in IN_FLIGHT:
+            if h.status not in CANDIDATE_IN_FLIGHT:
                 self._finished(h)
         return True
 

@@ -38,12 +38,12 @@ from api.schemas import (
     CandidateDetail,
     CandidatePage,
     CandidateRead,
-    CandidateStatus,
     MetricRead,
     error_responses,
 )
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
+from core.statuses import CandidateStatus
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 

@@ -30,8 +30,9 @@ from sqlalchemy import func, select
 
 from core.db import get_engine, session_factory, session_scope, upgrade_database
 from core.integrity import check
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, WorkerNode
+from core.models import Campaign, Candidate, Event, WorkerNode
 from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
+from core.statuses import CANDIDATE_IN_FLIGHT
 from service.fault_stack import PrivatePostgres, PrivateRedis, children, descendants
 from service.service_stack import (
     START_TIMEOUT_S,

@@ -17,8 +17,9 @@ from agent.policies import make_policy
 from agent.policies.base import HistoryItem
 from agent.service import space_for
 from core.db import session_scope
-from core.models import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT, Candidate
+from core.models import Candidate
 from core.settings import Settings
+from core.statuses import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 from worker import jobs
 
 SHAPE = "4096x4096x4096"
