@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent import engine
 from agent.policies.base import Policy, SearchSpace
+from core.candidates import mark_status
 from core.models import Campaign, Candidate
 from kernels import get_family
 from worker.compile import CompileResult
@@ -90,7 +91,7 @@ class EmbeddedRunner:
                                                     settings=self.settings)
             out = []
             for cand in pending:
-                engine.mark_status(s, cand.id, "compiling")
+                mark_status(s, cand.id, "compiling")
                 out.append((cand.id, family.params_from_dict(cand.params), cand.iteration))
             return out
 
@@ -119,7 +120,7 @@ class EmbeddedRunner:
                 cand = engine.record_compile(s, cid, compiled)
                 ok = cand.status == "compiled"
                 if ok:
-                    engine.mark_status(s, cid, "measuring")
+                    mark_status(s, cid, "measuring")
                 campaign = s.get(Campaign, campaign_id)
                 assert campaign is not None
                 shape = campaign.problem

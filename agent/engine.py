@@ -40,6 +40,7 @@ from agent.policies.base import (
     key_of,
 )
 from core import feed
+from core.candidates import compile_columns
 from core.feedback import FeedbackRecord
 from core.models import (
     Campaign,
@@ -52,7 +53,6 @@ from core.settings import get_settings
 from core.statuses import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from kernels.base import Action, UnknownAction
-from worker import jobs
 from worker.compile import CompileResult
 from worker.evaluate import Measurement
 
@@ -643,14 +643,6 @@ def _injected_proposals(family: Any, ctx: PolicyContext, injected: list[str], n:
     return out, kept, dropped
 
 
-def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
-    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts.
-
-    The transition lives in :mod:`worker.jobs` so that the service's GPU workers, which may
-    not import the agent, count their deliveries with the same function."""
-    return jobs.mark_status(session, candidate_id, status)
-
-
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
     """Store the compile figures (idempotent); a failed compile is the candidate's outcome."""
     cand = candidate_for_record(session, candidate_id)
@@ -660,7 +652,7 @@ def record_compile(session: Session, candidate_id: str, result: CompileResult) -
         return cand  # a redelivered task: the result is already there
     campaign = session.get(Campaign, cand.campaign_id, options=[COMPILE_RECORD_LOAD])
     assert campaign is not None
-    for name, value in jobs.compile_columns(campaign.kernel, campaign.arch, result).items():
+    for name, value in compile_columns(campaign.kernel, campaign.arch, result).items():
         setattr(cand, name, value)
     if result.status == "ok":
         cand.status = "compiled"

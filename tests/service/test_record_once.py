@@ -10,6 +10,7 @@ import time
 from sqlalchemy import func, select
 
 from agent import engine
+from core.candidates import mark_status
 from core.db import session_factory, session_scope
 from core.models import Campaign, Candidate, Event
 from kernels import get_family
@@ -28,7 +29,7 @@ def test_a_result_recorded_twice_at_once_is_recorded_once(service_db: str) -> No
         params = family.params_from_dict(baseline.params)
         compiled = evaluator.compile(params).result()
         engine.record_compile(s, baseline.id, compiled)
-        engine.mark_status(s, baseline.id, "measuring")
+        mark_status(s, baseline.id, "measuring")
         campaign_id, candidate_id = campaign.id, baseline.id
     measurement = evaluator.measure(params, compiled, shape=campaign_shape(service_db,
                                                                            campaign_id),
