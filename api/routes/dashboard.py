@@ -89,7 +89,8 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
                      vendor_us=campaign.vendor_us,
                      vendor_throughput=round(vendor, 4) if vendor else None,
                      peak=campaign_peak(session, campaign), started_at=aware(campaign.started_at),
-                     status_colours=STATUS_COLOURS, items=[PointRead.model_validate(p) for p in items], total=total,
+                     status_colours=STATUS_COLOURS,
+                     items=[PointRead.model_validate(p) for p in items], total=total,
                      limit=limit if limit is not None else total, offset=offset)
 
 
