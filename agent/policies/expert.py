@@ -2,7 +2,7 @@
 
 Rules, in order, each producing a move from the incumbent only when its signal is present
 (actions injected into a running campaign come before any policy's proposals: the engine tries
-them, :func:`agent.engine.propose_candidates`):
+them, :func:`agent.engine.proposing.propose_candidates`):
 
 1. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
 2. the last compile was over the shared-memory limit → the largest tile that fits, computed from
