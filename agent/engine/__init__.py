@@ -10,6 +10,7 @@ call the same functions, from the module that holds them:
 - :mod:`agent.engine.recording` — idempotent result writes, then the decision (accept above the
   threshold with confidence, otherwise revert to the incumbent), the feedback record, the
   budgets and the end of the campaign;
+- :mod:`agent.engine.acceptance` — the acceptance rule, a pure function of the times;
 - :mod:`agent.engine.history` — the candidates as a policy sees them, read incrementally;
 - :mod:`agent.engine.locking` — the row lock, the events, and what one transaction notes down.
 

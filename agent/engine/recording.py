@@ -1,17 +1,17 @@
 """Results recorded (idempotent: a redelivered result finds its candidate finished), the
-decision on each (accept above the threshold with confidence, otherwise revert to the
-incumbent), the feedback record, and the budget check that may end the campaign.
+decision on each (:mod:`agent.engine.acceptance`), the feedback record, and the budget check
+that may end the campaign.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, load_only
 
+from agent.engine.acceptance import Decision, accept
 from agent.engine.history import HISTORY, candidate_for_record, in_flight
 from agent.engine.lifecycle import budget_left, finish_campaign
 from agent.engine.locking import CampaignError, emit, lock_campaign
@@ -67,42 +67,17 @@ def record_failure(session: Session, candidate_id: str, status: str, error: str)
     return record_measurement(session, candidate_id, Measurement(status, error=error))
 
 
-def _decide(campaign: Campaign, m: Measurement, *, first: bool,
-            incumbent_us: float | None) -> dict[str, Any]:
-    if m.status != "ok" or not m.perf:
-        why = m.error or m.status
-        if m.status == "wrong" and m.correctness:
-            why = m.correctness.get("reason") or why
-        return {"accepted": False, "improvement_pct": None,
-                "reason": f"{m.status}: {why}"[:500]}
-    cand_us = float(m.perf["avg_us"])
-    if first:
-        return {"accepted": True, "improvement_pct": None,
-                "reason": "first correct kernel: the incumbent"}
-    runs = [float(r) for r in m.perf["runs_us"]]
-    inc_runs = [float(r) for r in (m.incumbent_runs_us or [])]
-    if inc_runs:
-        inc_us = statistics.median(inc_runs)
-        confident = max(runs) < min(inc_runs)
-        basis = "interleaved A/B in one process"
-    else:
-        inc_us = float(incumbent_us or math.inf)
-        confident = True
-        basis = "against the incumbent's recorded time"
-    # improvement_pct (and the threshold) is the share of the incumbent's time saved; the reason
-    # also says the speed-up, which is what a kernel engineer reads (81 % less time is 5.3x)
-    improvement = 100.0 * (inc_us - cand_us) / inc_us
-    threshold = campaign.accept_threshold_pct
-    change = (f"{inc_us / cand_us:.3f}x the incumbent's speed (time {-improvement:+.2f}%, "
-              f"{basis})" if math.isfinite(inc_us) else f"no incumbent time ({basis})")
-    if improvement > threshold and confident:
-        return {"accepted": True, "improvement_pct": round(improvement, 3),
-                "reason": f"{change}, above the {threshold:g}% threshold"}
-    if improvement > threshold:
-        why = f"{change}, but the runs overlap the incumbent's: not confident; revert"
-    else:
-        why = f"{change}, below the {threshold:g}% threshold; revert"
-    return {"accepted": False, "improvement_pct": round(improvement, 3), "reason": why}
+def _decide(m: Measurement, *, threshold_pct: float, first: bool,
+            incumbent_us: float | None) -> Decision:
+    """The acceptance rule applied to a measurement: its figures as plain numbers."""
+    perf = m.perf if m.status == "ok" and m.perf else None
+    failure = m.error
+    if m.status == "wrong" and m.correctness:
+        failure = m.correctness.get("reason") or failure
+    return accept(float(perf["avg_us"]) if perf else None,
+                  (perf.get("runs_us") or ()) if perf else (),
+                  status=m.status, failure=failure, first=first, threshold_pct=threshold_pct,
+                  incumbent_runs_us=m.incumbent_runs_us or (), incumbent_us=incumbent_us)
 
 
 def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
@@ -121,8 +96,9 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
     cand.gpu_seconds = m.gpu_seconds
     cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
     cand.finished_at = utcnow()
-    decision = _decide(campaign, m, first=incumbent is None,
-                       incumbent_us=incumbent.avg_us if incumbent is not None else None)
+    decision = _decide(m, threshold_pct=campaign.accept_threshold_pct, first=incumbent is None,
+                       incumbent_us=incumbent.avg_us if incumbent is not None else None
+                       ).as_dict()
     cand.decision = decision
     cand.accepted = bool(decision["accepted"])
     campaign.evaluations += 1
