@@ -109,7 +109,7 @@ def _start_with_baseline(sessions: sessionmaker[Session], cid: str) -> ReplayEva
     with sessions.begin() as s:
         recording.record_compile(s, base_id, compiled)
         recording.record_measurement(s, base_id, ev.measure(rp.family.baseline, compiled,
-                                                          shape=SHAPE, iteration=0, seed=0))
+                                                            shape=SHAPE, iteration=0, seed=0))
     return ev
 
 
