@@ -17,8 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent import engine
+from agent.engine import lifecycle, proposing, recording
 from agent.policies.base import Policy, SearchSpace
+from core.candidates import mark_status
 from core.evaluation import CompileResult, EvalOptions, Evaluator
 from core.models import Campaign, Candidate
 from kernels import get_family
@@ -45,7 +46,7 @@ class EmbeddedRunner:
     def run(self, campaign_id: str) -> Campaign:
         """Start the campaign if queued, then evaluate until it ends."""
         with self.lock, self.sessions.begin() as s:
-            engine.start_campaign(s, campaign_id)
+            lifecycle.start_campaign(s, campaign_id)
         threads = [threading.Thread(target=self._guarded, args=(campaign_id, ev), daemon=True,
                                     name=f"evaluator-{i}")
                    for i, ev in enumerate(self.evaluators)]
@@ -60,8 +61,8 @@ class EmbeddedRunner:
                 with self.sessions.begin() as s2:
                     c2 = s2.get(Campaign, campaign_id)
                     assert c2 is not None
-                    engine.finish_campaign(s2, c2, "failed",
-                                           f"internal error: {self.errors[0]!r}"[:500])
+                    lifecycle.finish_campaign(s2, c2, "failed",
+                                              f"internal error: {self.errors[0]!r}"[:500])
                 campaign = s.get(Campaign, campaign_id, populate_existing=True)
                 assert campaign is not None
             return campaign
@@ -85,12 +86,12 @@ class EmbeddedRunner:
                 Candidate.campaign_id == campaign_id, Candidate.status == "pending"
             ).order_by(Candidate.iteration).limit(1))
             if not pending:
-                pending = engine.propose_candidates(s, campaign_id, policy=self.policy,
-                                                    space=self.space, slots=1,
-                                                    settings=self.settings)
+                pending = proposing.propose_candidates(s, campaign_id, policy=self.policy,
+                                                       space=self.space, slots=1,
+                                                       settings=self.settings)
             out = []
             for cand in pending:
-                engine.mark_status(s, cand.id, "compiling")
+                mark_status(s, cand.id, "compiling")
                 out.append((cand.id, family.params_from_dict(cand.params), cand.iteration))
             return out
 
@@ -116,10 +117,10 @@ class EmbeddedRunner:
             cid, params, iteration, future = queue.popleft()
             compiled = future.result()
             with self.lock, self.sessions.begin() as s:
-                cand = engine.record_compile(s, cid, compiled)
+                cand = recording.record_compile(s, cid, compiled)
                 ok = cand.status == "compiled"
                 if ok:
-                    engine.mark_status(s, cid, "measuring")
+                    mark_status(s, cid, "measuring")
                 campaign = s.get(Campaign, campaign_id)
                 assert campaign is not None
                 shape = campaign.problem
@@ -139,7 +140,7 @@ class EmbeddedRunner:
                 m = ev.measure(params, compiled, shape=shape, iteration=iteration, seed=seed,
                                options=options, incumbent=incumbent)
                 with self.lock, self.sessions.begin() as s:
-                    engine.record_measurement(s, cid, m)
+                    recording.record_measurement(s, cid, m)
             self._progress(campaign_id, cid)
 
     def _progress(self, campaign_id: str, candidate_id: str) -> None:

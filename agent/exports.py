@@ -20,14 +20,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from core import formats
-from core.models import CANDIDATE_FINAL, Campaign, Candidate
+from core.models import Campaign, Candidate
+from core.statuses import CANDIDATE_FINAL, FinalStatus
 from kernels import get_family
 from kernels.family import KernelFamily
 
-#: Colours of candidate statuses, shared by the PNG plots and the dashboard.
-STATUS_COLOURS = {"ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
-                  "compile_timeout": "#d9480f", "wrong": "#c92a2a", "crashed": "#862e9c",
-                  "timeout": "#5f3dc4", "launch_error": "#a61e4d", "not_measured": "#adb5bd"}
+#: The colour of every final status, in the vocabulary's order (the plots' legend order): the PNG
+#: plots and the dashboard, which reads them from ``GET /campaigns/{id}/points``.
+STATUS_COLOURS: dict[FinalStatus, str] = {
+    "ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
+    "compile_timeout": "#d9480f", "wrong": "#c92a2a", "crashed": "#862e9c", "timeout": "#5f3dc4",
+    "launch_error": "#a61e4d", "not_measured": "#adb5bd"}
 
 
 def aware(value: dt.datetime | None) -> dt.datetime | None:

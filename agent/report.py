@@ -16,7 +16,7 @@ from kernels.base import Rejection
 def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
     """The campaign's outcome: best, baseline, speedup, % of the vendor's time, rank
     estimate; throughputs in the family's unit (``unit``)."""
-    from agent.engine import rank_estimate
+    from agent.engine.recording import rank_estimate
 
     def point(cid: str | None) -> dict[str, Any] | None:
         cand = session.get(Candidate, cid) if cid else None

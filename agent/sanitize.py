@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from agent.engine import CampaignError, emit, lock_campaign
+from agent.engine.locking import CampaignError, emit, lock_campaign
 from core.models import Campaign, Candidate
 
 

@@ -27,13 +27,12 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
-from agent import engine
 from agent import sanitize as sanitize_gate
+from agent.engine import history, lifecycle, locking, proposing, recording
 from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
 from core.models import (
-    CANDIDATE_FINAL,
     Campaign,
     Candidate,
     Event,
@@ -43,6 +42,7 @@ from core.models import (
 )
 from core.queues import TaskName, enqueue_once, gpu_queue
 from core.settings import Settings, get_settings
+from core.statuses import CANDIDATE_FINAL
 from kernels import get_family
 from worker.jobs import (
     compile_result_from_dict,
@@ -127,20 +127,20 @@ def decide(session: Session, campaign_id: str, settings: Settings | None = None)
     result took the lock already)."""
     settings = settings or get_settings()
     try:
-        campaign = engine.lock_campaign(session, campaign_id)
-    except engine.CampaignError:
+        campaign = locking.lock_campaign(session, campaign_id)
+    except locking.CampaignError:
         return Plan()
     if campaign.status == "queued":
         reason = prepare(session, campaign, settings)
         if reason is not None:
-            engine.finish_campaign(session, campaign, "failed", reason)
+            lifecycle.finish_campaign(session, campaign, "failed", reason)
             return Plan()
-        engine.start_campaign(session, campaign_id)
+        lifecycle.start_campaign(session, campaign_id)
     if campaign.status == "running":
         share = min(campaign.parallel, max(1, len(live_gpus(session, campaign.arch, settings))))
         space = space_for(campaign.kernel, campaign.arch, campaign.backend, campaign.shape_text)
-        engine.propose_candidates(session, campaign_id, policy=policy_for(campaign.policy),
-                                  space=space, top_up_to=share, settings=settings)
+        proposing.propose_candidates(session, campaign_id, policy=policy_for(campaign.policy),
+                                     space=space, top_up_to=share, settings=settings)
     return plan(session, campaign)
 
 
@@ -153,7 +153,7 @@ _WAITING = select(Candidate.id, Candidate.status).where(
 def plan(session: Session, campaign: Campaign) -> Plan:
     """The next step of every candidate waiting for one (in-flight candidates finish even when
     the campaign was cancelled: the engine records them as they come)."""
-    rows = engine.waiting(session, campaign.id)  # read by this transaction's decision
+    rows = proposing.waiting(session, campaign.id)  # read by this transaction's decision
     if rows is None:
         session.flush()
         rows = [(cid, status) for cid, status in
@@ -168,11 +168,11 @@ def plan(session: Session, campaign: Campaign) -> Plan:
 def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
     """Record a compile reported to the agent (a failure: the compile workers record a success
     themselves); a compiled candidate goes to the GPUs, a failed one frees its slot."""
-    found = engine.candidate_for_record(session, candidate_id)
+    found = history.candidate_for_record(session, candidate_id)
     # loaded here, kept by this frame, so that the engine's record finds both in the session
-    campaign = session.get(Campaign, found.campaign_id, options=[engine.COMPILE_RECORD_LOAD]) \
+    campaign = session.get(Campaign, found.campaign_id, options=[recording.COMPILE_RECORD_LOAD]) \
         if found is not None else None
-    cand = engine.record_compile(session, candidate_id, compile_result_from_dict(result))
+    cand = recording.record_compile(session, candidate_id, compile_result_from_dict(result))
     assert campaign is not None
     if cand.status == "compiled":
         return Plan(evaluate=[(cand.id, gpu_queue(campaign.arch))])
@@ -184,11 +184,11 @@ def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> 
 def on_measured(session: Session, candidate_id: str, payload: dict[str, Any]) -> Plan:
     """Record a measurement (or a failure such as the redelivery cap), then decide."""
     if payload.get("failure"):
-        cand = engine.record_failure(session, candidate_id, str(payload["status"]),
-                                     str(payload.get("error")))
+        cand = recording.record_failure(session, candidate_id, str(payload["status"]),
+                                        str(payload.get("error")))
     else:
         m = measurement_from_dict(payload)
-        cand = engine.record_measurement(session, candidate_id, m)
+        cand = recording.record_measurement(session, candidate_id, m)
         campaign = session.get(Campaign, cand.campaign_id)
         if campaign is not None and campaign.vendor_us is None and m.perf:
             vendor = m.perf.get("vendor_us")
@@ -200,7 +200,7 @@ def fail(session: Session, campaign_id: str, reason: str) -> None:
     """End a campaign that the service itself could not drive (the reason says why)."""
     campaign = session.get(Campaign, campaign_id, with_for_update=True)
     if campaign is not None:
-        engine.finish_campaign(session, campaign, "failed", reason[:500])
+        lifecycle.finish_campaign(session, campaign, "failed", reason[:500])
 
 
 def stalled(session: Session, *, quiet_s: float) -> list[str]:

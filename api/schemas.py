@@ -9,15 +9,11 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from agent.policies import POLICY_NAMES
-from core.models import CAMPAIGN_STATUSES, CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
+from core.models import CAMPAIGN_STATUSES
 from core.settings import get_settings
+from core.statuses import CandidateStatus
 from kernels import family_names, get_family
 
-CandidateStatus = Literal[
-    "pending", "compiling", "compiled", "measuring", "ok", "rejected", "compile_error",
-    "compile_timeout", "wrong", "crashed", "timeout", "launch_error", "not_measured",
-]
-assert set(get_args(CandidateStatus)) == {*CANDIDATE_IN_FLIGHT, *CANDIDATE_FINAL}
 CampaignStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 assert set(get_args(CampaignStatus)) == set(CAMPAIGN_STATUSES)
 

@@ -115,8 +115,8 @@ def best_so_far(steps: list[list[float]], budget: int) -> list[float]:
 
 def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
     """One embedded campaign on the replay; its trace of best-so-far against cost."""
-    from agent import engine
     from agent.embedded import EmbeddedRunner
+    from agent.engine import lifecycle
     from agent.policies import make_policy
     from core.db import session_factory, upgrade_database
     from worker.evaluate import ReplayEvaluator
@@ -131,9 +131,9 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
         sessions = session_factory(url)
         evaluator = ReplayEvaluator(family, dataset)
         with sessions.begin() as s:
-            campaign = engine.create_campaign(
-                s, engine.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy, seed=seed,
-                                       budget_iterations=budget),
+            campaign = lifecycle.create_campaign(
+                s, lifecycle.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy, seed=seed,
+                                          budget_iterations=budget),
                 backend="replay", device=evaluator.device)
             cid = campaign.id
         trace: list[tuple[int, float, float, float]] = []
@@ -145,7 +145,7 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
             if camp.best_us is not None and camp.best_us <= st["optimum_us"] and \
                     camp.status == "running":
                 with runner.lock, sessions.begin() as s2:
-                    engine.cancel_campaign(s2, cid)
+                    lifecycle.cancel_campaign(s2, cid)
 
         runner = EmbeddedRunner(sessions, [evaluator], policy=make_policy(policy),
                                 space=st["space"], on_progress=on_progress)

@@ -5,7 +5,7 @@ Starts ``tuneforge serve`` of a source tree (``--tree``, default this one: run i
 older commit's tree, e.g. from ``git archive``, for a before/after) on a fresh Postgres database
 and an empty Redis database number. A second process (the writer, the same tree) creates a
 team and a running campaign, then commits ``--events`` events one transaction each, as the
-agent writes them (the campaign's row lock, ``engine.emit``, commit), ``--interval`` apart, and
+agent writes them (the campaign's row lock, ``locking.emit``, commit), ``--interval`` apart, and
 records the time right after each commit; when the tree publishes events (``core.feed``) it
 publishes them to Redis as the service's processes do. This process holds ``--streams`` open
 streams of the campaign and records when each event arrives (same clock: one machine).
@@ -43,7 +43,7 @@ from bench.service_overhead import PG, ROOT, claim_redis, free_port, pct
 #: The writer (runs with the tree under test first on sys.path).
 WRITER = r'''
 import json, sys, time
-from agent import engine
+from agent.engine import lifecycle, locking
 from api.security import create_team
 from core.db import session_scope, upgrade_database
 url, redis_url, events, interval = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -57,8 +57,8 @@ except ImportError:
     publishes = False
 with session_scope(url) as s:
     team, key = create_team(s, name="latency")
-    campaign = engine.create_campaign(
-        s, engine.CampaignSpec(budget_iterations=1, team_id=team.id), backend="replay")
+    campaign = lifecycle.create_campaign(
+        s, lifecycle.CampaignSpec(budget_iterations=1, team_id=team.id), backend="replay")
     campaign.status = "running"
     campaign_id = campaign.id
 print(json.dumps({"key": key, "campaign": campaign_id, "publishes": publishes}), flush=True)
@@ -66,13 +66,13 @@ sys.stdin.readline()  # the streams are open
 committed = {}
 for i in range(events):
     with session_scope(url) as s:
-        engine.lock_campaign(s, campaign_id)
-        engine.emit(s, campaign_id, "note", {"i": i})
+        locking.lock_campaign(s, campaign_id)
+        locking.emit(s, campaign_id, "note", {"i": i})
         s.flush()
         committed[i] = time.time()  # COMMIT (and the publish after it) on leaving the block
     time.sleep(interval)
 with session_scope(url) as s:
-    engine.finish_campaign(s, engine.lock_campaign(s, campaign_id), "done", "bench over")
+    lifecycle.finish_campaign(s, locking.lock_campaign(s, campaign_id), "done", "bench over")
 print(json.dumps(committed), flush=True)
 '''
 

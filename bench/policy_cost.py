@@ -91,8 +91,8 @@ class TimedPolicy:
 
 def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, Any]:
     """One embedded campaign on the replay, to its budget (or until the policy runs dry)."""
-    from agent import engine
     from agent.embedded import EmbeddedRunner
+    from agent.engine import lifecycle
     from agent.spaces import ReplaySpace
     from core.db import session_factory, upgrade_database
     from core.replay import ReplayDataset
@@ -110,9 +110,9 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
         upgrade_database(url)
         sessions = session_factory(url)
         with sessions.begin() as s:
-            cid = engine.create_campaign(
-                s, engine.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy.name, seed=seed,
-                                       budget_iterations=budget),
+            cid = lifecycle.create_campaign(
+                s, lifecycle.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy.name,
+                                          seed=seed, budget_iterations=budget),
                 backend="replay", device=evaluator.device).id
         runner = EmbeddedRunner(sessions, [evaluator], policy=policy, space=space)
         start = time.perf_counter()

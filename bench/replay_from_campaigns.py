@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import select  # noqa: E402
 
 from core.db import session_factory  # noqa: E402
-from core.models import CANDIDATE_FINAL, Campaign, Candidate  # noqa: E402
+from core.models import Campaign, Candidate  # noqa: E402
+from core.statuses import CANDIDATE_FINAL  # noqa: E402
 from kernels import get_family  # noqa: E402
 
 

@@ -271,23 +271,20 @@ def decision_times(db_url: str, campaign_id: str, samples: int = 30, *,
     """Milliseconds the engine's decision alone takes (history + policy), in this process, on
     the finished campaign's history: the part of the overhead that is the agent thinking.
     ``cached``: with this process's history of the campaign read once before (as an agent
-    process has it after its first decision); otherwise from a full read of the history (the
-    only way on revisions before the history cache)."""
-    from agent import engine
+    process has it after its first decision); otherwise from a full read of the history."""
+    from agent.engine import locking, proposing
+    from agent.engine.history import HISTORY
     from agent.service import policy_for, space_for
     from core.db import session_factory
     from core.models import Campaign
 
     sessions = session_factory(db_url)
-    cache = getattr(engine, "HISTORY", None)
-    options: dict[str, Any] = {}
-    if cache is not None:
-        options["cache"] = cache if cached else None
-        if cached:
-            cache.clear()
-            with sessions() as s:  # a committed read, as after the agent's first decision
-                cache.read(s, engine.lock_campaign(s, campaign_id))
-                s.commit()
+    options: dict[str, Any] = {"cache": HISTORY if cached else None}
+    if cached:
+        HISTORY.clear()
+        with sessions() as s:  # a committed read, as after the agent's first decision
+            HISTORY.read(s, locking.lock_campaign(s, campaign_id))
+            s.commit()
     out = []
     for _ in range(samples):
         with sessions() as s:
@@ -296,7 +293,7 @@ def decision_times(db_url: str, campaign_id: str, samples: int = 30, *,
             campaign.status = "running"  # rolled back: only the decision is timed
             campaign.budget_iterations = 10**6
             start = time.perf_counter()
-            engine.propose_candidates(
+            proposing.propose_candidates(
                 s, campaign_id, policy=policy_for(campaign.policy),
                 space=space_for(campaign.kernel, campaign.arch, campaign.backend,
                                 campaign.shape_text), slots=1, **options)

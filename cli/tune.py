@@ -159,7 +159,8 @@ def tune(
     """
 
     from agent.embedded import EmbeddedRunner
-    from agent.engine import CampaignError, CampaignSpec, create_campaign
+    from agent.engine.lifecycle import CampaignSpec, create_campaign
+    from agent.engine.locking import CampaignError
     from agent.exports import campaign_peak
     from agent.policies import make_policy
     from agent.report import best_kernel_files, convergence_plot, summary

@@ -1,6 +1,6 @@
 """A campaign's events handed on as their transaction commits (the live event stream).
 
-The engine writes an event (``agent.engine.emit``) with the next number of its campaign
+The engine writes an event (``agent.engine.locking.emit``) with the next number of its campaign
 (``Event.seq``: 1, 2, 3, … under the campaign's row lock) and notes it here. Once the
 transaction commits, the events it wrote go to the process's publisher, one message per
 campaign; a rolled-back transaction publishes nothing. The service's processes publish to

@@ -12,11 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.statuses import FinalStatus
+
 CompileStatus = Literal["ok", "error", "timeout", "rejected", "not_measured"]
-CandidateStatus = Literal[
-    "ok", "rejected", "compile_error", "compile_timeout", "wrong", "crashed", "timeout",
-    "launch_error", "not_measured",
-]
 
 SCHEMA_PATH = Path(__file__).with_name("feedback.schema.json")
 
@@ -149,7 +147,7 @@ class FeedbackRecord(_Model):
     parent_id: str | None = None
     action_taken: str | None = None
     params: dict[str, Any]
-    status: CandidateStatus
+    status: FinalStatus
     compile_status: CompileStatus
     compile: CompileFeedback
     correctness: Correctness | None = None

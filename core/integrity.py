@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.feedback import FeedbackRecord
-from core.models import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT, Campaign, Candidate
+from core.models import Campaign, Candidate
+from core.statuses import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 
 #: Campaign statuses after which nothing may still be in flight.
 FINISHED = ("done", "failed", "cancelled")

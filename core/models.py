@@ -48,10 +48,6 @@ class Base(DeclarativeBase):
 
 
 CAMPAIGN_STATUSES = ("queued", "running", "done", "failed", "cancelled")
-#: Candidate statuses: in flight, then one final outcome.
-CANDIDATE_IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
-CANDIDATE_FINAL = ("ok", "rejected", "compile_error", "compile_timeout", "wrong", "crashed",
-                   "timeout", "launch_error", "not_measured")
 
 
 class Team(Base):

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.engine import lifecycle
 from agent.policies import make_policy
 from agent.spaces import ReplaySpace
 from api import security
@@ -111,10 +111,11 @@ def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> 
     family = get_family("gemm_bias_relu")
     ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]))
     with db.sessions.begin() as s:
-        campaign = engine.create_campaign(
-            s, engine.CampaignSpec(kernel="gemm_bias_relu", dims={"m": 4096, "n": 4096, "k": 4096},
-                                   policy=policy, budget_iterations=budget, seed=0,
-                                   team_id=db.team_id),
+        campaign = lifecycle.create_campaign(
+            s, lifecycle.CampaignSpec(kernel="gemm_bias_relu",
+                                      dims={"m": 4096, "n": 4096, "k": 4096},
+                                      policy=policy, budget_iterations=budget, seed=0,
+                                      team_id=db.team_id),
             backend="replay", device=ev.device, vendor_us=ev.vendor_us(Shape.parse(SHAPE)))
         return campaign.id
 

@@ -17,14 +17,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.engine import history, lifecycle, locking, proposing, recording
 from agent.policies import make_policy
 from agent.policies.base import HistoryItem, Policy, PolicyContext, key_of
 from agent.spaces import ReplaySpace
 from core.db import session_factory, upgrade_database
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event
+from core.models import Campaign, Candidate, Event
 from core.replay import ReplayDataset
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from worker.evaluate import ReplayEvaluator
 
@@ -83,9 +84,9 @@ def create(sessions: sessionmaker[Session], **spec: Any) -> str:
     evaluator = ReplayEvaluator(rp.family, rp.dataset)
     spec.setdefault("budget_iterations", 20)
     with sessions.begin() as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(**spec), backend="replay",
-                                          device=evaluator.device,
-                                          vendor_us=evaluator.vendor_us(_shape()))
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(**spec), backend="replay",
+                                             device=evaluator.device,
+                                             vendor_us=evaluator.vendor_us(_shape()))
         return campaign.id
 
 
@@ -168,7 +169,7 @@ def drive(sessions: sessionmaker[Session], campaign_ids: list[str],
     evaluator = ReplayEvaluator(rp.family, rp.dataset)
     with sessions.begin() as s:
         for cid in campaign_ids:
-            engine.start_campaign(s, cid)
+            lifecycle.start_campaign(s, cid)
     running = list(campaign_ids)
     step = 0
     while running:
@@ -192,14 +193,14 @@ def drive(sessions: sessionmaker[Session], campaign_ids: list[str],
 def _step(s: Session, campaign_id: str, evaluator: ReplayEvaluator, policy: Policy,
           parallel: int, *, faster: bool = False) -> bool:
     rp = replay()
-    campaign = engine.lock_campaign(s, campaign_id)
+    campaign = locking.lock_campaign(s, campaign_id)
     oldest = s.scalars(select(Candidate).where(
         Candidate.campaign_id == campaign_id, Candidate.status.in_(CANDIDATE_IN_FLIGHT))
         .order_by(Candidate.iteration).limit(1)).first()
     if oldest is not None:
         params = rp.family.params_from_dict(oldest.params)
         compiled = evaluator.compile(params).result()
-        if engine.record_compile(s, oldest.id, compiled).status == "compiled":
+        if recording.record_compile(s, oldest.id, compiled).status == "compiled":
             incumbent = None
             if campaign.incumbent_id and campaign.incumbent_id != oldest.id:
                 found = s.get(Candidate, campaign.incumbent_id)
@@ -213,10 +214,10 @@ def _step(s: Session, campaign_id: str, evaluator: ReplayEvaluator, policy: Poli
                 measured = replace(measured, perf={
                     **measured.perf, "avg_us": measured.perf["avg_us"] / 2,
                     "runs_us": [r / 2 for r in measured.perf["runs_us"]]})
-            engine.record_measurement(s, oldest.id, measured)
-    engine.propose_candidates(s, campaign_id, policy=policy, space=rp.space,
-                              top_up_to=parallel)
-    return campaign.status == "running" or engine.in_flight(s, campaign_id) > 0
+            recording.record_measurement(s, oldest.id, measured)
+    proposing.propose_candidates(s, campaign_id, policy=policy, space=rp.space,
+                                 top_up_to=parallel)
+    return campaign.status == "running" or history.in_flight(s, campaign_id) > 0
 
 
 def proposals(sessions: sessionmaker[Session], campaign_id: str) -> list[tuple[Any, ...]]:

@@ -26,8 +26,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.engine import lifecycle, locking, proposing, recording
 from agent.policies import make_policy
 from agent.policies.base import key_of
 from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
@@ -105,13 +105,13 @@ def _start_with_baseline(sessions: sessionmaker[Session], cid: str) -> ReplayEva
     rp = replay()
     ev = ReplayEvaluator(rp.family, rp.dataset)
     with sessions.begin() as s:
-        (base,) = engine.start_campaign(s, cid)
+        (base,) = lifecycle.start_campaign(s, cid)
         base_id = base.id
     compiled = ev.compile(rp.family.baseline).result()
     with sessions.begin() as s:
-        engine.record_compile(s, base_id, compiled)
-        engine.record_measurement(s, base_id, ev.measure(rp.family.baseline, compiled,
-                                                          shape=SHAPE, iteration=0, seed=0))
+        recording.record_compile(s, base_id, compiled)
+        recording.record_measurement(s, base_id, ev.measure(rp.family.baseline, compiled,
+                                                            shape=SHAPE, iteration=0, seed=0))
     return ev
 
 
@@ -129,8 +129,8 @@ def _record(sessions: sessionmaker[Session], ev: ReplayEvaluator, cand_id: str,
          if status == "ok" else
          Measurement(status, error="17x33x65 normal: 3 elements beyond tolerance"))
     with sessions.begin() as s:
-        engine.record_compile(s, cand_id, compiled)
-        return engine.record_measurement(s, cand_id, m)
+        recording.record_compile(s, cand_id, compiled)
+        return recording.record_measurement(s, cand_id, m)
 
 
 def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     cid = create(sessions, policy="expert", budget_iterations=50)
     ev = _start_with_baseline(sessions, cid)
     with sessions.begin() as s:
-        proposed = [c.id for c in engine.propose_candidates(
+        proposed = [c.id for c in proposing.propose_candidates(
             s, cid, policy=ExpertPolicy(), space=replay().space, slots=4)]
     assert len(proposed) == 4
     baseline_id = campaign_of(sessions, cid).incumbent_id
@@ -336,7 +336,7 @@ def test_injected_action_is_proposed_next_and_becomes_allowed(tmp_path: Path) ->
     def inject(runner: EmbeddedRunner, camp: Campaign, _cand: Candidate | None) -> None:
         if camp.evaluations == 12 and not injected_at:
             with runner.lock, sessions.begin() as s:
-                engine.inject_actions(s, cid, ["apply_register_block(4, 4)"])
+                lifecycle.inject_actions(s, cid, ["apply_register_block(4, 4)"])
             injected_at.append(camp.evaluations)
 
     run(sessions, cid, hook=inject)
@@ -353,10 +353,10 @@ def test_injected_action_is_proposed_next_and_becomes_allowed(tmp_path: Path) ->
     campaign = campaign_of(sessions, cid)
     assert "apply_register_block" in (campaign.allowed_actions or [])
     assert campaign.injected_actions == []
-    with sessions.begin() as s, pytest.raises(engine.CampaignError, match="apply_magic"):
-        engine.inject_actions(s, cid, ["apply_magic(2)"])
-    with sessions.begin() as s, pytest.raises(engine.CampaignError, match="campaign is done"):
-        engine.inject_actions(s, cid, ["apply_unroll(4)"])
+    with sessions.begin() as s, pytest.raises(locking.CampaignError, match="apply_magic"):
+        lifecycle.inject_actions(s, cid, ["apply_magic(2)"])
+    with sessions.begin() as s, pytest.raises(locking.CampaignError, match="campaign is done"):
+        lifecycle.inject_actions(s, cid, ["apply_unroll(4)"])
 
 
 @pytest.mark.parametrize("policy", ["random", "optuna"])
@@ -383,7 +383,7 @@ def test_injected_actions_are_tried_whatever_the_policy(tmp_path: Path, policy: 
                              and rp.space.contains(point.params)
                              and key_of(point.params) not in seen)
                 again = f"apply_register_block({p['reg_m']}, {p['reg_n']})"  # the incumbent
-                engine.inject_actions(s, cid, [fresh, again])
+                lifecycle.inject_actions(s, cid, [fresh, again])
             done.extend([fresh, again])
 
     run(sessions, cid, hook=inject)
@@ -496,7 +496,7 @@ def test_rank_estimate_from_a_leaderboard(tmp_path: Path) -> None:
     baseline = min(candidates(sessions, cid), key=lambda c: c.iteration)
     # the baseline's 141 ms: slower than six entries, faster than the 0.5 TFLOP/s one
     assert _feedback(baseline)["best_so_far"]["rank_est"] == 7
-    assert engine.rank_estimate(None, 100.0, SHAPE.flops / 100e-6 / 1e12) is None
+    assert recording.rank_estimate(None, 100.0, SHAPE.flops / 100e-6 / 1e12) is None
 
 
 # ---- the feedback record ----------------------------------------------------------------------

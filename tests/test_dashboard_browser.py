@@ -452,14 +452,14 @@ def test_a_live_plots_legend_counts_the_points_it_holds(page: Page, done: tuple[
 def test_a_campaign_that_failed_before_any_candidate_says_so(page: Page,
                                                               done: tuple[TeamDb, str]) -> None:
     """Its page must not say "yet" as if candidates were still to come."""
-    from agent import engine
+    from agent.engine import lifecycle
 
     db, _ = done
     failed_id = create_campaign(db, budget=10)
     with db.sessions.begin() as s:
         row = s.get(Campaign, failed_id)
         assert row is not None
-        engine.finish_campaign(s, row, "failed", "replay backend: no measurement (the test)")
+        lifecycle.finish_campaign(s, row, "failed", "replay backend: no measurement (the test)")
     pg = page.goto(f"/ui/campaigns/{failed_id}")
     page.loaded()
     for plot in ("iteration", "time"):
@@ -518,7 +518,7 @@ def test_watch_takes_a_prefix_and_says_when_there_is_no_kernel(
     """``tuneforge watch`` takes a unique prefix of the id, as ``report`` and ``export`` do (it
     answered "no campaign '…' (is it your team's campaign?" for the team's own campaign), and a
     campaign without a correct kernel is said so ("best None µs (None TFLOP/s)" before)."""
-    from agent import engine
+    from agent.engine import lifecycle
 
     db, cid = done
     remote = ["--url", server.url, "--key", db.key]
@@ -531,7 +531,7 @@ def test_watch_takes_a_prefix_and_says_when_there_is_no_kernel(
     with db.sessions.begin() as s:
         row = s.get(Campaign, failed_id)
         assert row is not None
-        engine.finish_campaign(s, row, "failed", "no measurement (the test)")
+        lifecycle.finish_campaign(s, row, "failed", "no measurement (the test)")
     failed = runner.invoke(cli_app, ["watch", failed_id[:10], *remote], env={"COLUMNS": "300"})
     assert failed.exit_code == 1, failed.output
     assert (f"campaign {failed_id[:8]} · failed (no measurement (the test)) · 0 evaluations · "

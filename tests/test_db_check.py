@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from agent import engine
+from agent.engine import lifecycle
 from cli.main import app
 from core.db import session_scope, upgrade_database
 from core.integrity import check
@@ -20,9 +20,9 @@ def test_db_check_finds_every_planted_inconsistency(tmp_path: Path) -> None:
     url = f"sqlite:///{db}"
     upgrade_database(url)
     with session_scope(url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=3),
-                                          backend="replay")
-        engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=3),
+                                             backend="replay")
+        lifecycle.start_campaign(s, campaign.id)
         campaign_id = campaign.id
     runner = CliRunner()
     clean = runner.invoke(app, ["db", "check", "--db", str(db)])

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent import engine
 from agent.embedded import EmbeddedRunner
+from agent.engine.lifecycle import CampaignSpec, create_campaign
 from agent.exports import campaign_points, kt_cache_document, markdown_report
 from agent.policies import make_policy
 from agent.report import summary
@@ -49,8 +49,8 @@ def run_campaign(tmp_path: Path, policy: str, budget: int) -> tuple[Any, str]:
     data = dataset()
     evaluator = ReplayEvaluator(FAMILY, data)
     with sessions.begin() as s:
-        campaign = engine.create_campaign(
-            s, engine.CampaignSpec(kernel=FAMILY.name, dims={"n": int(SHAPE)}, policy=policy,
+        campaign = create_campaign(
+            s, CampaignSpec(kernel=FAMILY.name, dims={"n": int(SHAPE)}, policy=policy,
                                    budget_iterations=budget),
             backend="replay", device=evaluator.device)
         cid = campaign.id

@@ -20,7 +20,7 @@ from gpu_support import ILLEGAL, SPIN, save
 from sqlalchemy import select
 
 from agent.embedded import EmbeddedRunner
-from agent.engine import CampaignSpec, create_campaign
+from agent.engine.lifecycle import CampaignSpec, create_campaign
 from agent.policies import make_policy
 from agent.spaces import FullSpace
 from core.db import session_factory, upgrade_database

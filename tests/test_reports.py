@@ -25,11 +25,13 @@ from http_support import served
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from agent.exports import STATUS_COLOURS
 from api.main import create_app
 from cli.main import app as cli_app
 from core import formats
-from core.models import CANDIDATE_FINAL, Campaign, Candidate
+from core.models import Campaign, Candidate
 from core.settings import get_settings
+from core.statuses import CANDIDATE_FINAL
 
 STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
 
@@ -71,6 +73,7 @@ def test_points_carry_every_candidate_with_its_decision_and_time(
     rows = candidates(db, cid)
     body = client.get(f"/api/v1/campaigns/{cid}/points", headers={"X-API-Key": db.key}).json()
     assert body["total"] == len(rows) == 40
+    assert list(body["status_colours"].items()) == list(STATUS_COLOURS.items())  # the dashboard's
     assert [p["id"] for p in body["items"]] == [c.id for c in rows]
     assert body["unit"] == "TFLOP/s"
     assert body["vendor"].startswith("cuBLAS fp32")

@@ -701,13 +701,13 @@ def test_the_service_wants_the_gate_only_for_a_done_gpu_campaign_that_asked(
 
 
 def test_a_campaign_asking_for_the_gate_needs_the_gpu_backend(tmp_path: Path) -> None:
-    from agent import engine
+    from agent.engine import lifecycle, locking
 
     _url, sessions = new_database(tmp_path)
-    with sessions.begin() as s, pytest.raises(engine.CampaignError, match="sanitize"):
-        engine.create_campaign(s, engine.CampaignSpec(sanitize=True), backend="replay")
+    with sessions.begin() as s, pytest.raises(locking.CampaignError, match="sanitize"):
+        lifecycle.create_campaign(s, lifecycle.CampaignSpec(sanitize=True), backend="replay")
     with sessions.begin() as s:
-        created = engine.create_campaign(s, engine.CampaignSpec(sanitize=True), backend="gpu")
+        created = lifecycle.create_campaign(s, lifecycle.CampaignSpec(sanitize=True), backend="gpu")
         assert created.sanitize is True
 
 

@@ -1,7 +1,7 @@
 """What the compile and GPU workers of the service do, as plain functions (no Celery here).
 
 Workers compute and report; they never decide. They read the candidate and its campaign from the
-database, mark a candidate's progress (:func:`mark_status`, which also counts the deliveries of an
+database, take a candidate for a step (:func:`start_evaluation` also counts the deliveries of an
 evaluation), and hand their result back to the agent (``worker/tasks.py``) as a plain dict.
 """
 
@@ -23,9 +23,9 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
+from core.candidates import compile_columns
 from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.models import (
-    CANDIDATE_IN_FLIGHT,
     Campaign,
     Candidate,
     WorkerHeartbeat,
@@ -38,17 +38,6 @@ from kernels import get_family
 from kernels.base import Dims, params_key
 from worker.compile import Compiler, compile_candidate, compiler_from_settings, target_arch
 from worker.evaluate import ReplayEvaluator
-
-
-def mark_status(session: Session, candidate_id: str, status: str) -> Candidate | None:
-    """Move an in-flight candidate along (compiling, measuring); counts delivery attempts."""
-    cand = session.get(Candidate, candidate_id)
-    if cand is None or cand.status not in CANDIDATE_IN_FLIGHT:
-        return None
-    cand.status = status
-    if status == "measuring":
-        cand.attempts += 1
-    return cand
 
 
 @lru_cache(maxsize=4)
@@ -270,13 +259,6 @@ def _campaign_constants(session: Session, statement: Any, campaign_id: str) -> A
         while len(_CAMPAIGN_CONSTANTS) > 2048:
             _CAMPAIGN_CONSTANTS.popitem(last=False)
     return found
-
-
-def compile_columns(kernel: str, arch: str, result: CompileResult) -> dict[str, Any]:
-    """What a compile result writes to its candidate: the feedback record's ``compile`` block
-    and the tail of the log."""
-    return {"compile": result.summary(get_family(kernel).max_smem_limit(arch)),
-            "compile_log": result.log[-20000:] if result.log else None}
 
 
 def record_compiled(session: Session, job: CompileJob, result: CompileResult) -> bool:

@@ -2,7 +2,7 @@
 
 Rules, in order, each producing a move from the incumbent only when its signal is present
 (actions injected into a running campaign come before any policy's proposals: the engine tries
-them, :func:`agent.engine.propose_candidates`):
+them, :func:`agent.engine.proposing.propose_candidates`):
 
 1. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
 2. the last compile was over the shared-memory limit → the largest tile that fits, computed from
@@ -23,10 +23,9 @@ them, :func:`agent.engine.propose_candidates`):
    (a running mean of their improvements), untried ones next.
 
 A point measured once is never proposed again (so no ping-pong between two block shapes); a
-block shape that lost rules out nothing else. (Until 2026-11-30 it also ruled out the shapes of
-the same thread count next to it, (2x, y/2) and (x/2, 2y), from that incumbent's context: a
-false inference here, since the block's shape sets the tile's, so (64, 4) losing by 75 % ruled
-out (32, 8), the replay dataset's optimum, in 10 of 20 seeds; ``docs/BENCHMARKS.md``.)
+block shape that lost rules out nothing else: the block's shape sets the tile's, so a shape of
+the same thread count next to it may still win. The figures behind the rules are in
+``docs/EXPERT.md``.
 After ``stagnation_window`` evaluations without an acceptance the action set widens to two-step
 moves; after three windows, to the neighbourhoods of the best few points instead of the incumbent
 alone. When all of those are spent it widens to the neighbourhoods of every correct point, fastest
@@ -60,6 +59,7 @@ from agent.policies.base import (
     key_of,
 )
 from core.arch import theoretical_occupancy
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
 
 STAGNATION_WINDOW = 12
@@ -71,8 +71,6 @@ MIN_K_TILES_PER_SPLIT = 4
 STREAM_K_MAX_LAST_WAVE_FILL = 0.9
 
 
-#: statuses of a candidate not finished yet (``core.models.CANDIDATE_IN_FLIGHT``)
-IN_FLIGHT = ("pending", "compiling", "compiled", "measuring")
 #: campaigns whose memory one policy object keeps (least recently decided forgotten first)
 MAX_CAMPAIGNS = 64
 
@@ -148,7 +146,7 @@ class _Memory:
             found += 1
             now = _facts(h)
             if now != before:
-                if before[2] not in IN_FLIGHT:
+                if before[2] not in CANDIDATE_IN_FLIGHT:
                     # a finished candidate in flight again, or finished otherwise: what the
                     # memory took in came from a transaction that did not commit
                     return False
@@ -157,7 +155,7 @@ class _Memory:
             return False  # a candidate seen before is gone: its proposal was rolled back
         for h in changed:
             known[h.id] = _facts(h)
-            if h.status not in IN_FLIGHT:
+            if h.status not in CANDIDATE_IN_FLIGHT:
                 self._finished(h)
         return True
 
@@ -383,9 +381,8 @@ class ExpertPolicy:
                           ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
             if p.vec < 4:
                 moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
-            # apply_async_copy is not offered: on the H200 the campaign's best SIMT kernel ran
-            # 15 % slower with it (0.739x against 0.873x cuBLAS at 4096³, 0.745x against
-            # 0.866x at 8192³, docs/GPU.md 2026-11-30); search policies still reach it
+            # apply_async_copy is not offered: the best SIMT kernel ran slower with it
+            # (docs/EXPERT.md); search policies still reach it
             if p.reg_m * p.reg_n >= 16:
                 moves.append(("apply_tf32x3(true)",
                               f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
@@ -419,10 +416,7 @@ class ExpertPolicy:
         8x8 in a 64x128 tile and in a 128x64 one (~160 registers, three CTAs an SM) and 8x16 in
         a 128x128 one (255 registers, two CTAs an SM), each a chain from wherever a
         register-blocked staged incumbent stands, with its blocks swizzled in groups of four
-        row-tiles (B's tiles shared in L2). On the H200 (docs/GPU.md): the 8x8 kernel
-        without the pipeline 0.874x cuBLAS, 8x16 with it 0.937x (2026-12-01, session 7); with
-        lane quads (and their strided tile copy) 8x8 in 64x128 tiles 0.988x at 4096^3 and 0.995x
-        at 8192^3, 128x64 0.970x / 0.982x, 8x16 0.950x / 0.943x (session 8)."""
+        row-tiles (B's tiles shared in L2). What each step gave is in ``docs/EXPERT.md``."""
         if p.reg_m * p.reg_n < 16 or p.async_copy:
             return []
         base = [step for step, needed in (
@@ -433,8 +427,7 @@ class ExpertPolicy:
             ("apply_double_buffer(2)", p.stages != 2),
             ("apply_fragment_prefetch(true)", not p.frag_prefetch),
             ("apply_lane_quads(true)", not p.lane_quads),
-            # 64x128 with quads, swizzle 1 against 4: 0.964x against 0.975x cuBLAS at 8192^3,
-            # 0.968x / 0.970x at 4096^3 (docs/GPU.md, session 8)
+            # swizzled blocks measured faster for 64x128 with quads (docs/EXPERT.md)
             ("apply_block_swizzle(4)", p.swizzle == 1)) if needed]
         moves = []
         if not (p.frag_prefetch and p.lane_quads):
@@ -464,10 +457,8 @@ class ExpertPolicy:
 
     @staticmethod
     def _stream_k_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
-        """Stream-K when the pipelined SIMT kernel's last wave of tiles would run part-empty.
-        On the H200 (docs/GPU.md, session 9) the 64x128 kernel took 2583 us for 1980 tiles
-        (5.00 waves of 396 slots), 2759 us for 2048 (4096^2: 5.17 waves) and 2763 us for 2112:
-        the sixth wave cost a third of a full one, whatever its fill."""
+        """Stream-K when the pipelined SIMT kernel's last wave of tiles would run part-empty: a
+        part-empty wave costs about a third of a full one whatever its fill (``docs/EXPERT.md``)."""
         p = inc.params
         if (ctx.shape is None or "apply_stream_k" not in ctx.family.transforms
                 or not getattr(p, "frag_prefetch", False) or getattr(p, "stream_k", False)
@@ -487,9 +478,8 @@ class ExpertPolicy:
                                        "slot (stream-K) so that no wave runs part-empty"),
                  ("apply_stream_k(2)", f"{why}: share those and one whole wave over every slot "
                                        "(data-parallel + one stream-K wave)")]
-        # on the H200 the rest alone did better than the rest and a wave at 4096^3 (17 % full:
-        # 1.006x against 1.000x cuBLAS), 8192^3 (69 %: 1.000x, 0.998x) and 8192x1024x4096
-        # (59 %: 0.989x, 0.975x), one run (docs/GPU.md, session 9): the other is the second try
+        # the rest alone first: it did better than the rest and a wave at every shape measured
+        # (docs/EXPERT.md); the other is the second try
         return moves
 
     def _settled(self, ctx: PolicyContext) -> bool:
@@ -559,9 +549,8 @@ class ExpertPolicy:
             if producers and p.stages > 1:
                 moves.append(("apply_double_buffer(1)", "with producers, three stages ahead "
                               "measured faster than four (docs/GPU.md, 2026-11-30)"))
-            # not offered, measured slower on the H200 (docs/GPU.md, 2026-11-30): B's fragments
-            # from global memory (apply_global_fragments, 1.33x against 1.59x cuBLAS) and two
-            # one-warpgroup CTAs per SM with them (1.29x)
+            # not offered, measured slower (docs/EXPERT.md): B's fragments from global memory
+            # (apply_global_fragments) and two one-warpgroup CTAs per SM with them
             return moves
         if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
             moves.append(("apply_warp_tiling(32, 32)",

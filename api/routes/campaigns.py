@@ -12,7 +12,7 @@ from pydantic import Field
 from sqlalchemy import String, bindparam, func, literal_column, select
 from sqlalchemy.orm import defer
 
-from agent import engine
+from agent.engine import lifecycle, locking
 from agent.report import best_kernel, summary
 from api.deps import (
     ApiKeyDep,
@@ -38,12 +38,12 @@ from api.schemas import (
     CandidateDetail,
     CandidatePage,
     CandidateRead,
-    CandidateStatus,
     MetricRead,
     error_responses,
 )
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
+from core.statuses import CandidateStatus
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 
@@ -98,7 +98,7 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
     if body.leaderboard is not None:
         leaderboard = [e if isinstance(e, float) else e.model_dump(exclude_none=True)
                        for e in body.leaderboard]
-    spec = engine.CampaignSpec(
+    spec = lifecycle.CampaignSpec(
         kernel=body.kernel, dims=body.shape,
         tolerance=body.tolerance, policy=body.policy,
         accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
@@ -109,8 +109,8 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
         sanitize=body.sanitize,
     )
     try:
-        campaign = engine.create_campaign(session, spec, backend=settings.backend)
-    except engine.CampaignError as exc:
+        campaign = lifecycle.create_campaign(session, spec, backend=settings.backend)
+    except locking.CampaignError as exc:
         session.rollback()
         field = str(exc).split(":", 1)[0]  # the engine's messages start with the field's name
         loc = ["body", field] if field in CampaignCreate.model_fields else ["body"]
@@ -247,8 +247,8 @@ def best(campaign: CampaignDep, session: SessionDep) -> BestRead:
 def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> CampaignRead:
     """Give the running campaign new actions (the agent tries them next)."""
     try:
-        updated = engine.inject_actions(session, campaign.id, body.actions)
-    except engine.CampaignError as exc:
+        updated = lifecycle.inject_actions(session, campaign.id, body.actions)
+    except locking.CampaignError as exc:
         session.rollback()
         code = (status.HTTP_409_CONFLICT if str(exc).startswith("campaign is")
                 else status.HTTP_422_UNPROCESSABLE_CONTENT)
@@ -265,7 +265,7 @@ def inject(campaign: CampaignDep, session: SessionDep, body: ActionsIn) -> Campa
 def cancel(campaign: CampaignDep, session: SessionDep) -> CampaignRead:
     """Stop proposing; candidates in flight are recorded as they finish. A campaign cancelled
     already is answered as it is; one that ended otherwise (done, failed) is a 409."""
-    updated = engine.cancel_campaign(session, campaign.id)  # under the row lock: no-op if ended
+    updated = lifecycle.cancel_campaign(session, campaign.id)  # under the row lock: no-op if ended
     if updated.status != "cancelled":
         detail = (f"campaign is {updated.status} ({updated.status_reason}): it has nothing "
                   "left to cancel")

@@ -13,10 +13,11 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.exports import aware, campaign_peak, campaign_points
+from agent.exports import STATUS_COLOURS, aware, campaign_peak, campaign_points
 from api.deps import CampaignDep, OffsetQuery, SessionDep
-from api.schemas import CandidateStatus, error_responses
+from api.schemas import error_responses
 from core.models import Campaign, Event
+from core.statuses import CandidateStatus, FinalStatus
 from kernels import get_family
 
 router = APIRouter(prefix="/campaigns", tags=["dashboard"])
@@ -79,6 +80,8 @@ class PointPage(BaseModel):
     vendor_throughput: float | None
     peak: float | None
     started_at: dt.datetime | None
+    #: the colour of every final status, in the vocabulary's order (the plot's legend order)
+    status_colours: dict[FinalStatus, str]
     items: list[PointRead]
     notes: list[NoteRead]
     total: int
@@ -121,6 +124,7 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
                      vendor_us=campaign.vendor_us,
                      vendor_throughput=round(vendor, 4) if vendor else None,
                      peak=campaign_peak(session, campaign), started_at=aware(campaign.started_at),
+                     status_colours=STATUS_COLOURS,
                      items=[PointRead.model_validate(p) for p in items],
                      notes=campaign_notes(session, campaign.id), total=total,
                      limit=limit if limit is not None else total, offset=offset)

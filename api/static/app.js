@@ -6,11 +6,9 @@
 const API = "/api/v1";
 const KEY_STORAGE = "tuneforge.apiKey";
 
-const STATUS_COLOURS = {
-  ok: "#2b8a3e", rejected: "#868e96", compile_error: "#e67700", compile_timeout: "#d9480f",
-  wrong: "#c92a2a", crashed: "#862e9c", timeout: "#5f3dc4", launch_error: "#a61e4d",
-  not_measured: "#adb5bd",
-};
+// every final status's colour, in the vocabulary's order: the server's (the points page's
+// status_colours), filled in when the page loads
+const STATUS_COLOURS = {};
 const CAMPAIGN_COLOURS = {
   queued: "#868e96", running: "#1971c2", done: "#2b8a3e", failed: "#c92a2a", cancelled: "#e67700",
 };

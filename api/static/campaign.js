@@ -18,6 +18,8 @@ async function loadAll() {
   ]);
   state.campaign = campaign;
   state.page = page;
+  Object.assign(STATUS_COLOURS, page.status_colours);
+  Object.keys(STATUS_COLOURS).forEach((s) => FINAL.add(s));
   state.points = page.items;
   state.notes = page.notes || [];
   state.byId = new Map(page.items.map((p) => [p.id, p]));
@@ -32,7 +34,7 @@ function detail(candidateId) {
   return state.details.get(candidateId);
 }
 
-const FINAL = new Set(Object.keys(STATUS_COLOURS));
+const FINAL = new Set();  // the final statuses (STATUS_COLOURS' keys, once loaded)
 
 // whether the campaign may still evaluate candidates (its "yet"s)
 function running() { return ["queued", "running"].includes(state.campaign.status); }

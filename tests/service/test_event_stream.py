@@ -19,7 +19,7 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from agent import engine
+from agent.engine import lifecycle, locking
 from core import feed
 from core.db import session_scope, upgrade_database
 from core.models import Campaign, Event
@@ -92,8 +92,8 @@ def publishing(redis_url: str) -> Iterator[None]:
 
 def running_campaign(db_url: str) -> str:
     with session_scope(db_url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=1),
-                                          backend="replay")
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=1),
+                                             backend="replay")
         campaign.status = "running"
         return campaign.id
 
@@ -101,8 +101,8 @@ def running_campaign(db_url: str) -> str:
 def note(db_url: str, campaign_id: str, **payload: Any) -> None:
     """One transaction writing one event, as the agent does: under the campaign's row lock."""
     with session_scope(db_url) as s:
-        engine.lock_campaign(s, campaign_id)
-        engine.emit(s, campaign_id, "note", payload)
+        locking.lock_campaign(s, campaign_id)
+        locking.emit(s, campaign_id, "note", payload)
 
 
 def test_events_are_published_after_their_commit_and_never_when_rolled_back(
@@ -118,21 +118,21 @@ def test_events_are_published_after_their_commit_and_never_when_rolled_back(
 
     def failing_transaction() -> None:
         with session_scope(service_db) as s:
-            engine.lock_campaign(s, campaign_id)
-            engine.emit(s, campaign_id, "note", {"n": "rolled back"})
+            locking.lock_campaign(s, campaign_id)
+            locking.emit(s, campaign_id, "note", {"n": "rolled back"})
             s.flush()  # written, numbered, then rolled back
             raise RuntimeError("the transaction fails")
 
     with pytest.raises(RuntimeError):
         failing_transaction()
     with session_scope(service_db) as s:
-        engine.lock_campaign(s, campaign_id)
-        engine.emit(s, campaign_id, "note", {"n": 1})
+        locking.lock_campaign(s, campaign_id)
+        locking.emit(s, campaign_id, "note", {"n": 1})
         savepoint = s.begin_nested()
-        engine.emit(s, campaign_id, "note", {"n": "in a savepoint rolled back"})
+        locking.emit(s, campaign_id, "note", {"n": "in a savepoint rolled back"})
         s.flush()
         savepoint.rollback()
-        engine.emit(s, campaign_id, "note", {"n": 2})
+        locking.emit(s, campaign_id, "note", {"n": 2})
     published = received(5)
     assert [e["payload"]["n"] for e in published] == [1, 2]
     with session_scope(service_db) as s:  # in the database when the message came
@@ -243,8 +243,8 @@ def test_streams_started_while_events_commit_get_each_event_once_in_order(
         for w in writers:
             w.join()
         with session_scope(st.db_url) as s:
-            campaign = engine.lock_campaign(s, campaign_id)
-            engine.finish_campaign(s, campaign, "done", "the test wrote its events")
+            campaign = locking.lock_campaign(s, campaign_id)
+            lifecycle.finish_campaign(s, campaign, "done", "the test wrote its events")
         for _after, _got, reader in streams:
             reader.join(60)
     finally:
@@ -280,7 +280,7 @@ def test_without_redis_the_stream_reads_the_database(apis: tuple[Stack, Stack]) 
         note(st.db_url, campaign_id, i=i)
         time.sleep(0.02)
     with session_scope(st.db_url) as s:
-        engine.finish_campaign(s, engine.lock_campaign(s, campaign_id), "done", "written")
+        lifecycle.finish_campaign(s, locking.lock_campaign(s, campaign_id), "done", "written")
     reader.join(30)
     assert not reader.is_alive()
     with session_scope(st.db_url) as s:
@@ -297,8 +297,8 @@ def _campaign_of(st: Stack, team: TeamKey) -> str:
     with session_scope(st.db_url) as s:
         who = authenticate(s, key=team.key)
         assert not isinstance(who, str)
-        campaign = engine.create_campaign(
-            s, engine.CampaignSpec(budget_iterations=1, team_id=who.team_id), backend="replay")
+        campaign = lifecycle.create_campaign(
+            s, lifecycle.CampaignSpec(budget_iterations=1, team_id=who.team_id), backend="replay")
         campaign.status = "running"
         return campaign.id
 
@@ -319,7 +319,7 @@ def _stream_connections(redis_url: str) -> list[dict[str, Any]]:
 
 def _finish(st: Stack, campaign_id: str) -> None:
     with session_scope(st.db_url) as s:
-        engine.finish_campaign(s, engine.lock_campaign(s, campaign_id), "done", "written")
+        lifecycle.finish_campaign(s, locking.lock_campaign(s, campaign_id), "done", "written")
 
 
 def test_streams_of_one_api_process_share_one_redis_subscription(

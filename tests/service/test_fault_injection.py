@@ -30,8 +30,9 @@ from sqlalchemy import func, select
 
 from core.db import get_engine, session_factory, session_scope, upgrade_database
 from core.integrity import check
-from core.models import CANDIDATE_IN_FLIGHT, Campaign, Candidate, Event, WorkerNode
+from core.models import Campaign, Candidate, Event, WorkerNode
 from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
+from core.statuses import CANDIDATE_IN_FLIGHT
 from service.fault_stack import PrivatePostgres, PrivateRedis, children, descendants
 from service.service_stack import (
     START_TIMEOUT_S,
@@ -468,10 +469,11 @@ def test_an_agent_killed_outright_holding_a_result_gives_it_back(
 def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(
         faults: FaultStack, team: TeamKey) -> None:
     # a campaign of the GPU backend: its compile runs nvcc (here a fake that never ends)
-    from agent import engine
+    from agent.engine import lifecycle
+
     with session_scope(faults.db_url) as s:
-        campaign = engine.create_campaign(
-            s, engine.CampaignSpec(budget_iterations=3, team_id=_team_id(faults, team)),
+        campaign = lifecycle.create_campaign(
+            s, lifecycle.CampaignSpec(budget_iterations=3, team_id=_team_id(faults, team)),
             backend="gpu")
         campaign_id = campaign.id
     _send_decide(faults, campaign_id)

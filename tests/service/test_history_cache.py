@@ -1,9 +1,10 @@
-"""The agent's incremental history (``engine.HistoryCache``) against a full read, on Postgres.
+"""The agent's incremental history (``agent.engine.history.HistoryCache``) against a full read,
+on Postgres.
 
 Two caches stand for two agent processes deciding for the same campaign; compile and GPU workers
 move candidates along in their own transactions. After every step, what each cache returns must
-equal :func:`engine.history` (a full read of the candidates), and the decisions made from a cache
-must be the decisions made from full reads.
+equal :func:`agent.engine.history.history` (a full read of the candidates), and the decisions
+made from a cache must be the decisions made from full reads.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent import engine
+from agent.engine import history, lifecycle, locking, proposing, recording
 from agent.policies import make_policy
 from agent.policies.base import HistoryItem
 from agent.service import space_for
 from core.db import session_scope
-from core.models import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT, Candidate
+from core.models import Candidate
 from core.settings import Settings
+from core.statuses import CANDIDATE_FINAL, CANDIDATE_IN_FLIGHT
 from worker import jobs
 
 SHAPE = "4096x4096x4096"
@@ -35,11 +37,11 @@ def runtime() -> Iterator[jobs.WorkerRuntime]:
 def _campaign(url: str, *, policy: str, parallel: int, budget: int, seed: int) -> str:
     """A running replay campaign with its baseline pending."""
     with session_scope(url) as s:
-        campaign_id = engine.create_campaign(s, engine.CampaignSpec(
+        campaign_id = lifecycle.create_campaign(s, lifecycle.CampaignSpec(
             policy=policy, parallel=parallel, budget_iterations=budget, seed=seed),
             backend="replay").id
     with session_scope(url) as s:
-        engine.start_campaign(s, campaign_id)
+        lifecycle.start_campaign(s, campaign_id)
     return campaign_id
 
 
@@ -50,7 +52,7 @@ def _compile(url: str, rt: jobs.WorkerRuntime, candidate_id: str) -> str:
     assert job is not None
     result = jobs.run_compile(rt, job)
     with session_scope(url) as s:
-        return engine.record_compile(s, candidate_id, result).status
+        return recording.record_compile(s, candidate_id, result).status
 
 
 def _measure(url: str, rt: jobs.WorkerRuntime, candidate_id: str) -> jobs.Measurement:
@@ -61,12 +63,12 @@ def _measure(url: str, rt: jobs.WorkerRuntime, candidate_id: str) -> jobs.Measur
     return jobs.run_evaluation(rt, job)
 
 
-def _decide(url: str, campaign_id: str, cache: engine.HistoryCache | None, top_up_to: int
+def _decide(url: str, campaign_id: str, cache: history.HistoryCache | None, top_up_to: int
             ) -> list[str]:
     """One agent decision (``cache`` None: from a full read); the new candidates' ids."""
     with session_scope(url) as s:
-        campaign = engine.lock_campaign(s, campaign_id)
-        created = engine.propose_candidates(
+        campaign = locking.lock_campaign(s, campaign_id)
+        created = proposing.propose_candidates(
             s, campaign_id, policy=make_policy(campaign.policy),
             space=space_for(campaign.kernel, campaign.arch, campaign.backend, SHAPE),
             top_up_to=top_up_to, cache=cache)
@@ -74,24 +76,24 @@ def _decide(url: str, campaign_id: str, cache: engine.HistoryCache | None, top_u
 
 
 def _record(url: str, campaign_id: str, candidate_id: str, m: jobs.Measurement,
-            cache: engine.HistoryCache, top_up_to: int) -> list[str]:
+            cache: history.HistoryCache, top_up_to: int) -> list[str]:
     """``agent.measured``: record the result and decide, in one transaction."""
     with session_scope(url) as s:
-        engine.record_measurement(s, candidate_id, m)
-        campaign = engine.lock_campaign(s, campaign_id)
-        created = engine.propose_candidates(
+        recording.record_measurement(s, candidate_id, m)
+        campaign = locking.lock_campaign(s, campaign_id)
+        created = proposing.propose_candidates(
             s, campaign_id, policy=make_policy(campaign.policy),
             space=space_for(campaign.kernel, campaign.arch, campaign.backend, SHAPE),
             top_up_to=top_up_to, cache=cache)
         return [c.id for c in created]
 
 
-def _both(url: str, campaign_id: str, cache: engine.HistoryCache
+def _both(url: str, campaign_id: str, cache: history.HistoryCache
           ) -> tuple[list[HistoryItem], list[HistoryItem]]:
     """What the cache returns, and a full read, in one transaction (committed)."""
     with session_scope(url) as s:
-        campaign = engine.lock_campaign(s, campaign_id)
-        return cache.read(s, campaign), engine.history(s, campaign)
+        campaign = locking.lock_campaign(s, campaign_id)
+        return cache.read(s, campaign), history.history(s, campaign)
 
 
 def _statuses(items: list[HistoryItem]) -> dict[str, str]:
@@ -101,7 +103,7 @@ def _statuses(items: list[HistoryItem]) -> dict[str, str]:
 def test_cache_equals_a_full_read_while_other_processes_write(
         service_db: str, runtime: jobs.WorkerRuntime) -> None:
     url = service_db
-    a, b = engine.HistoryCache(), engine.HistoryCache()  # two agent processes
+    a, b = history.HistoryCache(), history.HistoryCache()  # two agent processes
     cid = _campaign(url, policy="expert", parallel=4, budget=60, seed=5)
     with session_scope(url) as s:
         baseline = s.query(Candidate.id).filter(Candidate.campaign_id == cid).scalar()
@@ -137,10 +139,10 @@ def test_cache_equals_a_full_read_while_other_processes_write(
 
     def record_then_fail() -> None:
         with session_scope(url) as s:
-            engine.record_measurement(s, compiled[2], running)
-            campaign = engine.lock_campaign(s, cid)
+            recording.record_measurement(s, compiled[2], running)
+            campaign = locking.lock_campaign(s, cid)
             assert _statuses(a.read(s, campaign))[compiled[2]] in CANDIDATE_FINAL  # inside
-            assert engine.propose_candidates(
+            assert proposing.propose_candidates(
                 s, cid, policy=make_policy("expert"),
                 space=space_for(campaign.kernel, campaign.arch, campaign.backend, SHAPE),
                 top_up_to=4, cache=a)
@@ -187,7 +189,7 @@ def test_decisions_from_the_cache_are_the_decisions_from_full_reads(
         service_db: str, runtime: jobs.WorkerRuntime) -> None:
     url = service_db
 
-    def run(cache: engine.HistoryCache | None) -> list[tuple[str | None, str]]:
+    def run(cache: history.HistoryCache | None) -> list[tuple[str | None, str]]:
         cid = _campaign(url, policy="expert", parallel=1, budget=50, seed=11)
         while True:
             with session_scope(url) as s:
@@ -198,13 +200,13 @@ def test_decisions_from_the_cache_are_the_decisions_from_full_reads(
                 break
             if _compile(url, runtime, cand_id) == "compiled":
                 with session_scope(url) as s:
-                    engine.record_measurement(s, cand_id, _measure(url, runtime, cand_id))
+                    recording.record_measurement(s, cand_id, _measure(url, runtime, cand_id))
             _decide(url, cid, cache, top_up_to=1)
         with session_scope(url) as s:
             return [(c.action, c.params_key) for c in s.query(Candidate).filter(
                 Candidate.campaign_id == cid).order_by(Candidate.iteration)]
 
-    cached = run(engine.HistoryCache())
+    cached = run(history.HistoryCache())
     full = run(None)
     assert len(full) == 50
     assert cached == full

@@ -9,7 +9,8 @@ import time
 
 from sqlalchemy import func, select
 
-from agent import engine
+from agent.engine import lifecycle, recording
+from core.candidates import mark_status
 from core.db import session_factory, session_scope
 from core.models import Campaign, Candidate, Event
 from kernels import get_family
@@ -22,26 +23,26 @@ def test_a_result_recorded_twice_at_once_is_recorded_once(service_db: str) -> No
     family = get_family("gemm_bias_relu")
     evaluator = ReplayEvaluator(family, replay_dataset("gemm_bias_relu"))
     with session_scope(service_db) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=5),
-                                          backend="replay")
-        (baseline,) = engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=5),
+                                             backend="replay")
+        (baseline,) = lifecycle.start_campaign(s, campaign.id)
         params = family.params_from_dict(baseline.params)
         compiled = evaluator.compile(params).result()
-        engine.record_compile(s, baseline.id, compiled)
-        engine.mark_status(s, baseline.id, "measuring")
+        recording.record_compile(s, baseline.id, compiled)
+        mark_status(s, baseline.id, "measuring")
         campaign_id, candidate_id = campaign.id, baseline.id
     measurement = evaluator.measure(params, compiled, shape=campaign_shape(service_db,
                                                                            campaign_id),
                                     iteration=0, seed=0)
 
     first = session_factory(service_db)()
-    engine.record_measurement(first, candidate_id, measurement)  # holds the locks
+    recording.record_measurement(first, candidate_id, measurement)  # holds the locks
     first.flush()
     second_done = threading.Event()
 
     def second() -> None:
         with session_scope(service_db) as s:
-            engine.record_measurement(s, candidate_id, measurement)
+            recording.record_measurement(s, candidate_id, measurement)
         second_done.set()
 
     thread = threading.Thread(target=second)

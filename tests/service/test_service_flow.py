@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from core.db import session_scope
 from core.feedback import FeedbackRecord
-from core.models import CANDIDATE_FINAL, Campaign, Candidate, Event
+from core.models import Campaign, Candidate, Event
+from core.statuses import CANDIDATE_FINAL
 from service.service_stack import Stack, TeamKey, wait_finished, wait_until
 
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from agent import engine
+from agent.engine import lifecycle, recording
 from core.db import session_scope
 from core.models import Campaign, Candidate, utcnow
 from core.queues import (
@@ -45,13 +45,13 @@ def test_a_candidate_that_kills_its_worker_twice_is_recorded_crashed(
         stack: Stack, tmp_path: Path) -> None:
     # a compiled baseline, as the agent leaves it for the GPUs
     with session_scope(stack.db_url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=5),
-                                          backend="replay")
-        (baseline,) = engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=5),
+                                             backend="replay")
+        (baseline,) = lifecycle.start_campaign(s, campaign.id)
         family = get_family("gemm_bias_relu")
         compiled = ReplayEvaluator(family, replay_dataset("gemm_bias_relu")).compile(
             family.params_from_dict(baseline.params)).result()
-        engine.record_compile(s, baseline.id, compiled)
+        recording.record_compile(s, baseline.id, compiled)
         campaign_id, candidate_id = campaign.id, baseline.id
 
     # a GPU worker whose replay takes "forever" (the recorded seconds / 1e-5)
@@ -151,8 +151,8 @@ def test_every_task_has_a_soft_and_hard_limit_when_registered(name: TaskName) ->
 def test_a_campaign_whose_enqueue_was_lost_is_picked_up(stack: Stack) -> None:
     # committed but never enqueued (the API lost Redis right after its commit)
     with session_scope(stack.db_url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=3),
-                                          backend="replay")
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=3),
+                                             backend="replay")
         campaign_id = campaign.id
 
     def finished() -> str | None:
@@ -175,16 +175,16 @@ def test_a_waiting_candidate_whose_message_was_lost_is_sent_again(stack: Stack,
     # its step sent (the guard is set) and the message gone
     rp_family = get_family("gemm_bias_relu")
     with session_scope(stack.db_url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=1),
-                                          backend="replay")
-        (baseline,) = engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=1),
+                                             backend="replay")
+        (baseline,) = lifecycle.start_campaign(s, campaign.id)
         campaign_id, candidate_id = campaign.id, baseline.id
     step = TaskName.COMPILE
     if status == "compiled":
         evaluator = ReplayEvaluator(rp_family, replay_dataset("gemm_bias_relu"))
         compiled = evaluator.compile(rp_family.baseline).result()
         with session_scope(stack.db_url) as s:
-            engine.record_compile(s, candidate_id, compiled)
+            recording.record_compile(s, candidate_id, compiled)
             cand = s.get(Candidate, candidate_id)
             assert cand is not None
             assert cand.status == "compiled"
@@ -211,9 +211,9 @@ def _done_gpu_campaign_with_best(stack: Stack, claimed_by: str | None) -> str:
     kernel that has no gate record: as the agent leaves it when its ``worker.sanitize`` is
     lost (``claimed_by`` None), or taken by a worker (``claimed_by``). The id of the best."""
     with session_scope(stack.db_url) as s:
-        campaign = engine.create_campaign(
-            s, engine.CampaignSpec(budget_iterations=1, sanitize=True), backend="gpu")
-        (best,) = engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(
+            s, lifecycle.CampaignSpec(budget_iterations=1, sanitize=True), backend="gpu")
+        (best,) = lifecycle.start_campaign(s, campaign.id)
         best.status, best.avg_us, best.source = "ok", 1000.0, "// the best kernel"
         best.claimed_by = claimed_by
         campaign.status, campaign.best_id, campaign.evaluations = "done", best.id, 1
@@ -250,9 +250,9 @@ def test_a_compile_whose_workers_die_outright_is_recorded_failed_at_the_cap(
     from agent.tasks import MAX_RELEASES
 
     with session_scope(stack.db_url) as s:
-        campaign = engine.create_campaign(s, engine.CampaignSpec(budget_iterations=3),
-                                          backend="replay")
-        (baseline,) = engine.start_campaign(s, campaign.id)
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=3),
+                                             backend="replay")
+        (baseline,) = lifecycle.start_campaign(s, campaign.id)
         baseline.status, baseline.claimed_by = "compiling", "compile@gone:1-deadbeef"
         campaign_id, candidate_id = campaign.id, baseline.id
     redis.Redis.from_url(stack.redis_url).set(
