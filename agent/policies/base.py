@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
-from kernels.base import Action, Candidate, Rejection, params_key
-from kernels.gemm_bias_relu.shape import Shape
+from kernels.base import Action, Candidate, Dims, Rejection, params_key
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class PolicyContext:
     stagnation: int = 0
     settings: Any = None
     #: the campaign's problem shape (shape-dependent transforms and rules need it)
-    shape: Shape | None = None
+    shape: Dims | None = None
     #: the device the campaign measures on (``sm_count`` and limits), when known
     device: dict[str, Any] | None = None
     #: the campaign decided for (what a policy keys its memory of the campaign by), when known

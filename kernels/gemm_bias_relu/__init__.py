@@ -145,6 +145,12 @@ class GemmBiasRelu:
 
         return expert_moves(ctx)
 
+    def held_until_settled(self, action: Action) -> bool:
+        """``specialize_shape(true)``: a specialized kernel is checked at one shape only."""
+        from kernels.gemm_bias_relu.rules import held_until_settled
+
+        return held_until_settled(action)
+
     def sanitizer_shapes(self, params: GemmParams) -> list[Dims]:
         """1x1x1, a prime shape, and one with two tiles and a tail along every axis."""
         from kernels.gemm_bias_relu.checks import sanitizer_shapes
