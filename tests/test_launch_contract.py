@@ -11,7 +11,7 @@ import pytest
 
 from kernels.base import Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import SPLITK_REDUCE_NAME
+from kernels.gemm_bias_relu.launch import SPLITK_REDUCE_NAME
 from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
 from worker.compile import CompileResult

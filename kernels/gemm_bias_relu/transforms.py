@@ -19,10 +19,9 @@ from kernels.gemm_bias_relu.params import (
     TC_ONLY_DEFAULTS,
     WG_THREADS,
     GemmParams,
-    check_at_shape,
-    validate,
 )
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.validity import check_at_shape, validate
 
 TRANSFORMS = TransformRegistry()
 
