@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
+from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import EvalOptions, GpuEvaluator  # noqa: E402
 

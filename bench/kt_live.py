@@ -37,8 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY, GemmParams  # noqa: E402
+from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from kernels.gemm_bias_relu.space import REPLAY_DOMAINS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

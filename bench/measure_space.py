@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Shape  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
+from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, enumerate_space  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import EvalOptions, GpuEvaluator  # noqa: E402

@@ -27,8 +27,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Rejection, Shape  # noqa: E402
+from kernels.base import Rejection  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
+from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from worker.compile import Compiler, compile_candidate  # noqa: E402
 from worker.ncu import (  # noqa: E402
     PROJECT_ROOT,

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from kernels.base import Action, Candidate, LaunchConfig
-from kernels.gemm_bias_relu.shape import Shape
 from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.sanitize import run_tool, sanitizer_path
 
