@@ -38,8 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernels.gemm_bias_relu import FAMILY, GemmParams  # noqa: E402
-from kernels.gemm_bias_relu.params import REPLAY_DOMAINS  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
+from kernels.gemm_bias_relu.space import REPLAY_DOMAINS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The fields a hand-written tunable 2D-tiled kernel exposes (Kernel Tuner's search space).

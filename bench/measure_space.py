@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.evaluation import EvalOptions  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
-from kernels.gemm_bias_relu.params import REPLAY_DOMAINS, enumerate_space  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
+from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, enumerate_space  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import GpuEvaluator  # noqa: E402
 

@@ -306,17 +306,89 @@ class Vendor:
 
 
 # ---- the rule-book context and the family protocol -------------------------------------------
+class EvaluatedPoint(Protocol):
+    """What a rule book may read of one candidate of the history (evaluated or in flight)."""
+
+    @property
+    def iteration(self) -> int:
+        """Its place in the campaign (0: the baseline)."""
+        ...
+
+    @property
+    def params(self) -> Any:
+        """Its point of the family's space."""
+        ...
+
+    @property
+    def status(self) -> str:
+        """``ok``, a failure (``rejected``, ``error``, ``wrong``, …) or a state in flight."""
+        ...
+
+    @property
+    def compile(self) -> Mapping[str, Any] | None:
+        """The feedback record's compile block (``regs_per_thread``, ``spill_bytes``, and a
+        ``rejection`` with its figures when the point was refused before compiling)."""
+        ...
+
+    @property
+    def profile(self) -> Mapping[str, Any] | None:
+        """The feedback record's profile block (occupancy and its ``limiter``, bank
+        conflicts, …; a figure not had is absent or None)."""
+        ...
+
+
 class RuleContext(Protocol):
     """What a family's expert rule book may read of a decision (the agent's policy context)."""
 
-    arch: str
-    shape: Dims | None
-    device: dict[str, Any] | None
-    incumbent: Any
-    history: list[Any]
+    @property
+    def family(self) -> KernelFamily:
+        """The family decided for (its transforms as the campaign has them, its launch)."""
+        ...
+
+    @property
+    def arch(self) -> str:
+        """The GPU's arch (``sm_90``)."""
+        ...
+
+    @property
+    def shape(self) -> Dims | None:
+        """The campaign's problem dimensions, when known."""
+        ...
+
+    @property
+    def device(self) -> Mapping[str, Any] | None:
+        """The device measured on (``sm_count``, ``max_threads_per_sm``, …), when known."""
+        ...
+
+    @property
+    def incumbent(self) -> EvaluatedPoint | None:
+        """The point the moves start from."""
+        ...
+
+    @property
+    def history(self) -> Sequence[EvaluatedPoint]:
+        """Every candidate of the campaign so far."""
+        ...
+
+    @property
+    def stagnation(self) -> int:
+        """Evaluations since the last acceptance."""
+        ...
+
+    @property
+    def settled(self) -> bool:
+        """Whether the search judges the structure settled (a stagnation window without an
+        acceptance): the time for moves :meth:`KernelFamily.held_until_settled` holds back."""
+        ...
 
     def action_allowed(self, name: str) -> bool:
         """Whether a transform may be used in this campaign."""
+        ...
+
+    def theoretical_occupancy(self, threads: int, regs_per_thread: int,
+                              shared_mem_bytes: int) -> float:
+        """Theoretical occupancy (% of an SM's warps) of CTAs of ``threads`` threads using
+        these registers a thread and bytes of shared memory, on :attr:`device`."""
         ...
 
 
@@ -427,6 +499,12 @@ class KernelFamily(Protocol):
     # -- the rest of the loop -------------------------------------------------------------------
     def expert_moves(self, ctx: RuleContext) -> list[tuple[str, str]]:
         """The rule book: ``(action text, reason)`` moves from the incumbent, best first."""
+        ...
+
+    def held_until_settled(self, action: Action) -> bool:
+        """Whether the expert's search holds ``action`` back until :attr:`RuleContext.settled`
+        (a move that narrows what a point is checked for, such as compiling the shape in):
+        only the rule book proposes it before then. False for most actions."""
         ...
 
     def sanitizer_shapes(self, params: Any) -> list[Dims]:

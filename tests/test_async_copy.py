@@ -13,7 +13,7 @@ from async_copy_points import ASYNC, SIMT, variants
 from agent.policies.base import key_of
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import validate
+from kernels.gemm_bias_relu.validity import validate
 from worker.compile import Compiler, compile_candidate
 
 

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from agent.policies.base import HistoryItem, PolicyContext, key_of
-from agent.policies.expert import MIN_K_TILES_PER_SPLIT, STAGNATION_WINDOW, ExpertPolicy
+from agent.policies.expert import STAGNATION_WINDOW, ExpertPolicy
 from agent.spaces import FullSpace
-from kernels.base import Rejection
+from kernels.base import Dims, Rejection
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.params import GemmParams
+from kernels.gemm_bias_relu.rules import MIN_K_TILES_PER_SPLIT
 from kernels.gemm_bias_relu.shape import Shape
 
 H200 = {"sm_count": 132, "max_threads_per_sm": 2048, "max_regs_per_sm": 65536,
@@ -150,7 +151,7 @@ def test_no_specialization_without_a_shape() -> None:
 def test_the_engine_gives_policies_the_campaign_shape_and_device(tmp_path: Any) -> None:
     from replay_support import create, new_database, replay, run
 
-    seen: list[tuple[Any, dict[str, Any] | None]] = []
+    seen: list[tuple[Dims | None, dict[str, Any] | None]] = []
 
     class Capture(ExpertPolicy):
         def propose(self, ctx: PolicyContext, n: int) -> list[Any]:

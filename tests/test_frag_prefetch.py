@@ -15,8 +15,9 @@ from frag_prefetch_points import PREFETCH, UNSTRIDED, WIDE, variants
 
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import REPLAY_DOMAINS, SEED_DOMAINS, validate
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, SEED_DOMAINS
+from kernels.gemm_bias_relu.validity import validate
 from worker.compile import Compiler, compile_candidate
 
 SHAPE = Shape(4096, 4096, 4096)

@@ -17,15 +17,10 @@ from hypothesis import strategies as st
 from kernels import get_family
 from kernels.base import Action, Candidate, Rejection, UnknownAction
 from kernels.gemm_bias_relu import DOMAINS, FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import (
-    MAX_GRID_Y,
-    MAX_SMEM_BY_ARCH,
-    SEED_DOMAINS,
-    enumerate_space,
-    sample_space,
-    validate,
-)
+from kernels.gemm_bias_relu.arch import MAX_GRID_Y, MAX_SMEM_BY_ARCH
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.space import SEED_DOMAINS, enumerate_space, sample_space
+from kernels.gemm_bias_relu.validity import validate
 
 ROOT = Candidate(FAMILY.baseline)
 SEED_NAMES = (

@@ -17,7 +17,7 @@ from core.evaluation import CompileResult, EvalOptions
 from kernels.base import Dims, LaunchConfig, Rejection
 from kernels.family import DTYPES, FILL_KINDS, Buffer, Distribution, Fill, Scalar, Signature
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import SPLITK_REDUCE_NAME
+from kernels.gemm_bias_relu.launch import SPLITK_REDUCE_NAME
 from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
 from worker import launch_contract as lc

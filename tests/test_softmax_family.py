@@ -334,9 +334,16 @@ class RuleCtx:
     device: dict[str, Any] | None = None
     history: list[Any] = field(default_factory=list)
     banned: tuple[str, ...] = ()
+    family: Any = FAMILY
+    stagnation: int = 0
+    settled: bool = False
 
     def action_allowed(self, name: str) -> bool:
         return name not in self.banned
+
+    def theoretical_occupancy(self, threads: int, regs_per_thread: int,
+                              shared_mem_bytes: int) -> float:
+        return 100.0
 
 
 def moves(p: SoftmaxParams, rows: int, cols: int, feedback: dict[str, Any] | None = None,

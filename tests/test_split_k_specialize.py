@@ -19,22 +19,16 @@ from agent.policies.base import key_of
 from core.evaluation import CompileResult
 from kernels.base import Action, Candidate, Rejection, params_key
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import (
-    DOMAINS,
-    MAX_WORKSPACE_BYTES,
+from kernels.gemm_bias_relu.launch import (
     REDUCE_MAX_BLOCKS,
     REDUCE_THREADS,
     REDUCE_VEC,
-    REPLAY_DOMAINS,
     SPLITK_REDUCE_NAME,
-    check_at_shape,
-    enumerate_space,
-    in_replay_space,
-    validate,
 )
+from kernels.gemm_bias_relu.params import DOMAINS
 from kernels.gemm_bias_relu.shape import Shape
-
-#: the fields a point had before split-K and shape specialization existed
+from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, enumerate_space, in_replay_space
+from kernels.gemm_bias_relu.validity import MAX_WORKSPACE_BYTES, check_at_shape, validate
 from worker.compile import Compiler
 
 #: the fields a point had before split-K and shape specialization existed

@@ -17,16 +17,15 @@ from stream_k_points import SK_SHAPES, STREAM_K, STREAM_K2, variants
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.checks import tiled_shape
-from kernels.gemm_bias_relu.params import (
-    REPLAY_DOMAINS,
-    SEED_DOMAINS,
+from kernels.gemm_bias_relu.launch import (
     SK_FIXUP_NAME,
     SK_HEADER_FLOATS,
     SK_MAX_PARTS,
     stream_k_slots,
-    validate,
 )
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, SEED_DOMAINS
+from kernels.gemm_bias_relu.validity import validate
 from worker.compile import Compiler
 
 SHAPE = Shape(4096, 4096, 4096)

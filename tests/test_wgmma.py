@@ -15,14 +15,10 @@ import pytest
 from agent.policies.base import key_of
 from kernels.base import Candidate, LaunchConfig, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.params import (
-    DOMAINS,
-    enumerate_space,
-    validate,
-    ws_launch_registers,
-    ws_producer_registers,
-)
+from kernels.gemm_bias_relu.params import DOMAINS, ws_launch_registers, ws_producer_registers
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.space import enumerate_space
+from kernels.gemm_bias_relu.validity import validate
 from worker.compile import Compiler, compile_candidate
 
 TC = GemmParams(tf32x3=True, block_x=64, block_y=4, tile_k=32, stages=2).canonical()

@@ -1,35 +1,20 @@
-"""The built-in expert policy: the seed's profile-driven rules, then local numeric search.
+"""The built-in expert policy: the family's profile-driven rule book, then local numeric search.
 
-Rules, in order, each producing a move from the incumbent only when its signal is present
-(actions injected into a running campaign come before any policy's proposals: the engine tries
-them, :func:`agent.engine.proposing.propose_candidates`):
-
-1. strided warp accesses (threadIdx.x along M) → ``apply_coalesce(true)``;
-2. the last compile was over the shared-memory limit → the largest tile that fits, computed from
-   ``max_smem_limit`` in the feedback (not a blind halving);
-3. operands read straight from global memory (memory-bound) → vectorize, stage tiles in shared
-   memory, register-block;
-4. shared-memory bank conflicts (Nsight figure, or unpadded tiles when none was measured) →
-   ``avoid_bank_conflict``;
-5. spills, or occupancy limited by registers → a smaller register block;
-6. low reuse per shared-memory load (register block under 4x4) → a larger register block;
-7. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
-   occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
-   (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
-8. the structure has settled (a stagnation window without an acceptance) →
-   ``specialize_shape(true)``: compile-time M, N, K. Local search does not propose it earlier,
-   since a specialized kernel is checked at the campaign's shape only;
-9. local numeric search over the rest of the one-step neighbourhood, transforms that paid first
-   (a running mean of their improvements), untried ones next.
+Each decision starts from the rule book (:meth:`kernels.family.KernelFamily.expert_moves`: the
+``(action, reason)`` moves its signals call for, best first), keeping the moves that are valid,
+allowed, in the space and not tried yet (actions injected into a running campaign come before
+any policy's proposals: the engine tries them,
+:func:`agent.engine.proposing.propose_candidates`). Then local numeric search over the rest of the one-step neighbourhood: transforms that paid first (a
+running mean of their improvements), untried ones next. A move the family holds back until the
+structure has settled (:meth:`~kernels.family.KernelFamily.held_until_settled`) is left to the
+rule book until a stagnation window has passed without an acceptance.
 
 A point measured once is never proposed again (so no ping-pong between two block shapes); a
-block shape that lost rules out nothing else: the block's shape sets the tile's, so a shape of
-the same thread count next to it may still win. The figures behind the rules are in
-``docs/EXPERT.md``.
-After ``stagnation_window`` evaluations without an acceptance the action set widens to two-step
-moves; after three windows, to the neighbourhoods of the best few points instead of the incumbent
-alone. When all of those are spent it widens to the neighbourhoods of every correct point, fastest
-first, so the policy runs dry only when no evaluated point has an unexplored neighbour left.
+point that lost rules out nothing else. After ``stagnation_window`` evaluations without an
+acceptance the action set widens to two-step moves; after three windows, to the neighbourhoods
+of the best few points instead of the incumbent alone. When all of those are spent it widens to
+the neighbourhoods of every correct point, fastest first, so the policy runs dry only when no
+evaluated point has an unexplored neighbour left.
 
 What it derives from a campaign's history (the payoffs, the correct points fastest first,
 each point's unexplored moves, the two-step walks from the incumbent) it keeps between
@@ -60,15 +45,11 @@ from agent.policies.base import (
 )
 from core.arch import theoretical_occupancy
 from core.statuses import CANDIDATE_IN_FLIGHT
-from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
+from kernels.base import Action, Dims, Rejection
 
+#: evaluations without an acceptance after which the structure counts as settled and the
+#: search widens
 STAGNATION_WINDOW = 12
-#: split-K is proposed only while every split keeps at least this many K tiles (a split of one
-#: or two tiles spends its time filling and draining the pipeline)
-MIN_K_TILES_PER_SPLIT = 4
-#: stream-K is proposed while the last wave of tiles would be at most this full (the fix-up
-#: of its split tiles costs about a workspace pass over S tiles)
-STREAM_K_MAX_LAST_WAVE_FILL = 0.9
 
 
 #: campaigns whose memory one policy object keeps (least recently decided forgotten first)
@@ -82,7 +63,7 @@ class _Move:
     action: Action
     params: Any
     key: str
-    #: ``specialize_shape(true)``: proposed by search only once the structure has settled
+    #: held back by the family until the structure has settled (search proposes it then only)
     special: bool
 
 
@@ -233,8 +214,7 @@ def _all_moves(ctx: PolicyContext, params: Any) -> list[_Move]:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(_Move(action, point, key,
-                             action.name == "specialize_shape" and bool(action.args[0])))
+            out.append(_Move(action, point, key, ctx.family.held_until_settled(action)))
     return out
 
 
@@ -331,249 +311,17 @@ class ExpertPolicy:
                         inc.id)
 
     def _ruled(self, ctx: PolicyContext) -> list[Proposal]:
-        inc = ctx.incumbent
-        assert inc is not None
-        p = inc.params
-        profile = inc.profile or {}
-        moves: list[tuple[str, str]] = []
-        if not p.coalesced:
-            moves.append(("apply_coalesce(true)",
-                          "threadIdx.x runs along M: a warp's B loads and C stores are strided"))
-        last = max(ctx.history, key=lambda h: h.iteration, default=None)
-        rejection = ((last.compile or {}).get("rejection") or {}) if last else {}
-        if rejection.get("reason") == "smem_over_limit" and p.smem:
-            limit = int(rejection["max_smem_limit"])
-            for tile in (64, 32, 16, 8):
-                need = 4 * tile * (p.block_m + p.block_n + 2 * p.pad)
-                if need <= limit and tile != p.tile_k:
-                    moves.append((f"apply_tiling({tile})",
-                                  f"last tile needed {rejection.get('smem_bytes')} B of smem, "
-                                  f"limit {limit} B: tile {tile} needs {need} B"))
-                    break
-        if p.tf32x3:
-            moves += self._tensor_core_moves(ctx, inc)
-        elif not p.smem:
-            reason = ("operands come straight from global memory, re-read by every thread: "
-                      "memory-bound")
-            if p.vec < 4:
-                moves.append(("apply_vectorize(4)", reason + "; float4 loads move 4x per access"))
-            moves.append(("apply_shared_memory_load(true)", reason + "; stage tiles in smem"))
-            moves.append(("apply_register_block(4, 4)", reason + "; reuse operands in registers"))
-        else:
-            conflicts = profile.get("shared_mem_bank_conflicts")
-            if p.pad == 0 and (conflicts is None or conflicts > 0):
-                why = (f"{conflicts} shared-memory bank conflicts" if conflicts is not None
-                       else "unpadded shared-memory tiles (transposed A stores conflict)")
-                moves.append(("avoid_bank_conflict(1)", why + ": pad rows by one word"))
-                moves.append(("avoid_bank_conflict(4)", why + ": pad rows by one float4"))
-            spills = (inc.compile or {}).get("spill_bytes") or 0
-            occupancy = profile.get("theoretical_occupancy_pct")
-            limiter = profile.get("limiter")
-            if spills > 0 or (limiter == "registers" and occupancy is not None and occupancy < 20):
-                why = (f"{spills} bytes of spills" if spills else
-                       f"occupancy {occupancy}% limited by registers")
-                moves.append((f"apply_register_block({max(1, p.reg_m // 2)}, {p.reg_n})", why))
-                moves.append((f"apply_register_block({p.reg_m}, {max(1, p.reg_n // 2)})", why))
-            if p.reg_m * p.reg_n < 16:
-                why = (f"a {p.reg_m}x{p.reg_n} register block does few FMAs per shared-memory "
-                       "load: raise reuse")
-                moves += [("apply_register_block(4, 4)", why), ("apply_register_block(8, 4)", why),
-                          ("apply_register_block(4, 8)", why), ("apply_register_block(8, 8)", why)]
-            if p.vec < 4:
-                moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
-            # apply_async_copy is not offered: the best SIMT kernel ran slower with it
-            # (docs/EXPERT.md); search policies still reach it
-            if p.reg_m * p.reg_n >= 16:
-                moves.append(("apply_tf32x3(true)",
-                              f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
-                              "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
-                              "with a higher ceiling"))
-            # the SIMT kernel's own end, where the tensor cores are not to be had or were tried
-            # (they reach 2.6x cuBLAS against 0.94x: offered earlier, these moves cost a full
-            # campaign 20 evaluations on its way there)
-            if not ctx.action_allowed("apply_tf32x3") or any(
-                    getattr(h.params, "tf32x3", False) for h in ctx.history):
-                moves += self._stream_k_moves(ctx, inc) + self._simt_pipeline_moves(p)
-        moves += self._split_k_moves(ctx, inc)
-        if self._settled(ctx) and ctx.shape is not None and getattr(
-                p, "fixed_shape", None) is None:
-            moves.append(("specialize_shape(true)",
-                          f"no acceptance in {ctx.stagnation} evaluations: the structure has "
-                          f"settled; compile M, N, K = {ctx.shape} in as constants so that "
-                          "bounds checks and index arithmetic fold away"))
+        """The family's rule-book moves from the incumbent that can be proposed, in its order."""
         out = []
-        for text, reason in moves:
+        for text, reason in ctx.family.expert_moves(_RuleView(ctx, self._settled(ctx))):
             prop = self._move(ctx, text, reason)
             if prop is not None:
                 out.append(prop)
         return out
 
-    @staticmethod
-    def _simt_pipeline_moves(p: Any) -> list[tuple[str, str]]:
-        """Where the SIMT kernel ends (offered where the tensor cores, with the higher
-        ceiling, are not allowed or were tried): the register pipeline on the double-buffered,
-        interleaved kernel with its threads in lane quads, then register blocks in 128 threads:
-        8x8 in a 64x128 tile and in a 128x64 one (~160 registers, three CTAs an SM) and 8x16 in
-        a 128x128 one (255 registers, two CTAs an SM), each a chain from wherever a
-        register-blocked staged incumbent stands, with its blocks swizzled in groups of four
-        row-tiles (B's tiles shared in L2). What each step gave is in ``docs/EXPERT.md``."""
-        if p.reg_m * p.reg_n < 16 or p.async_copy:
-            return []
-        base = [step for step, needed in (
-            ("apply_coalesce(true)", not p.coalesced),
-            ("apply_vectorize(4)", p.vec != 4),
-            ("avoid_bank_conflict(4)", p.pad % 4 != 0),
-            ("apply_fragment_interleave(true)", not p.interleave),
-            ("apply_double_buffer(2)", p.stages != 2),
-            ("apply_fragment_prefetch(true)", not p.frag_prefetch),
-            ("apply_lane_quads(true)", not p.lane_quads),
-            # swizzled blocks measured faster for 64x128 with quads (docs/EXPERT.md)
-            ("apply_block_swizzle(4)", p.swizzle == 1)) if needed]
-        moves = []
-        if not (p.frag_prefetch and p.lane_quads):
-            moves.append((" ; ".join(base), (
-                f"a {p.reg_m}x{p.reg_n} block waits on each k-step's shared-memory fragments "
-                "(short-scoreboard stalls): read the next step's into a second register set "
-                "while this step's FFMAs run, with lane pairs sharing each LDS.128 (two "
-                "wavefronts instead of four)")))
-        per_lds = p.reg_m * p.reg_n * 4 // (p.reg_m + p.reg_n)
-        for (rm, rn), (bx, by), why in (
-                ((8, 8), (16, 8), "8x8 in 128 threads as a 64x128 tile (~160 registers, three "
-                                  "CTAs an SM: three warps a scheduler to hide the fragment "
-                                  "and barrier waits; B's rows 512 B wide)"),
-                ((8, 8), (8, 16), "8x8 in 128 threads as a 128x64 tile (three CTAs an SM)"),
-                ((8, 16), (8, 16), "8x16 in 128 threads (a 128x128 tile, 255 registers, two "
-                                   "CTAs an SM: 21 FFMAs per LDS.128)")):
-            chain = base + [step for step, needed in (
-                ("apply_tiling(16)", p.tile_k != 16),
-                (f"apply_register_block({rm}, {rn})", (p.reg_m, p.reg_n) != (rm, rn)),
-                (f"change_block_config({bx}, {by})", (p.block_x, p.block_y) != (bx, by)))
-                if needed]
-            if len(chain) > len(base):
-                moves.append((" ; ".join(chain), (
-                    f"{p.reg_m}x{p.reg_n} outputs in {p.threads} threads ({per_lds} FFMAs per "
-                    f"LDS.128): {why}, with the fragment pipeline and lane quads")))
-        return moves
-
-    @staticmethod
-    def _stream_k_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
-        """Stream-K when the pipelined SIMT kernel's last wave of tiles would run part-empty: a
-        part-empty wave costs about a third of a full one whatever its fill (``docs/EXPERT.md``)."""
-        p = inc.params
-        if (ctx.shape is None or "apply_stream_k" not in ctx.family.transforms
-                or not getattr(p, "frag_prefetch", False) or getattr(p, "stream_k", False)
-                or p.split_k > 1):
-            return []
-        grid = _tile_slots(ctx, inc)
-        if grid is None:
-            return []
-        gx, gy, tiles, sms, resident, slots = grid
-        waves = tiles / slots
-        fill = waves - int(waves)
-        if fill == 0 or fill > STREAM_K_MAX_LAST_WAVE_FILL:
-            return []
-        why = (f"{tiles} tiles ({gx}x{gy}) on {sms} SMs x {resident} resident CTAs = {slots} "
-               f"slots: {waves:.2f} waves, the last {fill:.0%} full")
-        moves = [("apply_stream_k(1)", f"{why}: share the tiles past the whole waves over every "
-                                       "slot (stream-K) so that no wave runs part-empty"),
-                 ("apply_stream_k(2)", f"{why}: share those and one whole wave over every slot "
-                                       "(data-parallel + one stream-K wave)")]
-        # the rest alone first: it did better than the rest and a wave at every shape measured
-        # (docs/EXPERT.md); the other is the second try
-        return moves
-
     def _settled(self, ctx: PolicyContext) -> bool:
+        """Whether a stagnation window has passed without an acceptance."""
         return ctx.stagnation >= self.stagnation_window
-
-    @staticmethod
-    def _split_k_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
-        """Split K when the output tiles leave SMs idle and K is long enough to share."""
-        p = inc.params
-        if ctx.shape is None or "apply_split_k" not in ctx.family.transforms or not (
-                p.smem or p.tf32x3) or getattr(p, "stream_k", False):
-            return []
-        grid = _tile_slots(ctx, inc)
-        if grid is None:
-            return []
-        gx, gy, tiles, sms, resident, slots = grid
-        if tiles * p.split_k >= slots:
-            return []
-        k_tiles = -(-ctx.shape.k // p.tile_k)
-        choices = [s for s in ctx.family.transforms.get("apply_split_k").args[0].choices
-                   if s > p.split_k and k_tiles >= MIN_K_TILES_PER_SPLIT * s]
-        if not choices:
-            return []
-        filling = [s for s in choices if tiles * s >= slots]
-        split = filling[0] if filling else choices[-1]
-        why = (f"{tiles} CTAs ({gx}x{gy} output tiles) x split {p.split_k} for {sms} SMs x "
-               f"{resident} resident CTAs = {slots} slots, and K = {ctx.shape.k} is {k_tiles} "
-               f"tiles of {p.tile_k}")
-        moves = [(f"apply_split_k({split})",
-                  f"{why}: split K {split} ways -> {tiles * split} CTAs")]
-        lower = [s for s in choices if s < split]
-        if lower:
-            moves.append((f"apply_split_k({lower[-1]})",
-                          f"{why}: split K {lower[-1]} ways (less workspace traffic)"))
-        return moves
-
-    @staticmethod
-    def _tensor_core_moves(ctx: PolicyContext, inc: HistoryItem) -> list[tuple[str, str]]:
-        p = inc.params
-        spills = (inc.compile or {}).get("spill_bytes") or 0
-        moves: list[tuple[str, str]] = []
-        wgmma = getattr(p, "wgmma", 0)
-        if wgmma:
-            if p.block_y < 2:
-                moves.append(("change_block_config(128, 2)", "two warpgroups share each A tile "
-                              "and its split: half the shared-memory traffic per product"))
-            if p.stages < 2:
-                moves.append(("apply_double_buffer(2)", "four shared-memory buffers: three "
-                              "tiles in flight behind the warpgroup MMAs"))
-            if p.swizzle == 1:
-                moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
-                              "B tiles in L2"))
-            if getattr(p, "mma_window", 1) == 1 and not getattr(p, "frag_global", False) \
-                    and "apply_mma_pipeline" in ctx.family.transforms:
-                moves.append(("apply_mma_pipeline(4)", "the tensor pipe drains at every K-tile "
-                              "(all MMAs retired before the promotion): keep them in flight "
-                              "across tiles, promote every 4 tiles"))
-            producers = getattr(p, "producers", 0)
-            if getattr(p, "mma_window", 1) > 1 and not producers \
-                    and "apply_warp_specialization" in ctx.family.transforms:
-                moves += [("apply_warp_specialization(2)", "the warps that issue the MMAs also "
-                           "copy and split every tile and meet at a CTA barrier each K-tile: "
-                           "give that to two producer warpgroups, the consumers only feed the "
-                           "tensor cores"),
-                          ("apply_warp_specialization(1)", "the warps that issue the MMAs also "
-                           "copy and split every tile: give that to a producer warpgroup")]
-            if producers and p.stages > 1:
-                moves.append(("apply_double_buffer(1)", "with producers, three stages ahead "
-                              "measured faster than four (docs/GPU.md, 2026-11-30)"))
-            # not offered, measured slower (docs/EXPERT.md): B's fragments from global memory
-            # (apply_global_fragments) and two one-warpgroup CTAs per SM with them
-            return moves
-        if spills > 0 and p.warp_m * p.warp_n > 32 * 32:
-            moves.append(("apply_warp_tiling(32, 32)",
-                          f"{spills} bytes of spills: a smaller warp tile needs fewer "
-                          "accumulator registers"))
-        if ctx.arch in ("sm_90", "sm_90a") and "apply_wgmma" in ctx.family.transforms:
-            moves += [("apply_wgmma(128)", f"{ctx.arch} has warpgroup MMA (wgmma): about twice "
-                       "mma.sync's TF32 rate per SM, operands straight from shared memory"),
-                      ("apply_wgmma(64)", f"{ctx.arch} has warpgroup MMA (wgmma): 64-row tiles, "
-                       "fewer registers")]
-        if p.stages < 2:
-            moves.append(("apply_double_buffer(2)",
-                          "three cp.async buffers keep two tiles in flight behind the mma"))
-        if p.tile_k < 32:
-            moves.append(("apply_tiling(32)", "deeper K-tiles: fewer barriers per mma step"))
-        if p.warp_m * p.warp_n < 32 * 64:
-            moves += [("apply_warp_tiling(32, 64)", "a larger warp tile reuses each fragment "
-                       "over more mma"), ("apply_warp_tiling(64, 32)", "a larger warp tile "
-                       "reuses each fragment over more mma")]
-        if p.swizzle == 1:
-            moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share B "
-                          "tiles in L2"))
-        return moves
 
     # -- search --------------------------------------------------------------------------------
     def _local_search(self, ctx: PolicyContext, memory: _Memory,
@@ -650,29 +398,55 @@ class ExpertPolicy:
                 yield from self._local_search(ctx, memory, item)
 
 
-def _tile_slots(ctx: PolicyContext, inc: HistoryItem
-                ) -> tuple[int, int, int, int, int, int] | None:
-    """The incumbent's output tiles at the campaign's shape and the CTA slots of the GPU:
-    ``(grid x, grid y, tiles, SMs, CTAs an SM, slots)``; None when its launch is refused."""
-    assert ctx.shape is not None
-    launch = ctx.family.launch(inc.params, ctx.shape)
-    if isinstance(launch, Rejection):
-        return None
-    gx, gy, _ = launch.grid
-    device = ctx.device or {}
-    sms = int(device.get("sm_count") or DEFAULT_SM_COUNT)
-    resident = _resident_ctas(inc, device)
-    return gx, gy, gx * gy, sms, resident, sms * resident
+@dataclass(frozen=True)
+class _RuleView:
+    """A decision as the family's rule book reads it (:class:`kernels.family.RuleContext`):
+    the policy context and whether this policy judges the structure settled."""
 
+    ctx: PolicyContext
+    settled: bool
 
-def _resident_ctas(inc: HistoryItem, device: dict[str, Any]) -> int:
-    """CTAs of the incumbent one SM holds at once: from its profile's theoretical occupancy,
-    else computed from its registers (measured, or the estimate) and shared memory."""
-    p = inc.params
-    warps = -(-p.threads // 32)
-    max_warps = int(device.get("max_threads_per_sm") or 2048) // 32
-    occupancy = (inc.profile or {}).get("theoretical_occupancy_pct")
-    if occupancy is None:
-        regs = (inc.compile or {}).get("regs_per_thread") or p.est_regs_per_thread
-        occupancy, _ = theoretical_occupancy(p.threads, int(regs), p.smem_bytes, device)
-    return max(1, round(float(occupancy) / 100.0 * max_warps / warps))
+    @property
+    def family(self) -> Any:
+        """The family decided for."""
+        return self.ctx.family
+
+    @property
+    def arch(self) -> str:
+        """The GPU's arch."""
+        return self.ctx.arch
+
+    @property
+    def shape(self) -> Dims | None:
+        """The campaign's problem dimensions."""
+        return self.ctx.shape
+
+    @property
+    def device(self) -> dict[str, Any] | None:
+        """The device measured on."""
+        return self.ctx.device
+
+    @property
+    def incumbent(self) -> HistoryItem | None:
+        """The point the moves start from."""
+        return self.ctx.incumbent
+
+    @property
+    def history(self) -> list[HistoryItem]:
+        """Every candidate so far."""
+        return self.ctx.history
+
+    @property
+    def stagnation(self) -> int:
+        """Evaluations since the last acceptance."""
+        return self.ctx.stagnation
+
+    def action_allowed(self, name: str) -> bool:
+        """Whether a transform may be used in this campaign."""
+        return self.ctx.action_allowed(name)
+
+    def theoretical_occupancy(self, threads: int, regs_per_thread: int,
+                              shared_mem_bytes: int) -> float:
+        """Theoretical occupancy (% of an SM's warps) on the campaign's device."""
+        return theoretical_occupancy(threads, regs_per_thread, shared_mem_bytes,
+                                     self.ctx.device or {})[0]

@@ -28,26 +28,26 @@ from kernels.family import (
     make_dims,
     parse_dims,
 )
+from kernels.gemm_bias_relu.arch import max_smem_limit
+from kernels.gemm_bias_relu.launch import (
+    REDUCE_THREADS,
+    SK_FIXUP_NAME,
+    SK_HEADER_FLOATS,
+    SPLITK_REDUCE_NAME,
+    compile_arch,
+    launch_config,
+)
 from kernels.gemm_bias_relu.params import (
     BASELINE,
     DOMAINS,
     KERNEL_NAME,
-    REDUCE_THREADS,
-    SEED_DOMAINS,
-    SK_FIXUP_NAME,
-    SK_HEADER_FLOATS,
-    SPLITK_REDUCE_NAME,
     WG_SMALL_BUFFERS,
     GemmParams,
-    compile_arch,
-    enumerate_space,
-    launch_config,
-    max_smem_limit,
-    sample_space,
-    validate,
 )
 from kernels.gemm_bias_relu.shape import DIMS, Shape
+from kernels.gemm_bias_relu.space import SEED_DOMAINS, enumerate_space, sample_space
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
+from kernels.gemm_bias_relu.validity import validate
 
 __all__ = [
     "BASELINE", "DOMAINS", "FAMILY", "GemmBiasRelu", "GemmParams", "Shape", "TRANSFORMS",
@@ -145,6 +145,12 @@ class GemmBiasRelu:
         from kernels.gemm_bias_relu.rules import expert_moves
 
         return expert_moves(ctx)
+
+    def held_until_settled(self, action: Action) -> bool:
+        """``specialize_shape(true)``: a specialized kernel is checked at one shape only."""
+        from kernels.gemm_bias_relu.rules import held_until_settled
+
+        return held_until_settled(action)
 
     def sanitizer_shapes(self, params: GemmParams) -> list[Dims]:
         """1x1x1, a prime shape, and one with two tiles and a tail along every axis."""

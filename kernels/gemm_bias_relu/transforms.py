@@ -19,10 +19,9 @@ from kernels.gemm_bias_relu.params import (
     TC_ONLY_DEFAULTS,
     WG_THREADS,
     GemmParams,
-    check_at_shape,
-    validate,
 )
 from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.validity import check_at_shape, validate
 
 TRANSFORMS = TransformRegistry()
 
@@ -350,8 +349,8 @@ def apply_wgmma(candidate: Candidate, n: int) -> Candidate | Rejection:
 def apply_global_fragments(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Load the wgmma kernel's register operand (B^T fragments) from global memory, one K-tile
     ahead of the MMAs, instead of through a shared-memory B tile: shared memory then carries only
-    the A tiles (slower on the H200, 1.33x against 1.59x cuBLAS: the kernel was not short of
-    shared-memory bandwidth, docs/GPU.md 2026-11-30)."""
+    the A tiles. Slower on the H200 than the shared-memory B tile (the kernel is not short of
+    shared-memory bandwidth), so the expert does not offer it (``docs/GPU.md``)."""
     action = Action("apply_global_fragments", (on,))
     return _needs_wgmma(candidate, action) or _step(candidate, action, frag_global=on)
 

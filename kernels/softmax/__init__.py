@@ -236,6 +236,10 @@ class Softmax:
 
         return expert_moves(ctx)
 
+    def held_until_settled(self, action: Action) -> bool:
+        """No move waits for the structure to settle: every point runs at every shape."""
+        return False
+
     def sanitizer_shapes(self, params: SoftmaxParams) -> list[Dims]:
         """1x1; a few rows of 4098 (misaligned row starts, a tail); rows past one CTA's pack
         with a row one vector past the register-held capacity (the fallback) and one just

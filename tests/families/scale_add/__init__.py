@@ -229,6 +229,8 @@ class ScaleAdd:
 
     def expert_moves(self, ctx: RuleContext) -> list[tuple[str, str]]:
         """Wider accesses first, then fuller CTAs."""
+        if ctx.incumbent is None:
+            return []
         p = ctx.incumbent.params
         moves = []
         if p.vec < 4:
@@ -239,6 +241,10 @@ class ScaleAdd:
         if p.items < 4:
             moves.append((f"set_items({p.items * 2})", "more bytes in flight per thread"))
         return moves
+
+    def held_until_settled(self, action: Action) -> bool:
+        """Nothing is held back."""
+        return False
 
     def sanitizer_shapes(self, params: ScaleAddParams) -> list[Dims]:
         """A tail and a misaligned length."""

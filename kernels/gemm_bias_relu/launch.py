@@ -1,0 +1,129 @@
+"""Launch of GEMM points: grid, block, shared memory, and split-K's or stream-K's workspace and
+epilogue kernel; the arch a point is built for."""
+
+from __future__ import annotations
+
+from kernels.base import DEFAULT_SM_COUNT, EpilogueLaunch, LaunchConfig, Rejection
+from kernels.gemm_bias_relu.arch import MAX_GRID_Y, SMEM_PER_SM, SMEM_RESERVED_PER_CTA
+from kernels.gemm_bias_relu.params import KERNEL_NAME, GemmParams
+from kernels.gemm_bias_relu.shape import Shape
+from kernels.gemm_bias_relu.validity import shape_mismatch, workspace_bytes, workspace_limit
+
+#: The split-K epilogue kernel (same module): partial sums + bias + ReLU.
+SPLITK_REDUCE_NAME = "gemm_bias_relu_splitk_reduce"
+#: Threads per block of the epilogue, and the fp32 elements each thread handles per step.
+REDUCE_THREADS = 256
+REDUCE_VEC = 4
+#: Blocks of the epilogue at most (it walks the output with a grid-stride loop).
+REDUCE_MAX_BLOCKS = 8192
+#: The stream-K fix-up kernel (same module): sums the parts of split tiles + bias + ReLU.
+SK_FIXUP_NAME = "gemm_bias_relu_sk_fixup"
+#: Floats before the stream-K part-tile slots in the workspace (its header: 128 bytes).
+SK_HEADER_FLOATS = 32
+#: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
+#: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
+SK_MAX_PARTS = 8
+
+
+def compile_arch(params: GemmParams, arch: str) -> str:
+    """The arch ``params`` is built for on ``arch``: a wgmma kernel needs the ``a`` variant
+    (sm_90 -> sm_90a, whose cubin runs on the same GPUs); every other point ``arch`` itself."""
+    if params.tf32x3 and params.wgmma and arch == "sm_90":
+        return "sm_90a"
+    return arch
+
+
+def stream_k_slots(params: GemmParams, sm_count: int) -> int:
+    """CTAs of ``params`` the GPU holds at once: ``sm_count`` x the CTAs an SM fits (the
+    ``__launch_bounds__`` figure ptxas builds for, fewer if shared memory runs out first)."""
+    by_smem = SMEM_PER_SM // (params.smem_bytes + SMEM_RESERVED_PER_CTA)
+    return sm_count * max(1, min(params.min_blocks_per_sm, by_smem))
+
+
+def stream_k_workspace_bytes(params: GemmParams, ctas: int) -> int:
+    """Header plus two part-tile slots (``block_m x block_n`` fp32) for each stream-K CTA."""
+    return 4 * (SK_HEADER_FLOATS + 2 * ctas * params.block_m * params.block_n)
+
+
+def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
+                     ) -> LaunchConfig:
+    slots = stream_k_slots(params, sm_count)
+    waves, rest = divmod(tiles, slots)
+    if waves == 0:  # fewer tiles than slots: all in the stream-K row, split at most so far
+        rows, row_tiles = 1, tiles
+        ctas = min(slots, tiles * SK_MAX_PARTS, tiles * params.k_tiles(shape.k))
+    else:
+        # the whole waves data-parallel, the rest shared by every slot; a rest too small to
+        # share in SK_MAX_PARTS parts a tile (or stream_k 2) takes the last whole wave with it
+        alone = params.stream_k == 1 and (rest == 0 or slots <= SK_MAX_PARTS * rest)
+        rows = waves + 1 if alone else waves
+        row_tiles = tiles - (rows - 1) * slots
+        ctas = slots
+    return LaunchConfig(
+        kernel_name=KERNEL_NAME,
+        grid=(ctas, rows, 1),
+        block=(params.block_x, params.block_y, 1),
+        dynamic_smem_bytes=params.smem_bytes,
+        workspace_bytes=stream_k_workspace_bytes(params, ctas),
+        epilogue=EpilogueLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
+                                (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
+        tile=(params.block_m, params.block_n),
+    )
+
+
+def epilogue_args(parts: int) -> tuple[str | int, ...]:
+    """Arguments of the split-K reduction and the stream-K fix-up: ``(workspace, bias, C, M, N,
+    parts)``, ``parts`` the partial sums a tile has (splits) or the CTAs of a row (stream-K)."""
+    return ("workspace", "bias", "C", "M", "N", parts)
+
+
+def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_COUNT
+                  ) -> LaunchConfig | Rejection:
+    """Grid, block and dynamic shared memory of ``params`` for ``shape``.
+
+    Split-K (``split_k > 1``): grid z is the number of splits, ``min(split_k, K tiles)`` (every
+    split gets at least one K tile, whatever the shape), each split writes its partial sums to a
+    ``splits x M x N`` fp32 workspace, and the epilogue kernel sums them in split order, adds the
+    bias and applies ReLU. Stream-K (``stream_k``): grid (S, R) with S the CTAs ``sm_count``
+    SMs hold at once (:func:`stream_k_slots`), R - 1 rows of whole tiles and one row that shares
+    the rest's K iterations, then the fix-up kernel (see :class:`GemmParams`). A
+    shape-specialized kernel is refused at any other shape.
+    """
+    fixed = params.fixed_shape
+    if fixed is not None and fixed != shape:
+        return shape_mismatch(fixed, shape)
+    block_m = params.tc_block_m if params.tf32x3 else params.block_m
+    block_n = params.tc_block_n if params.tf32x3 else params.block_n
+    grid_x = -(-shape.n // block_n)
+    grid_y = -(-shape.m // block_m)
+    if grid_y > MAX_GRID_Y:
+        return Rejection(
+            "grid_limit",
+            f"{grid_y} row tiles exceed the grid's y limit {MAX_GRID_Y}",
+            {"grid_y": grid_y, "max_grid_y": MAX_GRID_Y},
+        )
+    if params.stream_k:
+        return _stream_k_launch(params, shape, grid_x * grid_y, sm_count)
+    if params.split_k == 1:
+        return LaunchConfig(
+            kernel_name=KERNEL_NAME,
+            grid=(grid_x, grid_y, 1),
+            block=(params.block_x, params.block_y + params.producers, 1),
+            dynamic_smem_bytes=params.smem_bytes,
+        )
+    # the split-K kernel always writes partial sums (even when a short K leaves one split)
+    splits = min(params.split_k, params.k_tiles(shape.k))
+    rejection = workspace_limit(splits, shape)
+    if rejection is not None:
+        return rejection
+    per_block = REDUCE_THREADS * REDUCE_VEC
+    reduce_blocks = max(1, min(-(-(shape.m * shape.n) // per_block), REDUCE_MAX_BLOCKS))
+    return LaunchConfig(
+        kernel_name=KERNEL_NAME,
+        grid=(grid_x, grid_y, splits),
+        block=(params.block_x, params.block_y + params.producers, 1),
+        dynamic_smem_bytes=params.smem_bytes,
+        workspace_bytes=workspace_bytes(splits, shape),
+        epilogue=EpilogueLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
+                                (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
+    )
