@@ -324,6 +324,16 @@ def test_reference_compiles(compiler: Compiler) -> None:
 class Incumbent:
     params: SoftmaxParams
     feedback: dict[str, Any]
+    iteration: int = 0
+    status: str = "ok"
+
+    @property
+    def compile(self) -> dict[str, Any] | None:
+        return self.feedback.get("compile")
+
+    @property
+    def profile(self) -> dict[str, Any] | None:
+        return self.feedback.get("profile")
 
 
 @dataclass

@@ -4,8 +4,9 @@ Each decision starts from the rule book (:meth:`kernels.family.KernelFamily.expe
 ``(action, reason)`` moves its signals call for, best first), keeping the moves that are valid,
 allowed, in the space and not tried yet (actions injected into a running campaign come before
 any policy's proposals: the engine tries them,
-:func:`agent.engine.proposing.propose_candidates`). Then local numeric search over the rest of the one-step neighbourhood: transforms that paid first (a
-running mean of their improvements), untried ones next. A move the family holds back until the
+:func:`agent.engine.proposing.propose_candidates`). Then local numeric search over the rest of
+the one-step neighbourhood: transforms that paid first (a running mean of their improvements),
+untried ones next. A move the family holds back until the
 structure has settled (:meth:`~kernels.family.KernelFamily.held_until_settled`) is left to the
 rule book until a stagnation window has passed without an acceptance.
 
