@@ -282,6 +282,23 @@ class GpuEvaluator:
         return Measurement("ok", correctness=correctness, perf=perf, profile=profile,
                            incumbent_runs_us=inc_runs, gpu_seconds=gpu_seconds, extra=extra)
 
+    def sustained(self, params: Any, compiled: CompileResult, *, shape: Dims, seed: int = 0,
+                  min_ms: float = 300.0) -> dict[str, Any]:
+        """The rate of back-to-back launches of a compiled point over at least ``min_ms``
+        (``us_per_launch``, ``launches``, ``total_ms``; ``error`` when the child could not)."""
+        family = self.family
+        launch = self._launches(params, [shape])[shape]
+        reply = self.child.request({
+            "op": "sustain", "min_ms": min_ms, "seed": seed,
+            "candidate": {"key": compiled.source_hash, "cubin": compiled.cubin(),
+                          "kernel": launch.kernel_name},
+            "launch": launch.to_dict(), "signature": family.signature.resolve(shape),
+            "fills": family.distributions[0].resolve(family.signature),
+        }, max(self.options.timeout_s, 4 * min_ms / 1000.0 + 30.0))
+        if reply.get("status") != "ok":
+            return {"error": f"{reply.get('status')}: {reply.get('error')}"}
+        return dict(reply["sustained"])
+
     def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Dims,
                      launch: LaunchConfig) -> None:
         """Add Nsight Compute's figures (sources ``ncu``) to a light profile, in place."""

@@ -13,6 +13,9 @@ Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
   ``fills``, ``launch``, ``reference_launch``), ``bench`` (``shape``, ``signature``,
   ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
   an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
+- ``sustain``: ``candidate``, ``launch``, ``signature``, ``fills``, ``seed``, ``min_ms``: the rate
+  of back-to-back launches (no flush) over at least ``min_ms`` — the clock the GPU holds under
+  load, which the flushed runs of ``evaluate`` (tens of ms) do not reach;
 - ``stats`` (the checker on given arrays), ``info``, ``ping``.
 
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
@@ -407,6 +410,33 @@ class Runtime:
                 "samples_us": samples}
 
 
+    def sustain(self, fn: Any, req: dict[str, Any]) -> dict[str, Any]:
+        """Launches back to back for at least ``min_ms`` between two events, after a warm-up
+        and a short batch that sizes the run; microseconds a launch."""
+        signature, launch = req["signature"], req["launch"]
+        b = self.fill_inputs(signature, req["fills"], req["seed"])
+        self.workspace(int(launch.get("workspace_bytes") or 0))
+        start, end = self._events(1)[0]
+        for _ in range(3):
+            self.launch(fn, launch, b, signature)
+        self.sync()
+        start.record(self.stream)
+        for _ in range(5):
+            self.launch(fn, launch, b, signature)
+        end.record(self.stream)
+        self.sync()
+        estimate_us = max(end.time_since(start) * 1000.0 / 5, 1.0)
+        count = int(min(1_000_000, math.ceil(float(req["min_ms"]) * 1000.0 / estimate_us) + 1))
+        start.record(self.stream)
+        for _ in range(count):
+            self.launch(fn, launch, b, signature)
+        end.record(self.stream)
+        self.sync()
+        total_ms = end.time_since(start)
+        return {"launches": count, "total_ms": round(total_ms, 3),
+                "us_per_launch": total_ms * 1000.0 / count}
+
+
 # ---- request handling -----------------------------------------------------------------------
 def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
     """Serve one request (the fields are in the module's docstring)."""
@@ -447,6 +477,9 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
                 entries.append((rt.candidate(inc, inc["launch"], signature), inc["launch"]))
             result["bench"] = rt.benchmark(entries, bench)
         return result
+    if op == "sustain":
+        fn = rt.candidate(req["candidate"], req["launch"], req["signature"])
+        return {"status": "ok", "sustained": rt.sustain(fn, req)}
     raise ValueError(f"unknown op {op!r}")
 
 
