@@ -239,8 +239,11 @@ def test_a_specialized_kernel_refuses_another_shape(evaluator: GpuEvaluator) -> 
     restarts = evaluator.child.restarts
     reply = evaluator.child.request({
         "op": "evaluate", "tol": 1e-4, "stop_on_failure": True, "bench": None,
-        "checks": [{"shape": [other.m, other.n, other.k], "dist": "normal",
-                    "launch": launch.to_dict(), "seed": 1}],
+        "checks": [{"shape": list(other.values_tuple()), "dist": "normal",
+                    "signature": FAMILY.signature.resolve(other),
+                    "fills": FAMILY.distributions[0].resolve(FAMILY.signature),
+                    "launch": launch.to_dict(),
+                    "reference_launch": FAMILY.reference_launch(other).to_dict(), "seed": 1}],
         "candidate": {"key": compiled.source_hash, "cubin": compiled.cubin(),
                       "kernel": FAMILY.name},
     }, 60)

@@ -247,7 +247,8 @@ class Softmax:
         p = params.canonical()
         shapes = [_dims(1, 1), _dims(3, 4098), _dims(2 * p.rows_per_cta + 1, 67)]
         if p.passes == 1:
-            shapes += [_dims(3, max(1, p.capacity - 3)), _dims(2, p.capacity + p.vec + 1)]
+            # rows of 8 or more: a -inf fill never covers a whole row (kernels.family.FILL_KINDS)
+            shapes += [_dims(3, max(8, p.capacity - 3)), _dims(2, p.capacity + p.vec + 1)]
         else:
             shapes.append(_dims(3, 3 * p.group_threads * p.vec * p.unroll + 5))
         return list(dict.fromkeys(shapes))
