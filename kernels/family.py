@@ -17,6 +17,7 @@ buffer, then the scalars.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -514,6 +515,49 @@ class KernelFamily(Protocol):
     def replay_datasets(self) -> list[Any]:
         """Replay datasets shipped with the family (measured on a GPU), first the default."""
         ...
+
+
+class FamilyBase:
+    """What every family does the same way, from its declarations: apply actions through its
+    ``transforms``, start chains at its ``baseline``, hash its ``render``, and parse and check
+    shapes against its ``dims``. A family subclasses it and overrides what it does its own way."""
+
+    dims: tuple[Dim, ...]
+    transforms: TransformRegistry
+    baseline: Any
+
+    def render(self, params: Any) -> str:
+        """The CUDA source of ``params`` (every family renders its own)."""
+        raise NotImplementedError
+
+    def parse_dims(self, text: str) -> Dims:
+        """The shape's text in the family's notation (:func:`parse_dims`)."""
+        return parse_dims(self.dims, text)
+
+    def make_dims(self, values: Mapping[str, Any]) -> Dims:
+        """Dimensions from JSON, checked against the bounds (:func:`make_dims`)."""
+        return make_dims(self.dims, values)
+
+    def source_hash(self, params: Any) -> str:
+        """SHA-256 of the rendered source."""
+        return hashlib.sha256(self.render(params).encode()).hexdigest()
+
+    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
+        """Apply one action (object or text like ``"apply_vectorize(4)"``)."""
+        if isinstance(action, str):
+            action = Action.parse(action)
+        return self.transforms.apply(candidate, action)
+
+    def apply_chain(self, actions: list[Action], start: Candidate | None = None
+                    ) -> Candidate | Rejection:
+        """Apply actions in order from ``start`` (default the baseline); stop at a rejection."""
+        node = start or Candidate(self.baseline)
+        for action in actions:
+            result = self.apply(node, action)
+            if isinstance(result, Rejection):
+                return result
+            node = result
+        return node
 
 
 def describe(family: KernelFamily) -> dict[str, Any]:

@@ -5,7 +5,6 @@ Shapes: A is M x K, B is K x N, bias has N elements, C is M x N.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import replace
 from functools import lru_cache
@@ -14,11 +13,12 @@ from typing import Any
 
 import jinja2
 
-from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Dims, LaunchConfig, Rejection
+from kernels.base import DEFAULT_SM_COUNT, Action, Dims, LaunchConfig, Rejection
 from kernels.family import (
     Buffer,
     CorrectnessRule,
     Distribution,
+    FamilyBase,
     Fill,
     Metric,
     RuleContext,
@@ -96,7 +96,7 @@ EDGE_SHAPES: tuple[Dims, ...] = (
 )
 
 
-class GemmBiasRelu:
+class GemmBiasRelu(FamilyBase):
     """The family object: space, action space, rendering, launch shape, reference."""
 
     name = KERNEL_NAME
@@ -198,10 +198,6 @@ class GemmBiasRelu:
         """The arch to build ``params`` for on a GPU of ``arch`` (wgmma needs sm_90a)."""
         return compile_arch(params.canonical(), arch)
 
-    def source_hash(self, params: GemmParams) -> str:
-        """SHA-256 of the rendered source."""
-        return hashlib.sha256(self.render(params).encode()).hexdigest()
-
     def launch(self, params: GemmParams, shape: Dims, sm_count: int = DEFAULT_SM_COUNT
                ) -> LaunchConfig | Rejection:
         """Grid, block, dynamic shared memory (and a split-K or stream-K launch's workspace and
@@ -226,23 +222,6 @@ class GemmBiasRelu:
         return LaunchConfig(
             REFERENCE_KERNEL_NAME, (-(-shape.n // 64), -(-shape.m // 64), 1), (16, 16, 1), 0
         )
-
-    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
-        """Apply one action (object or text like ``"apply_tiling(16)"``)."""
-        if isinstance(action, str):
-            action = Action.parse(action)
-        return self.transforms.apply(candidate, action)
-
-    def apply_chain(self, actions: list[Action], start: Candidate | None = None
-                    ) -> Candidate | Rejection:
-        """Apply actions in order from ``start`` (default the baseline); stop at a rejection."""
-        node = start or Candidate(self.baseline)
-        for action in actions:
-            result = self.apply(node, action)
-            if isinstance(result, Rejection):
-                return result
-            node = result
-        return node
 
     def replay_dataset_path(self) -> Any:
         """The replay dataset shipped with the family (measured on an H200)."""

@@ -14,7 +14,6 @@ would still be caught).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import lru_cache
 from importlib import resources
@@ -22,12 +21,13 @@ from typing import Any
 
 import jinja2
 
-from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Dims, LaunchConfig, Rejection
+from kernels.base import DEFAULT_SM_COUNT, Action, Dims, LaunchConfig, Rejection
 from kernels.family import (
     Buffer,
     CorrectnessRule,
     Dim,
     Distribution,
+    FamilyBase,
     Fill,
     Metric,
     RuleContext,
@@ -108,7 +108,7 @@ def _checked(dims: Dims) -> Dims:
     return dims
 
 
-class Softmax:
+class Softmax(FamilyBase):
     """The family object: space, action space, rendering, launch, reference, rule book."""
 
     name = KERNEL_NAME
@@ -160,23 +160,6 @@ class Softmax:
         """Static validity before compiling (numbers in the rejection)."""
         return validate(params, arch)
 
-    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
-        """Apply one action (object or text like ``"apply_vectorize(4)"``)."""
-        if isinstance(action, str):
-            action = Action.parse(action)
-        return self.transforms.apply(candidate, action)
-
-    def apply_chain(self, actions: list[Action], start: Candidate | None = None
-                    ) -> Candidate | Rejection:
-        """Apply actions in order from ``start`` (default the baseline); stop at a rejection."""
-        node = start or Candidate(self.baseline)
-        for action in actions:
-            result = self.apply(node, action)
-            if isinstance(result, Rejection):
-                return result
-            node = result
-        return node
-
     def for_shape(self, params: SoftmaxParams, dims: Dims) -> SoftmaxParams:
         """``params`` unchanged: no point is compiled for one shape."""
         return params
@@ -192,10 +175,6 @@ class Softmax:
         return _environment().get_template("softmax.cu.j2").render(
             p=p, kernel_name=KERNEL_NAME, extra_slots=p.extra_slots,
             params_json=json.dumps(p.to_dict(), sort_keys=True))
-
-    def source_hash(self, params: SoftmaxParams) -> str:
-        """SHA-256 of the rendered source."""
-        return hashlib.sha256(self.render(params).encode()).hexdigest()
 
     def compile_arch(self, params: SoftmaxParams, arch: str) -> str:
         """``arch`` itself: clusters need sm_90 (checked by :meth:`validate`), nothing needs

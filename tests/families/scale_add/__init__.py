@@ -6,7 +6,6 @@ family contract (``kernels.family``) without a line of theirs naming it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass, replace
@@ -32,13 +31,12 @@ from kernels.family import (
     CorrectnessRule,
     Dim,
     Distribution,
+    FamilyBase,
     Fill,
     Metric,
     RuleContext,
     Scalar,
     Signature,
-    make_dims,
-    parse_dims,
 )
 
 NAME = "scale_add"
@@ -102,7 +100,7 @@ def _template() -> jinja2.Template:
     return env.from_string(resources.files(__package__).joinpath("kernel.cu.j2").read_text())
 
 
-class ScaleAdd:
+class ScaleAdd(FamilyBase):
     """The family object."""
 
     name = NAME
@@ -119,14 +117,6 @@ class ScaleAdd:
     vendor = None
     transforms = TRANSFORMS
     baseline = ScaleAddParams()
-
-    def parse_dims(self, text: str) -> Dims:
-        """``1048576`` or ``n=1048576``."""
-        return parse_dims(self.dims, text)
-
-    def make_dims(self, values: Any) -> Dims:
-        """``{"n": …}`` checked against the bound."""
-        return make_dims(self.dims, values)
 
     def params_from_dict(self, data: dict[str, Any]) -> ScaleAddParams:
         """Parameters from JSON; ``ValueError`` names an unknown or out-of-domain one."""
@@ -160,22 +150,6 @@ class ScaleAdd:
                                  f"{list(DOMAINS[key])}", {key: value})
         return None
 
-    def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
-        """Apply one action."""
-        return TRANSFORMS.apply(candidate, Action.parse(action) if isinstance(action, str)
-                                else action)
-
-    def apply_chain(self, actions: list[Action], start: Candidate | None = None
-                    ) -> Candidate | Rejection:
-        """Apply actions in order from ``start``."""
-        node = start or Candidate(self.baseline)
-        for action in actions:
-            result = self.apply(node, action)
-            if isinstance(result, Rejection):
-                return result
-            node = result
-        return node
-
     def for_shape(self, params: ScaleAddParams, dims: Dims) -> ScaleAddParams:
         """Any point runs at any shape."""
         return params
@@ -184,10 +158,6 @@ class ScaleAdd:
         """The CUDA source."""
         return _template().render(p=params, params_json=json.dumps(params.to_dict(),
                                                                    sort_keys=True))
-
-    def source_hash(self, params: ScaleAddParams) -> str:
-        """SHA-256 of the source."""
-        return hashlib.sha256(self.render(params).encode()).hexdigest()
 
     def compile_arch(self, params: ScaleAddParams, arch: str) -> str:
         """The GPU's own arch."""
