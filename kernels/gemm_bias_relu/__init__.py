@@ -48,6 +48,7 @@ from kernels.gemm_bias_relu.shape import DIMS, Shape
 from kernels.gemm_bias_relu.space import SEED_DOMAINS, enumerate_space, sample_space
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
 from kernels.gemm_bias_relu.validity import validate
+from kernels.templates import package_environment
 
 __all__ = [
     "BASELINE", "DOMAINS", "FAMILY", "GemmBiasRelu", "GemmParams", "Shape", "TRANSFORMS",
@@ -56,15 +57,8 @@ __all__ = [
 REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
 
 
-@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    # templates (and the files they include) are read from the package itself
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(
-            lambda name: resources.files(__package__).joinpath(name).read_text()),
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, autoescape=False,
-    )
+    return package_environment(__package__)
 
 
 @lru_cache(maxsize=4)

@@ -15,7 +15,6 @@ would still be caught).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -50,6 +49,7 @@ from kernels.softmax.params import (
     validate,
 )
 from kernels.softmax.transforms import TRANSFORMS
+from kernels.templates import package_environment
 
 __all__ = ["BASELINE", "DIMS", "DOMAINS", "FAMILY", "Softmax", "SoftmaxParams", "TRANSFORMS"]
 
@@ -91,14 +91,8 @@ EDGE_SHAPES: tuple[Dims, ...] = (
 )
 
 
-@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(
-            lambda name: resources.files(__package__).joinpath(name).read_text()),
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, autoescape=False,
-    )
+    return package_environment(__package__)
 
 
 def _checked(dims: Dims) -> Dims:
