@@ -12,9 +12,10 @@ from pydantic import BaseModel
 
 from agent.exports import aware, campaign_points, peak_tflops, tflops
 from api.deps import CampaignDep, OffsetQuery, SessionDep
+from api.json_body import StrictJsonRoute
 from api.schemas import CandidateStatus, error_responses
 
-router = APIRouter(prefix="/campaigns", tags=["dashboard"])
+router = APIRouter(prefix="/campaigns", tags=["dashboard"], route_class=StrictJsonRoute)
 
 
 class DecisionRead(BaseModel):

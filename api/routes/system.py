@@ -11,6 +11,7 @@ from sqlalchemy import func, select, text
 
 from api.deps import SessionDep, SettingsDep, TeamDep
 from api.events import SENT
+from api.json_body import StrictJsonRoute
 from api.schemas import (
     MAX_DIM,
     PRINTABLE,
@@ -22,7 +23,7 @@ from api.schemas import (
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], route_class=StrictJsonRoute)
 
 
 Size = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
