@@ -465,6 +465,71 @@ def test_an_agent_killed_outright_holding_a_result_gives_it_back(
     sys.stderr.write(f"\nagent killed outright: its campaign done {took:.1f} s later\n")
 
 
+def test_a_gpu_worker_killed_outright_after_taking_a_message_before_its_claim(
+        faults: FaultStack, team: TeamKey) -> None:
+    """The GPU worker's pool process stopped (SIGSTOP) while the baseline compiles: its main
+    process takes the evaluation off the queue (into Redis's ``unacked`` hash) and hands it to
+    a pool that never runs it, so the candidate stays ``compiled`` and unclaimed. Then the
+    whole worker is SIGKILLed and a fresh one started. The agent sees the dead node's silence
+    and hands the message out again: measured within seconds, where it waited for the
+    visibility timeout (an hour; six minutes later it was still ``compiled``). Twice: once
+    with the campaign left to finish, once cancelled meanwhile (``db check`` found the
+    straggler ``in_flight_after_finish``)."""
+    silent_s = SILENT_BEATS * float(faults.env["TUNEFORGE_HEARTBEAT_S"])
+    for cancel in (False, True):
+        pool = faults.pool("gpu")
+        os.kill(pool, signal.SIGSTOP)
+        try:
+            campaign_id = submit(faults, team, 3)
+
+            def compiled_and_taken(campaign_id: str = campaign_id) -> str | None:
+                with session_scope(faults.db_url) as s:
+                    row = s.execute(select(Candidate.id, Candidate.claimed_by).where(
+                        Candidate.campaign_id == campaign_id,
+                        Candidate.status == "compiled")).first()
+                return row[0] if row is not None and row[1] is None \
+                    and unacked_naming(faults, row[0]) == 1 else None
+
+            cid = wait_until(compiled_and_taken, 60, "the evaluation taken, not claimed",
+                             faults, interval=0.05)
+            time.sleep(0.5)
+            assert compiled_and_taken() == cid  # the stopped pool never claims it
+        finally:
+            faults.kill_outright("gpu")  # SIGKILL ends a stopped process as well
+        killed_at = time.monotonic()
+        INJECTED["GPU worker killed outright after taking a message, before the claim"] += 1
+        faults.start_again("gpu")
+        if cancel:
+            with faults.client(team.key) as client:
+                assert client.post(f"/campaigns/{campaign_id}/cancel").status_code == 200
+
+        def measured(cid: str = cid) -> bool:
+            with session_scope(faults.db_url) as s:
+                cand = s.get(Candidate, cid)
+                return cand is not None and cand.status not in CANDIDATE_IN_FLIGHT
+        wait_until(measured, silent_s + 45, f"candidate {cid} to be measured", faults)
+        took = time.monotonic() - killed_at
+        status, reason = wait_done(faults, campaign_id)
+        assert took < silent_s + 30, took
+        with session_scope(faults.db_url) as s:
+            cand = s.get(Candidate, cid)
+            assert cand is not None
+            assert (cand.status, cand.attempts, cand.claimed_by) == ("ok", 1, None)
+            in_flight = s.scalar(select(func.count()).select_from(Candidate).where(
+                Candidate.campaign_id == campaign_id,
+                Candidate.status.in_(CANDIDATE_IN_FLIGHT)))
+            findings = check(s)
+        assert in_flight == 0
+        assert findings == [], findings
+        if cancel:
+            assert status == "cancelled", reason
+        else:
+            assert status == "done", reason
+            assert_every_result_once(faults, campaign_id, 3)
+        sys.stderr.write(f"\ntaken, not claimed{', cancelled' if cancel else ''}: measured "
+                         f"{took:.1f} s after the kill\n")
+
+
 def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(
         faults: FaultStack, team: TeamKey) -> None:
     # a campaign of the GPU backend: its compile runs nvcc (here a fake that never ends)
