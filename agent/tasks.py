@@ -171,15 +171,15 @@ def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, 
     return {cid: (status, _queue(status, arch)) for cid, status, arch in rows}
 
 
-#: In-flight candidates that no worker holds (waiting for their step, or given back), of
-#: campaigns not finished a day ago (those that still run, and those whose stragglers a
-#: cancel left in flight): the candidates whose step only a message in the broker carries.
-_UNCLAIMED_IN_FLIGHT = (
+#: In-flight candidates of campaigns not finished a day ago (those that still run, and those
+#: whose stragglers a cancel left in flight). Each is carried by a message of the broker: in a
+#: queue, or delivered and not acknowledged while a worker runs its step (``acks_late``), also
+#: when it is claimed.
+_IN_FLIGHT = (
     select(Candidate.id, Candidate.status, Campaign.arch)
     .join(Campaign, Campaign.id == Candidate.campaign_id)
     .where(Campaign.finished_at.is_(None) | (Campaign.finished_at > bindparam("since")),
-           Candidate.status.in_(("pending", "compiling", "compiled", "measuring")),
-           Candidate.claimed_by.is_(None)))
+           Candidate.status.in_(("pending", "compiling", "compiled", "measuring"))))
 
 #: The look for lost messages runs every this many heartbeat periods; a candidate missing from
 #: the broker on two looks in a row has its step sent again.
@@ -193,13 +193,16 @@ def lost_check_s(heartbeat_s: float) -> float:
 
 
 def resend_lost() -> list[str]:
-    """Send again the step of every in-flight candidate that no worker holds and that no
-    message of the broker names on two looks in a row (a compile worker killed between its
-    record of a compile and its enqueue of the evaluation, an agent killed between its commit
-    and its enqueue, a broker restart): whatever its campaign is doing, within two periods
-    (the stalled-campaign look waited for a campaign quiet for ``TUNEFORGE_RECONCILE_S``, so a
-    campaign still going on its other slots ran short of one meanwhile). One agent process
-    per period, by a Redis lock; the candidate ids sent."""
+    """Send again the step of every in-flight candidate that no message of the broker names
+    on two looks in a row: a compile worker killed between its record of a compile and its
+    enqueue of the evaluation, an agent killed between its commit and its enqueue, a task
+    whose report or retry met the broker away (Celery then drops it: ``Reject``, the
+    candidate still claimed by its live worker), a broker restart. Whatever its campaign is
+    doing, within two periods (the stalled-campaign look waited for a campaign quiet for
+    ``TUNEFORGE_RECONCILE_S``, so a campaign still going on its other slots ran short of one
+    meanwhile). A step still running whose message a broker restart wiped is sent a second
+    time, which a step allows (its result is recorded once; an evaluation counts one more
+    delivery). One agent process per period, by a Redis lock; the candidate ids sent."""
     settings = get_settings()
     period = lost_check_s(settings.heartbeat_s)
     client = redis_client()
@@ -208,7 +211,7 @@ def resend_lost() -> list[str]:
     since = utcnow() - dt.timedelta(days=1)
     with session_scope(_url()) as s:
         waiting = {cid: (status, _queue(status, arch)) for cid, status, arch in
-                   s.execute(_UNCLAIMED_IN_FLIGHT, {"since": since})}
+                   s.execute(_IN_FLIGHT, {"since": since})}
     missing = set(waiting) - mentioned_in_messages(set(waiting))
     before = {k.decode(): v.decode() for k, v in client.hgetall(_SUSPECTS).items()}
     confirmed = {cid: waiting[cid] for cid in missing if before.get(cid) == waiting[cid][0]}
