@@ -229,14 +229,19 @@ def _queue(status: str, arch: str) -> str:
     return "compile" if status in ("pending", "compiling") else gpu_queue(arch)
 
 
+#: A step sent again is not sent again for this long (whichever look found it missing first).
+RESEND_HOLD_S = 10
+
+
 def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5) -> list[str]:
     """Send again the step of every in-flight candidate (or one that waits for its sanitizer
     gate) that no message of the broker names any more (the broker restarted and lost the
     running task's message, or the report the task sent; a worker killed outright right after
     it took the message off the queue): without this, a Redis restart or a killed GPU worker
     strands a campaign. Checked twice ``recheck_s`` apart (a message is briefly in
-    neither place while a worker takes it); sending a step twice is harmless (workers skip
-    finished candidates). The ids sent."""
+    neither place while a worker takes it); one look sends it, the others find it sent for
+    :data:`RESEND_HOLD_S` (a step sent twice is measured twice, recorded once). The ids
+    sent."""
     if not working:
         return []
     missing = set(working) - mentioned_in_messages(set(working))
@@ -249,13 +254,20 @@ def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5)
             .where(Candidate.id.in_(missing)))
             if status == working[cid][0] and (status != "ok" or unchecked)} \
             if missing else set()
+    sent = []
     for cid in sorted(still):
         status, queue = working[cid]
+        # the quiet-campaign look and the lost-message look (in any agent process) may both
+        # find it missing before either sent it: one of them sends it
+        if not redis_client().set(f"tuneforge:resent:{_STEP[status]}:{cid}", b"1", nx=True,
+                                  ex=RESEND_HOLD_S):
+            continue
         log.warning("candidate %s was %s but its message is gone: sending it again",
                     cid, "waiting for its sanitizer gate" if status == "ok" else status)
         forget_sent(_STEP[status], cid)
         enqueue_once(_STEP[status], cid, cid, queue=queue)
-    return sorted(still)
+        sent.append(cid)
+    return sent
 
 
 #: How many times the claim of one step of a candidate is given back (its worker died
