@@ -7,6 +7,7 @@ campaign ``failed`` with the reason, instead of leaving it hanging.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -15,14 +16,14 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from agent import service
 from core import feed
 from core.db import session_scope
 from core.evaluation import CompileResult
-from core.models import Campaign, Candidate
+from core.models import Campaign, Candidate, utcnow
 from core.queues import (
     INFRA_ERRORS,
     MAX_EVALUATION_ATTEMPTS,
@@ -102,14 +103,22 @@ def _stop_reconciler(**_: Any) -> None:
 def _reconcile_loop() -> None:
     settings = get_settings()
     # claims of dead workers are looked for every half heartbeat period (a worker is gone
-    # after three silent periods), stalled campaigns every reconcile period
+    # after three silent periods), lost messages every LOST_CHECK_BEATS periods, stalled
+    # campaigns every reconcile period
     tick = min(settings.heartbeat_s / 2, settings.reconcile_s)
     next_reconcile = time.monotonic() + settings.reconcile_s
+    next_lost = time.monotonic() + lost_check_s(settings.heartbeat_s)
     while not _stop.wait(tick):
         try:
             release_abandoned()
         except Exception:  # the database or Redis is away: try again next period
             log.warning("looking for abandoned claims failed", exc_info=True)
+        if time.monotonic() >= next_lost:
+            next_lost = time.monotonic() + lost_check_s(settings.heartbeat_s)
+            try:
+                resend_lost()
+            except Exception:
+                log.warning("looking for lost messages failed", exc_info=True)
         if time.monotonic() < next_reconcile:
             continue
         next_reconcile = time.monotonic() + settings.reconcile_s
@@ -162,8 +171,66 @@ def _working(session: Session, campaign_ids: list[str]) -> dict[str, tuple[str, 
     return {cid: (status, _queue(status, arch)) for cid, status, arch in rows}
 
 
+#: In-flight candidates of campaigns not finished a day ago (those that still run, and those
+#: whose stragglers a cancel left in flight). Each is carried by a message of the broker: in a
+#: queue, or delivered and not acknowledged while a worker runs its step (``acks_late``), also
+#: when it is claimed.
+_IN_FLIGHT = (
+    select(Candidate.id, Candidate.status, Campaign.arch)
+    .join(Campaign, Campaign.id == Candidate.campaign_id)
+    .where(Campaign.finished_at.is_(None) | (Campaign.finished_at > bindparam("since")),
+           Candidate.status.in_(("pending", "compiling", "compiled", "measuring"))))
+
+#: The look for lost messages runs every this many heartbeat periods; a candidate missing from
+#: the broker on two looks in a row has its step sent again.
+LOST_CHECK_BEATS = 2
+_SUSPECTS = "tuneforge:lost-suspects"
+
+
+def lost_check_s(heartbeat_s: float) -> float:
+    """Seconds between two looks for lost messages (:func:`resend_lost`)."""
+    return LOST_CHECK_BEATS * heartbeat_s
+
+
+def resend_lost() -> list[str]:
+    """Send again the step of every in-flight candidate that no message of the broker names
+    on two looks in a row: a compile worker killed between its record of a compile and its
+    enqueue of the evaluation, an agent killed between its commit and its enqueue, a task
+    whose report or retry met the broker away (Celery then drops it: ``Reject``, the
+    candidate still claimed by its live worker), a broker restart. Whatever its campaign is
+    doing, within two periods (the stalled-campaign look waited for a campaign quiet for
+    ``TUNEFORGE_RECONCILE_S``, so a campaign still going on its other slots ran short of one
+    meanwhile). A step still running whose message a broker restart wiped is sent a second
+    time, which a step allows (its result is recorded once; an evaluation counts one more
+    delivery). One agent process per period, by a Redis lock; the candidate ids sent."""
+    settings = get_settings()
+    period = lost_check_s(settings.heartbeat_s)
+    client = redis_client()
+    if not client.set("tuneforge:resend-lost", b"1", nx=True, px=max(1, int(period * 900))):
+        return []
+    since = utcnow() - dt.timedelta(days=1)
+    with session_scope(_url()) as s:
+        waiting = {cid: (status, _queue(status, arch)) for cid, status, arch in
+                   s.execute(_IN_FLIGHT, {"since": since})}
+    missing = set(waiting) - mentioned_in_messages(set(waiting))
+    before = {k.decode(): v.decode() for k, v in client.hgetall(_SUSPECTS).items()}
+    confirmed = {cid: waiting[cid] for cid in missing if before.get(cid) == waiting[cid][0]}
+    suspects = {cid: waiting[cid][0] for cid in missing - set(confirmed)}
+    pipe = client.pipeline()
+    pipe.delete(_SUSPECTS)
+    if suspects:
+        pipe.hset(_SUSPECTS, mapping=suspects)
+        pipe.expire(_SUSPECTS, max(1, int(4 * period)))
+    pipe.execute()
+    return resend_stranded(confirmed)
+
+
 def _queue(status: str, arch: str) -> str:
     return "compile" if status in ("pending", "compiling") else gpu_queue(arch)
+
+
+#: A step sent again is not sent again for this long (whichever look found it missing first).
+RESEND_HOLD_S = 10
 
 
 def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5) -> list[str]:
@@ -172,8 +239,9 @@ def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5)
     running task's message, or the report the task sent; a worker killed outright right after
     it took the message off the queue): without this, a Redis restart or a killed GPU worker
     strands a campaign. Checked twice ``recheck_s`` apart (a message is briefly in
-    neither place while a worker takes it); sending a step twice is harmless (workers skip
-    finished candidates). The ids sent."""
+    neither place while a worker takes it); one look sends it, the others find it sent for
+    :data:`RESEND_HOLD_S` (a step sent twice is measured twice, recorded once). The ids
+    sent."""
     if not working:
         return []
     missing = set(working) - mentioned_in_messages(set(working))
@@ -186,13 +254,20 @@ def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5)
             .where(Candidate.id.in_(missing)))
             if status == working[cid][0] and (status != "ok" or unchecked)} \
             if missing else set()
+    sent = []
     for cid in sorted(still):
         status, queue = working[cid]
+        # the quiet-campaign look and the lost-message look (in any agent process) may both
+        # find it missing before either sent it: one of them sends it
+        if not redis_client().set(f"tuneforge:resent:{_STEP[status]}:{cid}", b"1", nx=True,
+                                  ex=RESEND_HOLD_S):
+            continue
         log.warning("candidate %s was %s but its message is gone: sending it again",
                     cid, "waiting for its sanitizer gate" if status == "ok" else status)
         forget_sent(_STEP[status], cid)
         enqueue_once(_STEP[status], cid, cid, queue=queue)
-    return sorted(still)
+        sent.append(cid)
+    return sent
 
 
 #: How many times the claim of one step of a candidate is given back (its worker died
@@ -218,8 +293,12 @@ def release_abandoned() -> list[str]:
     with session_scope(_url()) as s:
         claims = service.abandoned(s, settings)
         dead_agents = service.silent_nodes(s, "agent", settings)
+        dead_workers = [(node, role, last_seen) for role in ("compile", "gpu")
+                        for node, last_seen in service.silent_nodes(s, role, settings)]
     for node, last_seen in dead_agents:
         restore_held_by(node, last_seen.timestamp() + 2 * settings.heartbeat_s)
+    for node, role, last_seen in dead_workers:
+        restore_untaken(node, role, last_seen.timestamp() + 2 * settings.heartbeat_s)
     sent: list[str] = []
     for claim in claims:
         with session_scope(_url()) as s:
@@ -256,6 +335,48 @@ def restore_held_by(node: str, died_before: float) -> list[str]:
     if names:
         log.warning("agent %s stopped heartbeating: %d of its messages handed out again (%s)",
                     node, len(names), ", ".join(sorted(set(names))))
+    with session_scope(_url()) as s:
+        service.forget_node(s, node)
+    return names
+
+
+#: The status of a candidate whose step a message carries and no worker has taken yet.
+_UNTAKEN = {TaskName.COMPILE: "pending", TaskName.EVALUATE: "compiled"}
+
+
+def restore_untaken(node: str, role: str, died_before: float) -> list[str]:
+    """Hand out again what a compile or GPU worker killed outright had taken off its queue and
+    not claimed yet (its pool process had not started the task): the message waits in
+    Redis's ``unacked`` hash for the visibility timeout (an hour), and no claim says whose it
+    is, so every message of the role's queues taken before the node can have died whose
+    candidate still waits for that step, unclaimed, is handed out again (a live worker's
+    message taken that long ago is claimed already). What it had claimed,
+    :func:`release_abandoned` gives back. Then the node is forgotten: once per dead node."""
+    messages: dict[str, str] = {}  # candidate id -> task name, of the messages looked at
+
+    def in_queue(name: str) -> bool:
+        return name == CeleryQueue.COMPILE if role == "compile" \
+            else name.startswith(f"{CeleryQueue.GPU}.")
+
+    def note(task: str, args: list[Any]) -> bool:
+        if task in _UNTAKEN and args and isinstance(args[0], str):
+            messages[args[0]] = task
+        return False
+
+    restore_unacked(in_queue, died_before, note)  # a look first: which candidates they name
+    waiting: set[str] = set()
+    if messages:
+        with session_scope(_url()) as s:
+            waiting = {cid for cid, status, claimed in s.execute(
+                select(Candidate.id, Candidate.status, Candidate.claimed_by)
+                .where(Candidate.id.in_(messages)))
+                if claimed is None and status == _UNTAKEN[TaskName(messages[cid])]}
+    names = restore_unacked(in_queue, died_before,
+                            lambda task, args: bool(args) and args[0] in waiting
+                            and task == messages.get(args[0])) if waiting else []
+    if names:
+        log.warning("%s stopped heartbeating: %d message(s) it had taken and not started "
+                    "handed out again (%s)", node, len(names), ", ".join(sorted(set(names))))
     with session_scope(_url()) as s:
         service.forget_node(s, node)
     return names

@@ -13,7 +13,7 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.schemas import MAX_OFFSET
+from api.schemas import MAX_OFFSET, shown
 from api.security import Authenticated, authenticate
 from core.db import session_factory
 from core.models import Campaign
@@ -91,17 +91,18 @@ def is_id(text: str) -> bool:
     return ID_RE.fullmatch(text) is not None
 
 
-def get_campaign(campaign_id: Annotated[str, Path(max_length=64)], session: SessionDep,
+def get_campaign(campaign_id: Annotated[str, Path()], session: SessionDep,
                  team: TeamDep) -> Campaign:
     """The campaign, if the caller's team owns it (another team's campaign is a 404)."""
     campaign = session.get(Campaign, campaign_id) if is_id(campaign_id) else None
     if campaign is None or campaign.team_id != team.team_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {campaign_id!r}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {shown(campaign_id)}")
     return campaign
 
 
 CampaignDep = Annotated[Campaign, Depends(get_campaign)]
-CampaignIdPath = Annotated[str, Path(max_length=64)]
+#: any length: an id that is not 32 hex digits names nothing, a 404 (not a 422) like any other
+CampaignIdPath = Annotated[str, Path()]
 ApiKeyDep = Annotated[str | None, Security(API_KEY)]
 
 

@@ -15,9 +15,16 @@ lock), which settles the switch-over and the faults of a push channel:
 - a number further on than the next one (two transactions' messages arrived in the other
   order, or a publish was lost) makes the stream read the database from its last event: a
   missed event is sent late, in order, never lost;
-- a campaign whose last publish was lost is read again every ``CHECK_S`` of silence; without
+- a campaign whose last publish was lost is read again every ``TUNEFORGE_SSE_CHECK_S`` (10 s),
+  the events of that read sent after those pushed in the same turn; without
   Redis (none at the stream's start, or the process's subscription broke) the stream reads the
   database every ``POLL_S``.
+
+The start point (``?after=``, ``Last-Event-ID``) is an event id on both paths: a pushed event
+at or before it is counted and not sent, as the read does not send it. A read goes through the
+log ``BATCH`` events at a time, each batch moving the cursor on, so a finished campaign of any
+length replays whole. The stream ends with the ``finished`` event (or once it is past it), and
+within ``KEY_CHECK_S`` and a turn after the key it was opened with is revoked or rotated away.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from fastapi import Request
 from sqlalchemy import bindparam, select
 from starlette.concurrency import run_in_threadpool
 
+from api.security import key_refused
 from core.db import session_factory
 from core.feed import channel
 from core.models import Campaign, Event
@@ -43,9 +51,10 @@ from core.settings import get_settings
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2  # without Redis: how often the database is read
-CHECK_S = 10.0  # with Redis: the database is read after this long without a message
 KEEPALIVE_S = 15.0
 SUBSCRIBE_TIMEOUT_S = 5.0
+#: an open stream ends this long at most after its key is revoked (or rotated away)
+KEY_CHECK_S = 1.5
 BATCH = 500
 FINISHED = ("done", "failed", "cancelled")
 
@@ -66,26 +75,38 @@ class StreamEvent(NamedTuple):
 @dataclass
 class Cursor:
     """Where one stream stands: the id and the number (``seq``) of the last event it sent or
-    skipped (``last_seq`` is known once the database was read)."""
+    skipped (``last_seq`` is known once the database was read to its end). A stream sends the
+    events whose id is past its start point (``?after=``, ``Last-Event-ID``), read or pushed
+    alike."""
 
     last_id: int
     last_seq: int | None = None
+    #: the campaign's ``finished`` event was sent, or counted (a start point past it)
+    ended: bool = False
 
-    def from_database(self, rows: Sequence[StreamEvent], event_seq: int) -> list[StreamEvent]:
-        """What to send of a read of the database: ``event_seq`` is the campaign's number read
-        first, then ``rows``, its events after :attr:`last_id` in id order (every event
-        committed by then: numbers and ids grow in commit order)."""
+    def from_database(self, rows: Sequence[StreamEvent], event_seq: int | None
+                      ) -> list[StreamEvent]:
+        """What to send of one batch of a read of the database: ``rows``, the campaign's
+        events after :attr:`last_id` in id order (every event committed by then: numbers and
+        ids grow in commit order). ``event_seq``, the campaign's number read before the
+        batch, is given with the read's last batch only (the one shorter than ``BATCH``):
+        every event up to it was committed before that batch, so it is where the stream
+        stands once its read is done. An earlier batch says nothing of the events after it."""
         out = [r for r in rows
                if r.id > self.last_id and (self.last_seq is None or r.seq > self.last_seq)]
-        if out:
-            self.last_id = out[-1].id
-        top = max([event_seq, *(r.seq for r in out)])
-        self.last_seq = top if self.last_seq is None else max(self.last_seq, top)
+        if rows:
+            self.last_id = max(self.last_id, rows[-1].id)
+        tops = [r.seq for r in out] + ([event_seq] if event_seq is not None else [])
+        if tops:
+            top = max(tops)
+            self.last_seq = top if self.last_seq is None else max(self.last_seq, top)
         return out
 
     def from_push(self, events: Sequence[StreamEvent]) -> list[StreamEvent] | None:
         """What to send of a pushed message, or None when an event before it is missing (the
-        stream then reads the database, which has it)."""
+        stream then reads the database, which has it). An event at or before the stream's
+        start point (its id not past :attr:`last_id`) is counted and not sent, as the read of
+        the database does not send it."""
         assert self.last_seq is not None, "read the database first"
         last_id, last_seq = self.last_id, self.last_seq
         out = []
@@ -94,8 +115,12 @@ class Cursor:
                 continue  # sent already (it was committed before the stream read the database)
             if ev.seq != last_seq + 1:
                 return None
-            out.append(ev)
-            last_id, last_seq = ev.id, ev.seq
+            last_seq = ev.seq
+            if ev.id > last_id:
+                out.append(ev)
+                last_id = ev.id
+            if ev.kind == "finished":
+                self.ended = True
         self.last_id, self.last_seq = last_id, last_seq
         return out
 
@@ -259,14 +284,17 @@ async def _close(pubsub: Any) -> None:
 
 
 # ---- the stream -------------------------------------------------------------------------------
-async def event_stream(campaign_id: str, after: int, request: Request) -> AsyncIterator[str]:
-    """Every event after ``after``, as it is committed, until the ``finished`` event."""
+async def event_stream(campaign_id: str, after: int, request: Request,
+                       key_hash: str | None = None) -> AsyncIterator[str]:
+    """Every event after ``after``, as it is committed, until the ``finished`` event; the
+    stream ends within :data:`KEY_CHECK_S` once the key it was opened with (``key_hash``) is
+    revoked."""
     yield "retry: 2000\n\n"
     cursor = Cursor(after)
     queue = await _HUB.attach(campaign_id)  # before the first read: see the module's text
     SENT["streams"] += 1
     try:
-        async for frame in _stream(campaign_id, cursor, queue, request):
+        async for frame in _stream(campaign_id, cursor, queue, request, key_hash):
             yield frame
     finally:
         SENT["streams_closed"] += 1
@@ -275,26 +303,29 @@ async def event_stream(campaign_id: str, after: int, request: Request) -> AsyncI
 
 
 async def _stream(campaign_id: str, cursor: Cursor, queue: asyncio.Queue[Any] | None,
-                  request: Request) -> AsyncIterator[str]:
-    async def read() -> tuple[list[StreamEvent], str | None]:
-        """Everything after the cursor from the database (in batches)."""
-        out: list[StreamEvent] = []
-        while True:
-            rows, status, event_seq = await run_in_threadpool(_fetch, campaign_id,
-                                                              cursor.last_id)
-            out += cursor.from_database(rows, event_seq)
-            if len(rows) < BATCH:
-                SENT["database"] += len(out)
-                return out, status
+                  request: Request, key_hash: str | None) -> AsyncIterator[str]:
+    status: str | None = None
 
-    events, status = await read()
-    for ev in events:
-        yield _frame(ev)
-        if ev.kind == "finished":
-            return
+    async def read_batch() -> tuple[list[StreamEvent], bool]:
+        """The next batch after the cursor from the database, and whether it was the last."""
+        nonlocal status
+        rows, status, event_seq = await run_in_threadpool(_fetch, campaign_id, cursor.last_id)
+        complete = len(rows) < BATCH
+        out = cursor.from_database(rows, event_seq if complete else None)
+        SENT["database"] += len(out)
+        return out, complete
+
+    complete = False
+    while not complete:
+        events, complete = await read_batch()
+        for ev in events:
+            yield _frame(ev)
+            if ev.kind == "finished":
+                return
     if status is None or status in FINISHED:
         return  # finished before the stream's start point: nothing more will come
-    last_read = last_sent = time.monotonic()
+    check_s = get_settings().sse_check_s
+    last_read = last_sent = last_key_check = time.monotonic()
     while True:
         events = []
         gap = False
@@ -314,17 +345,27 @@ async def _stream(campaign_id: str, cursor: Cursor, queue: asyncio.Queue[Any] | 
                 else:
                     events = pushed
                     SENT["push"] += len(pushed)
-        now = time.monotonic()
-        if gap or now - last_read >= (POLL_S if queue is None else CHECK_S):
-            events, status = await read()
+        read = gap or time.monotonic() - last_read >= (POLL_S if queue is None else check_s)
+        if read:
+            complete = False
+            while not complete:  # after what was pushed this turn, never instead of it
+                batch, complete = await read_batch()
+                events += batch
             last_read = time.monotonic()
         for ev in events:
             yield _frame(ev)
             last_sent = time.monotonic()
             if ev.kind == "finished":
                 return
-        if status is None:
-            return  # the campaign is gone
+        if status is None or cursor.ended or (read and status in FINISHED):
+            return  # the campaign is gone, or finished before the stream's start point
+        now = time.monotonic()
+        if key_hash is not None and now - last_key_check >= KEY_CHECK_S:
+            last_key_check = now
+            refused = await KEYS.refused(key_hash)
+            if refused is not None:
+                yield _revoked(refused)
+                return
         if not events:
             if await request.is_disconnected():
                 return
@@ -333,3 +374,37 @@ async def _stream(campaign_id: str, cursor: Cursor, queue: asyncio.Queue[Any] | 
                 last_sent = time.monotonic()
             if queue is None:
                 await asyncio.sleep(POLL_S)
+
+
+def _revoked(why: str) -> str:
+    """The last frame of a stream whose key was revoked (no ``id``: it is no event of the
+    campaign); the client's next request gets the 401."""
+    return f"event: revoked\ndata: {json.dumps({'detail': why})}\n\n"
+
+
+class _KeyChecks:
+    """Whether the keys of open streams still hold, read at most once per
+    :data:`KEY_CHECK_S` per key for all the process's streams (one small query)."""
+
+    def __init__(self) -> None:
+        self._checked: dict[str, tuple[float, str | None]] = {}
+
+    async def refused(self, key_hash: str) -> str | None:
+        """Why the key is refused now (revoked, or gone), or None while it holds."""
+        now = time.monotonic()
+        found = self._checked.get(key_hash)
+        if found is not None and now - found[0] < KEY_CHECK_S:
+            return found[1]
+        why = await run_in_threadpool(_key_refused, key_hash)
+        if len(self._checked) > 4096:
+            self._checked = {k: v for k, v in self._checked.items() if now - v[0] < KEY_CHECK_S}
+        self._checked[key_hash] = (time.monotonic(), why)
+        return why
+
+
+KEYS = _KeyChecks()
+
+
+def _key_refused(key_hash: str) -> str | None:
+    with session_factory(get_settings().effective_database_url)() as s:
+        return key_refused(s, key_hash=key_hash)

@@ -24,6 +24,16 @@ MAX_OFFSET = 2**31 - 1
 MAX_EVENT_ID = 2**63 - 1
 #: Text without control characters (PostgreSQL text cannot hold NUL; none belongs in a name).
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+#: characters of a client's value that a message quotes (a 422 or 404 never echoes a whole input)
+SHOWN_CHARS = 64
+
+
+def shown(value: str) -> str:
+    """``value`` quoted for a message: its first :data:`SHOWN_CHARS` characters, and how many
+    more it had."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}… ({len(value)} characters)"
 #: An action as written in ``POST /campaigns/{id}/actions``, e.g. ``apply_unroll(4)``.
 ActionText = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 
@@ -105,7 +115,7 @@ class CampaignCreate(_In):
     @classmethod
     def _known_kernel(cls, value: str) -> str:
         if value not in family_names():
-            raise ValueError(f"unknown kernel family {value[:64]!r}; known: "
+            raise ValueError(f"unknown kernel family {shown(value)}; known: "
                              f"{', '.join(family_names())}")
         return value
 

@@ -97,3 +97,18 @@ def authenticate(session: Session, *, key: str) -> Authenticated | str:
     if revoked_at is not None:
         return f"API key {prefix} was revoked: ask an admin for a new one (rotate-key)"
     return Authenticated(team_id=team_id, team_name=team_name, key_prefix=prefix)
+
+
+_KEY_STATE = (select(ApiKey.prefix, ApiKey.revoked_at)
+              .where(ApiKey.key_hash == bindparam("key_hash")))
+
+
+def key_refused(session: Session, *, key_hash: str) -> str | None:
+    """Why the key stored as ``key_hash`` is refused now (revoked, or gone), or None while it
+    holds (an open event stream asks this every few seconds)."""
+    row = session.execute(_KEY_STATE, {"key_hash": key_hash}).first()
+    if row is None:
+        return "the API key is gone: ask an admin for a new one (rotate-key)"
+    if row.revoked_at is not None:
+        return f"API key {row.prefix} was revoked: ask an admin for a new one (rotate-key)"
+    return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -200,7 +201,10 @@ class Event(Base):
 
     __tablename__ = "events"
     __table_args__ = (UniqueConstraint("campaign_id", "seq", name="uq_event_seq"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: 64-bit on PostgreSQL (SQLite's INTEGER PRIMARY KEY is 64-bit, and only that spelling
+    #: autoincrements there)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
     campaign_id: Mapped[str] = mapped_column(
         ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
     )

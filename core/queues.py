@@ -20,8 +20,10 @@ evaluation itself, one hop fewer per candidate.
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -231,11 +233,14 @@ def mentioned_in_messages(ids: set[str]) -> set[str]:
     return found
 
 
-def restore_unacked(queue: str, delivered_before: float) -> list[str]:
-    """Hand out again the messages of ``queue`` that a consumer took before
-    ``delivered_before`` (a Unix time) and never acknowledged: what Redis does by itself once
-    the visibility timeout (an hour) has passed, for a queue whose consumer is known to be gone.
+def restore_unacked(queue: str | Callable[[str], bool], delivered_before: float,
+                    wanted: Callable[[str, list[Any]], bool] | None = None) -> list[str]:
+    """Hand out again the messages of ``queue`` (a name, or a test of one) that a consumer
+    took before ``delivered_before`` (a Unix time) and never acknowledged, those of them that
+    ``wanted(task name, args)`` picks when given: what Redis does by itself once the
+    visibility timeout (an hour) has passed, for a queue whose consumer is known to be gone.
     kombu's own restore (atomic per message); the task names of the messages restored."""
+    in_queue = (lambda name: name == queue) if isinstance(queue, str) else queue
     names: list[str] = []
     with app.connection_for_write() as conn:
         channel: Any = conn.default_channel
@@ -246,11 +251,27 @@ def restore_unacked(queue: str, delivered_before: float) -> list[str]:
             if raw is None:
                 continue  # acknowledged meanwhile
             message, _exchange, routing_key = json.loads(raw)
-            if routing_key != queue:
+            if not in_queue(str(routing_key)):
+                continue
+            task = str((message.get("headers") or {}).get("task"))
+            if wanted is not None and not wanted(task, task_args(message)):
                 continue
             channel.qos.restore_by_tag(tag, client)
-            names.append(str((message.get("headers") or {}).get("task")))
+            names.append(task)
     return names
+
+
+def task_args(message: dict[str, Any]) -> list[Any]:
+    """The positional arguments of a Celery message as kombu stores it (protocol 2, JSON,
+    base64 body); [] when it cannot be read."""
+    try:
+        body = message["body"]
+        if (message.get("properties") or {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return []
+    return list(args) if isinstance(args, list) else []
 
 
 def publish_events(campaign_id: str, events: list[dict[str, Any]],

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
         default=60.0, description="period of the agent's look for campaigns that lost their "
                                   "next step (and how long a running one must be quiet)",
     )
+    sse_check_s: float = Field(
+        default=10.0, gt=0, description="an event stream fed by Redis also reads the database "
+                                        "this often (a publish that was lost)",
+    )
     gpu_memory_gib: float = Field(
         default=80.0, description="GPU memory a campaign's buffers and their fp64 reference "
                                   "may take (bounds the accepted shapes)",

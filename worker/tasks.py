@@ -150,6 +150,28 @@ def _heartbeat_loop() -> None:
             return
 
 
+#: How long a GPU task tries to send its report while the broker is away.
+REPORT_RETRY_S = 60.0
+
+
+def report(name: TaskName, candidate_id: str, payload: dict[str, Any]) -> None:
+    """Send a measurement's report, trying again every second while the broker is away (up
+    to :data:`REPORT_RETRY_S`). Left to Celery's retry, a report that met Redis restarting
+    re-ran the whole evaluation (one more delivery, counted against the crashed cap; with the
+    lost-message resend of its wiped message, a candidate reached the cap), or was dropped
+    when the retry could not be published either."""
+    deadline = time.monotonic() + REPORT_RETRY_S
+    while True:
+        try:
+            enqueue(name, candidate_id, payload)
+            return
+        except INFRA_ERRORS:
+            if time.monotonic() > deadline:
+                raise
+            log.warning("report of %s: the broker is away, trying again", candidate_id)
+            time.sleep(1.0)
+
+
 @app.task(name=TaskName.COMPILE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def compile_candidate(candidate_id: str) -> None:
@@ -209,7 +231,7 @@ def evaluate_candidate(candidate_id: str) -> None:
             log.exception("evaluation of %s failed", candidate_id)
             m = Measurement("crashed", error=f"GPU worker error: {exc!r}"[:500])
         payload = jobs.measurement_to_dict(m)
-    enqueue(TaskName.MEASURED, candidate_id, payload)
+    report(TaskName.MEASURED, candidate_id, payload)
     runtime().count_evaluation(time.monotonic() - started)  # written with the next heartbeat
 
 

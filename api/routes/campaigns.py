@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 from sqlalchemy import String, bindparam, func, literal_column, select
@@ -27,6 +27,7 @@ from api.deps import (
     owned_campaign_id,
 )
 from api.events import event_stream
+from api.json_body import StrictJsonRoute
 from api.schemas import (
     MAX_EVENT_ID,
     ActionsIn,
@@ -40,12 +41,14 @@ from api.schemas import (
     CandidateRead,
     MetricRead,
     error_responses,
+    shown,
 )
+from api.security import hash_key
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
 from core.statuses import CandidateStatus
 
-router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+router = APIRouter(prefix="/campaigns", tags=["campaigns"], route_class=StrictJsonRoute)
 
 #: Columns a campaign summary never reads (kilobytes of JSON and text per candidate).
 LARGE_COLUMNS = ("source", "compile_log", "feedback", "correctness", "profile", "perf")
@@ -173,10 +176,10 @@ _WITH_VERSION = select(Campaign, _ROW_VERSION).where(Campaign.id == bindparam("i
 
 
 @router.get("/{campaign_id}", response_model=CampaignRead, responses=error_responses(401, 404))
-def read(campaign_id: Annotated[str, Path(max_length=64)], session: SessionDep,
+def read(campaign_id: CampaignIdPath, session: SessionDep,
          team: TeamDep) -> Response:
     """Status, evaluations and the best result so far."""
-    missing = HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {campaign_id!r}")
+    missing = HTTPException(status.HTTP_404_NOT_FOUND, f"no campaign {shown(campaign_id)}")
     if not is_id(campaign_id):
         raise missing
     if session.get_bind().dialect.name != "postgresql":  # no row versions: build it each time
@@ -218,11 +221,11 @@ def candidates(campaign: CampaignDep, session: SessionDep,
 @router.get("/{campaign_id}/candidates/{candidate_id}", response_model=CandidateDetail,
             responses=error_responses(401, 404))
 def candidate(campaign: CampaignDep, session: SessionDep,
-              candidate_id: Annotated[str, Path(max_length=64)]) -> CandidateDetail:
+              candidate_id: CampaignIdPath) -> CandidateDetail:
     """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
     c = session.get(Candidate, candidate_id) if is_id(candidate_id) else None
     if c is None or c.campaign_id != campaign.id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {candidate_id!r} in "
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {shown(candidate_id)} in "
                                                        f"campaign {campaign.id}")
     return CandidateDetail(**_candidate_fields(c), params=c.params, reason=c.reason,
                            source_hash=c.source_hash, source=c.source, feedback=c.feedback,
@@ -295,6 +298,7 @@ async def events(campaign_id: CampaignIdPath, request: Request, x_api_key: ApiKe
     # checked without the request's session: a dependency's session would stay with the
     # stream until it ends (api.deps.owned_campaign_id)
     owned = await owned_campaign_id(campaign_id, x_api_key)
-    return StreamingResponse(event_stream(owned, start, request),
+    key_hash = hash_key(x_api_key) if x_api_key else None  # the stream ends once it is revoked
+    return StreamingResponse(event_stream(owned, start, request, key_hash),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -15,12 +15,13 @@ from sqlalchemy.orm import Session
 
 from agent.exports import STATUS_COLOURS, aware, campaign_peak, campaign_points
 from api.deps import CampaignDep, OffsetQuery, SessionDep
+from api.json_body import StrictJsonRoute
 from api.schemas import error_responses
 from core.models import Campaign, Event
 from core.statuses import CandidateStatus, FinalStatus
 from kernels import get_family
 
-router = APIRouter(prefix="/campaigns", tags=["dashboard"])
+router = APIRouter(prefix="/campaigns", tags=["dashboard"], route_class=StrictJsonRoute)
 
 
 class DecisionRead(BaseModel):

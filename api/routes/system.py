@@ -12,6 +12,7 @@ from sqlalchemy import func, select, text
 
 from api.deps import SessionDep, SettingsDep, TeamDep
 from api.events import SENT
+from api.json_body import StrictJsonRoute
 from api.schemas import (
     PRINTABLE,
     HistoryEntry,
@@ -22,7 +23,7 @@ from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
 from kernels import get_family
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], route_class=StrictJsonRoute)
 
 
 Name = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)]

@@ -6,7 +6,7 @@ family's dimension names; existing rows (every one a GEMM) become {"m": m, "n": 
 Downgrade restores the three columns, and refuses while a campaign's dims lack m, n or k.
 
 Revision ID: 20261201_dims
-Revises: 20261130_event_seq
+Revises: 20261201_event_id_bigint
 Create Date: 2026-12-01 20:00:00
 """
 
@@ -19,7 +19,7 @@ from alembic import op
 
 
 revision = '20261201_dims'
-down_revision = '20261130_event_seq'
+down_revision = '20261201_event_id_bigint'
 branch_labels = None
 depends_on = None
 

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import redis
 
-from service.service_stack import free_port
+from service.service_stack import START_TIMEOUT_S, Stack, free_port, wait_until
+
+#: Processes that died of a fault and were started again by the test's supervisor.
+REVIVED: Counter[str] = Counter()
 
 
 def _as_postgres(cmd: list[str]) -> list[str]:
@@ -131,3 +137,71 @@ def descendants(pid: int) -> list[int]:
         found.extend(kids)
         todo.extend(kids)
     return found
+
+
+class FaultStack(Stack):
+    """A :class:`Stack` on a private Postgres and Redis, with the means to hurt them."""
+
+    pg: PrivatePostgres
+    redis: PrivateRedis
+    port: int
+    nvcc_token: str
+    launched: dict[str, tuple[tuple[str, ...], dict[str, str] | None]]
+
+    def start(self, name: str, *args: str, extra_env: dict[str, str] | None = None) -> None:
+        self.launched[name] = (args, extra_env)
+        super().start(name, *args, extra_env=extra_env)
+
+    def revive(self) -> list[str]:
+        """Start again every process that exited, as the deployment's supervisor does
+        (docker-compose.yml: ``restart: unless-stopped``); the names restarted."""
+        dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
+        for name in dead:
+            self.procs.pop(name)
+            args, extra_env = self.launched[name]
+            super().start(name, *args, extra_env=extra_env)
+            REVIVED[name] += 1
+        return dead
+
+    def kill_outright(self, name: str) -> None:
+        """SIGKILL a worker's whole tree at once (the supervisor, the Celery main process and
+        its pool): a worker whose machine was lost, with no chance to give its messages back."""
+        proc = self.procs.pop(name)
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+    def start_again(self, name: str) -> None:
+        """Start a fresh process as ``name`` was started (a replacement worker)."""
+        args, extra_env = self.launched[name]
+        self.start(name, *args, extra_env=extra_env)
+
+    def start_api(self) -> None:
+        self.start("api", "serve", "--port", str(self.port))
+        wait_until(self._api_up, START_TIMEOUT_S, "the API", self, interval=0.2)
+
+    def _api_up(self) -> bool:
+        try:
+            return httpx.get(f"{self.api}/api/v1/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def pool(self, name: str) -> int:
+        """The pid of the pool process of a one-process worker (supervisor > master > pool)."""
+        def found() -> int | None:
+            masters = children(self.procs[name].pid)
+            pools = children(masters[0]) if masters else []
+            return pools[0] if len(pools) == 1 else None
+        return int(wait_until(found, 60, f"the {name} pool process", self, interval=0.05))
+
+
+def fake_nvcc(path: Path, token: str) -> Path:
+    """An nvcc that never finishes a compile (its sleep is tagged to be found and reaped)."""
+    path.write_text("#!/bin/sh\n"
+                    'if [ "$1" = "--version" ]; then echo "Build cuda_0.0.fake"; exit 0; fi\n'
+                    f"exec sleep 300.{token}\n")
+    path.chmod(0o755)
+    return path

@@ -89,6 +89,10 @@ BAD_CAMPAIGNS: list[tuple[str, bytes | Iterator[bytes], str, int, list[Any] | No
      "the 80 GiB a campaign may use (TUNEFORGE_GPU_MEMORY_GIB)"),
     ("unknown-kernel", body({"shape": SHAPE, "kernel": "conv2d"}), "application/json", 422,
      ["body", "kernel"], "unknown kernel family 'conv2d'; known: gemm_bias_relu"),
+    # the whole 900 KB name came back in the message
+    ("unknown-kernel-900KB", body({"shape": SHAPE, "kernel": "k" * 900_000}),
+     "application/json", 422, ["body", "kernel"],
+     f"unknown kernel family {'k' * 64!r}… (900000 characters); known: gemm_bias_relu"),
     ("unknown-policy", body({"shape": SHAPE, "policy": "genius"}), "application/json", 422,
      ["body", "policy"], "'expert', 'optuna', 'random' or 'llm'"),
     ("unknown-action", body({"shape": SHAPE, "allowed_actions": ["apply_magic"]}),
@@ -146,6 +150,21 @@ BAD_CAMPAIGNS: list[tuple[str, bytes | Iterator[bytes], str, int, list[Any] | No
     ("empty-body", b"", "application/json", 422, ["body"], "Field required"),
     ("not-utf8", b'{"shape": "\xff"}', "application/json", 400, None,
      "the body cannot be read as JSON: UnicodeDecodeError"),
+    # json.loads(bytes) guesses UTF-16 and UTF-32 from the first bytes: these were a 201
+    ("utf-16", json.dumps({"shape": SHAPE}).encode("utf-16"), "application/json", 400, None,
+     "the body cannot be read as JSON: UnicodeDecodeError: 'utf-8' codec can't decode"),
+    # ASCII in UTF-16 without a BOM is valid UTF-8 (NUL bytes): not JSON, then
+    ("utf-16-le-no-bom", json.dumps({"shape": SHAPE}).encode("utf-16-le"), "application/json",
+     422, ["body", 1], "the body is not valid JSON: Expecting property name"),
+    ("utf-32", json.dumps({"shape": SHAPE}).encode("utf-32"), "application/json", 400, None,
+     "UnicodeDecodeError"),
+    # the last of two equal keys was taken silently
+    ("duplicate-key", b'{"shape": {"m": 8, "n": 8, "k": 8}, "policy": "random", '
+     b'"policy": "expert"}', "application/json", 422, ["body", 56],
+     'the body is not valid JSON: key "policy" is given twice in one object: send each field '
+     "once at character 56"),
+    ("duplicate-nested-key", b'{"shape": {"m": 8, "m": 16, "n": 8, "k": 8}}',
+     "application/json", 422, ["body"], 'key "m" is given twice'),
     ("number-of-5000-digits", b'{"shape": {"m": ' + b"9" * 5000 + b', "n": 8, "k": 8}}',
      "application/json", 400, None, "Exceeds the limit (4300 digits)"),
     ("nested-100000-deep", b"[" * 100_000 + b"]" * 100_000, "application/json", 400, None,
@@ -183,6 +202,7 @@ def test_absurd_campaigns_are_refused_naming_the_problem(
                                headers={"Content-Type": content_type})
     assert response.status_code == status, response.text[:500]
     assert words in refusal(response, loc), response.text[:500]
+    assert len(response.content) < 2000  # what was refused is named, not echoed
     assert team_rows(stack, team) == before  # not half a campaign: nothing at all
 
 
@@ -238,18 +258,23 @@ def test_bad_actions_are_refused_naming_the_problem(stack: Stack, team: Team, co
     assert team_rows(stack, team) == before  # no action recorded, no event
 
 
-@pytest.mark.parametrize("campaign_id", ["0" * 32, "f" * 31, "not-an-id", "a%00b", "x" * 64])
+@pytest.mark.parametrize("campaign_id", ["0" * 32, "f" * 31, "not-an-id", "a%00b", "x" * 64,
+                                         "x" * 65, "f" * 33, "0" * 5000])
 def test_ids_that_name_nothing_are_a_404(stack: Stack, team: Team, campaign_id: str) -> None:
+    """Any length: ids of 65 characters or more were a 422 (the docs say 404), and the 404
+    quotes at most 64 characters of the id."""
     with stack.client(team.key) as client:
         for method, path in (("GET", ""), ("GET", "/candidates"), ("GET", "/best"),
                              ("GET", "/points"), ("GET", "/events"), ("POST", "/cancel"),
                              ("POST", "/actions")):
             response = client.request(method, f"/campaigns/{campaign_id}{path}",
                                       json={"actions": ["apply_unroll(2)"]})
-            assert response.status_code == 404, (method, path, response.text)
-            assert response.json()["detail"].startswith("no campaign '"), response.text
+            assert response.status_code == 404, (method, path, response.text[:500])
+            assert response.json()["detail"].startswith("no campaign '"), response.text[:500]
+            assert len(response.content) < 300
         candidate = client.get(f"/campaigns/{team.campaign_id}/candidates/{campaign_id}")
-        assert candidate.status_code == 404, candidate.text
+        assert candidate.status_code == 404, candidate.text[:500]
+        assert len(candidate.content) < 300
         assert "no candidate '" in candidate.json()["detail"]
 
 

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,7 +32,7 @@ from core.integrity import check
 from core.models import Campaign, Candidate, Event, WorkerNode
 from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
 from core.statuses import CANDIDATE_IN_FLIGHT
-from service.fault_stack import PrivatePostgres, PrivateRedis, children, descendants
+from service.fault_stack import REVIVED, FaultStack, PrivatePostgres, PrivateRedis, fake_nvcc
 from service.service_stack import (
     START_TIMEOUT_S,
     Stack,
@@ -50,76 +49,6 @@ SHAPE = {"m": 4096, "n": 4096, "k": 4096}
 COMPILE_TIMEOUT_S = 3.0
 #: Faults injected by this module, by kind (docs/RELIABILITY.md quotes the totals).
 INJECTED: Counter[str] = Counter()
-#: Processes that died of a fault and were started again by the test's supervisor.
-REVIVED: Counter[str] = Counter()
-
-
-class FaultStack(Stack):
-    """A :class:`Stack` on a private Postgres and Redis, with the means to hurt them."""
-
-    pg: PrivatePostgres
-    redis: PrivateRedis
-    port: int
-    nvcc_token: str
-    launched: dict[str, tuple[tuple[str, ...], dict[str, str] | None]]
-
-    def start(self, name: str, *args: str, extra_env: dict[str, str] | None = None) -> None:
-        self.launched[name] = (args, extra_env)
-        super().start(name, *args, extra_env=extra_env)
-
-    def revive(self) -> list[str]:
-        """Start again every process that exited, as the deployment's supervisor does
-        (docker-compose.yml: ``restart: unless-stopped``); the names restarted."""
-        dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
-        for name in dead:
-            self.procs.pop(name)
-            args, extra_env = self.launched[name]
-            super().start(name, *args, extra_env=extra_env)
-            REVIVED[name] += 1
-        return dead
-
-    def kill_outright(self, name: str) -> None:
-        """SIGKILL a worker's whole tree at once (the supervisor, the Celery main process and
-        its pool): a worker whose machine was lost, with no chance to give its messages back."""
-        proc = self.procs.pop(name)
-        for pid in [proc.pid, *descendants(proc.pid)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-
-    def start_again(self, name: str) -> None:
-        """Start a fresh process as ``name`` was started (a replacement worker)."""
-        args, extra_env = self.launched[name]
-        self.start(name, *args, extra_env=extra_env)
-
-    def start_api(self) -> None:
-        self.start("api", "serve", "--port", str(self.port))
-        wait_until(self._api_up, START_TIMEOUT_S, "the API", self, interval=0.2)
-
-    def _api_up(self) -> bool:
-        try:
-            return httpx.get(f"{self.api}/api/v1/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def pool(self, name: str) -> int:
-        """The pid of the pool process of a one-process worker (supervisor > master > pool)."""
-        def found() -> int | None:
-            masters = children(self.procs[name].pid)
-            pools = children(masters[0]) if masters else []
-            return pools[0] if len(pools) == 1 else None
-        return int(wait_until(found, 60, f"the {name} pool process", self, interval=0.05))
-
-
-def fake_nvcc(path: Path, token: str) -> Path:
-    """An nvcc that never finishes a compile (its sleep is tagged to be found and reaped)."""
-    path.write_text("#!/bin/sh\n"
-                    'if [ "$1" = "--version" ]; then echo "Build cuda_0.0.fake"; exit 0; fi\n'
-                    f"exec sleep 300.{token}\n")
-    path.chmod(0o755)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -464,6 +393,71 @@ def test_an_agent_killed_outright_holding_a_result_gives_it_back(
     assert took < 60, took  # not the visibility timeout's hour
     assert not agent_holds_a_result()
     sys.stderr.write(f"\nagent killed outright: its campaign done {took:.1f} s later\n")
+
+
+def test_a_gpu_worker_killed_outright_after_taking_a_message_before_its_claim(
+        faults: FaultStack, team: TeamKey) -> None:
+    """The GPU worker's pool process stopped (SIGSTOP) while the baseline compiles: its main
+    process takes the evaluation off the queue (into Redis's ``unacked`` hash) and hands it to
+    a pool that never runs it, so the candidate stays ``compiled`` and unclaimed. Then the
+    whole worker is SIGKILLed and a fresh one started. The agent sees the dead node's silence
+    and hands the message out again: measured within seconds, where it waited for the
+    visibility timeout (an hour; six minutes later it was still ``compiled``). Twice: once
+    with the campaign left to finish, once cancelled meanwhile (``db check`` found the
+    straggler ``in_flight_after_finish``)."""
+    silent_s = SILENT_BEATS * float(faults.env["TUNEFORGE_HEARTBEAT_S"])
+    for cancel in (False, True):
+        pool = faults.pool("gpu")
+        os.kill(pool, signal.SIGSTOP)
+        try:
+            campaign_id = submit(faults, team, 3)
+
+            def compiled_and_taken(campaign_id: str = campaign_id) -> str | None:
+                with session_scope(faults.db_url) as s:
+                    row = s.execute(select(Candidate.id, Candidate.claimed_by).where(
+                        Candidate.campaign_id == campaign_id,
+                        Candidate.status == "compiled")).first()
+                return row[0] if row is not None and row[1] is None \
+                    and unacked_naming(faults, row[0]) == 1 else None
+
+            cid = wait_until(compiled_and_taken, 60, "the evaluation taken, not claimed",
+                             faults, interval=0.05)
+            time.sleep(0.5)
+            assert compiled_and_taken() == cid  # the stopped pool never claims it
+        finally:
+            faults.kill_outright("gpu")  # SIGKILL ends a stopped process as well
+        killed_at = time.monotonic()
+        INJECTED["GPU worker killed outright after taking a message, before the claim"] += 1
+        faults.start_again("gpu")
+        if cancel:
+            with faults.client(team.key) as client:
+                assert client.post(f"/campaigns/{campaign_id}/cancel").status_code == 200
+
+        def measured(cid: str = cid) -> bool:
+            with session_scope(faults.db_url) as s:
+                cand = s.get(Candidate, cid)
+                return cand is not None and cand.status not in CANDIDATE_IN_FLIGHT
+        wait_until(measured, silent_s + 45, f"candidate {cid} to be measured", faults)
+        took = time.monotonic() - killed_at
+        status, reason = wait_done(faults, campaign_id)
+        assert took < silent_s + 30, took
+        with session_scope(faults.db_url) as s:
+            cand = s.get(Candidate, cid)
+            assert cand is not None
+            assert (cand.status, cand.attempts, cand.claimed_by) == ("ok", 1, None)
+            in_flight = s.scalar(select(func.count()).select_from(Candidate).where(
+                Candidate.campaign_id == campaign_id,
+                Candidate.status.in_(CANDIDATE_IN_FLIGHT)))
+            findings = check(s)
+        assert in_flight == 0
+        assert findings == [], findings
+        if cancel:
+            assert status == "cancelled", reason
+        else:
+            assert status == "done", reason
+            assert_every_result_once(faults, campaign_id, 3)
+        sys.stderr.write(f"\ntaken, not claimed{', cancelled' if cancel else ''}: measured "
+                         f"{took:.1f} s after the kill\n")
 
 
 def test_a_compile_killed_mid_run_then_never_ending_is_killed_at_the_limit(

@@ -8,15 +8,19 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from sqlalchemy import select
 
-from agent.engine import lifecycle, recording
+from agent.engine import lifecycle, locking, recording
+from agent.tasks import LOST_CHECK_BEATS
 from core.db import session_scope
-from core.models import Campaign, Candidate, utcnow
+from core.integrity import check
+from core.models import Campaign, Candidate, WorkerNode, utcnow
 from core.queues import (
     MAX_EVALUATION_ATTEMPTS,
     ROUTES,
@@ -27,6 +31,7 @@ from core.queues import (
     visibility_timeout,
 )
 from core.settings import Settings
+from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels import get_family
 from service.service_stack import ROOT, Stack, wait_until
 from worker.evaluate import ReplayEvaluator
@@ -204,6 +209,75 @@ def test_a_waiting_candidate_whose_message_was_lost_is_sent_again(stack: Stack,
         cand = s.get(Candidate, candidate_id)
         assert cand is not None
         assert (cand.status, cand.attempts) == ("ok", 1)
+
+
+@pytest.mark.parametrize("status", ["pending", "compiled", "measuring"])
+@pytest.mark.parametrize("campaign_state", ["busy", "cancelled"])
+def test_a_lost_step_is_sent_again_while_the_campaign_goes_on_or_after_a_cancel(
+        stack: Stack, status: str, campaign_state: str) -> None:
+    """A candidate whose step's message was lost (a compile worker killed between its record
+    and its enqueue, an agent killed between its commit and its enqueue; ``measuring``: a
+    GPU task whose report met Redis away, dropped by Celery with the candidate still claimed
+    by its live worker, as the fault run found) while its campaign still writes events on its
+    other slots, or after the campaign was cancelled: sent again within a few heartbeat
+    periods. The reconciler looked only at campaigns that had been quiet for
+    ``TUNEFORGE_RECONCILE_S`` (60 s; a campaign going on ran a slot short meanwhile) and at
+    running ones (a cancelled campaign's straggler stayed in flight: ``db check``'s
+    ``in_flight_after_finish``)."""
+    rp_family = get_family("gemm_bias_relu")
+    with session_scope(stack.db_url) as s:
+        campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(budget_iterations=1),
+                                          backend="replay")
+        (baseline,) = lifecycle.start_campaign(s, campaign.id)
+        campaign_id, candidate_id = campaign.id, baseline.id
+    step = TaskName.COMPILE
+    if status in ("compiled", "measuring"):
+        evaluator = ReplayEvaluator(rp_family, replay_dataset("gemm_bias_relu"))
+        compiled = evaluator.compile(rp_family.baseline).result()
+        with session_scope(stack.db_url) as s:
+            recording.record_compile(s, candidate_id, compiled)
+        step = TaskName.EVALUATE
+    if status == "measuring":  # taken by a live GPU worker, whose task was then dropped
+        with session_scope(stack.db_url) as s:
+            node = s.scalars(select(WorkerNode.node).where(WorkerNode.role == "gpu")
+                             .order_by(WorkerNode.last_seen.desc())).first()
+            cand = s.get(Candidate, candidate_id)
+            assert cand is not None
+            assert node is not None
+            cand.status, cand.attempts, cand.claimed_by = "measuring", 1, node
+    redis.Redis.from_url(stack.redis_url).set(f"tuneforge:sent:{step}:{candidate_id}", b"1",
+                                              ex=600)
+    if campaign_state == "cancelled":
+        with session_scope(stack.db_url) as s:
+            lifecycle.cancel_campaign(s, campaign_id)
+    heartbeat_s = float(stack.env["TUNEFORGE_HEARTBEAT_S"])
+    started = time.monotonic()
+
+    def recorded() -> bool:
+        if campaign_state == "busy":  # events on the campaign's other slots: never quiet
+            with session_scope(stack.db_url) as s:
+                locking.lock_campaign(s, campaign_id)
+                locking.emit(s, campaign_id, "note", {"other": "slot"})
+        with session_scope(stack.db_url) as s:
+            cand = s.get(Candidate, candidate_id)
+            assert cand is not None
+            return cand.status not in CANDIDATE_IN_FLIGHT
+
+    wait_until(recorded, 30, "the lost step to be sent again", stack, interval=0.3)
+    took = time.monotonic() - started
+    # two looks a period apart (2 heartbeats), then compile and measure: within 6 periods
+    assert took < 6 * LOST_CHECK_BEATS * heartbeat_s, took
+    with session_scope(stack.db_url) as s:
+        cand = s.get(Candidate, candidate_id)
+        assert cand is not None
+        delivered = 2 if status == "measuring" else 1
+        assert (cand.status, cand.attempts, cand.claimed_by) == ("ok", delivered, None)
+        camp = s.get(Campaign, campaign_id)
+        assert camp is not None
+        findings = [f for f in check(s) if campaign_id in str(f) or candidate_id in str(f)]
+    assert findings == [], findings
+    if campaign_state == "cancelled":
+        assert camp.status == "cancelled"
 
 
 def _done_gpu_campaign_with_best(stack: Stack, claimed_by: str | None) -> str:
