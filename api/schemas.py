@@ -96,7 +96,7 @@ class CampaignCreate(_In):
     """``POST /campaigns``."""
 
     kernel: str = Field(default_factory=lambda: get_settings().default_kernel,
-                        max_length=64, pattern=PRINTABLE)
+                        pattern=PRINTABLE)
     shape: ShapeModel
     tolerance: float = Field(default=1e-4, gt=0, le=0.1, allow_inf_nan=False)
     budget: BudgetModel = Field(default_factory=BudgetModel)
