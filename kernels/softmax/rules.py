@@ -229,17 +229,6 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             add(target, f"{ctas} CTAs for {sms} SMs: {rows} rows over clusters of "
                         f"{new_cluster} CTAs give {rows * new_cluster}")
 
-    # short rows packed in small CTAs: an SM holds at most 32 CTAs, so CTAs of fewer than 64
-    # threads leave it at most half full; pack more rows a CTA
-    if p.cluster == 1 and p.row_threads < p.block_threads and p.block_threads < 256:
-        for factor in (4, 8, 2):
-            block = p.block_threads * factor
-            if block <= 1024:
-                add({"block_threads": block},
-                    f"{p.block_threads}-thread CTAs ({p.rows_per_cta} rows of "
-                    f"{p.row_threads} threads): 32 of them fill {32 * p.block_threads} of an "
-                    f"SM's 2048 threads; {block} threads pack {block // p.row_threads} rows")
-
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "
