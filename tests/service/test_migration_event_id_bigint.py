@@ -11,6 +11,7 @@ from core.db import downgrade_database, upgrade_database
 from service.service_stack import create_database, drop_database
 
 BEFORE = "20261130_event_seq"
+AFTER = "20261201_event_id_bigint"
 CAMPAIGN = ("INSERT INTO campaigns (id, kernel, m, n, k, arch, backend, tolerance, policy, "
             "accept_threshold_pct, profile, parallel, seed, budget_iterations, "
             "injected_actions, status, created_at, evaluations, gpu_seconds, "
@@ -60,7 +61,7 @@ def test_event_ids_are_64_bit_on_postgres() -> None:
 
 def test_the_migration_leaves_sqlite_as_it_is(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
-    upgrade_database(url)
+    upgrade_database(url, AFTER)
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
@@ -70,6 +71,6 @@ def test_the_migration_leaves_sqlite_as_it_is(tmp_path: Path) -> None:
             ids = [r[0] for r in conn.exec_driver_sql("SELECT id FROM events ORDER BY id")]
         assert ids == [3000000000, 3000000001]
         downgrade_database(url, BEFORE)
-        upgrade_database(url)
+        upgrade_database(url, AFTER)
     finally:
         engine.dispose()
