@@ -72,8 +72,9 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_measure_torch(prepare: Any, dims: dict[str, int]) -> dict[str, Any]:
-        seen["prepare"], seen["dims"] = prepare, dims
+    def fake_measure_torch(prepare: Any, dims: dict[str, int],
+                           sustain_ms: float = 0.0) -> dict[str, Any]:
+        seen["prepare"], seen["dims"], seen["sustain_ms"] = prepare, dims, sustain_ms
         return {"avg_us": 9.0}
 
     monkeypatch.setattr(vendor, "measure_torch", fake_measure_torch)
@@ -83,5 +84,9 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
     assert out["shape"] == "32x16x8"
     assert seen["dims"] == {"m": 32, "n": 16, "k": 8}
     assert seen["prepare"].__module__ == FAMILY.vendor.module
+    assert seen["sustain_ms"] == 0.0
+    assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--sustain-ms", "300"]) == 0
+    capsys.readouterr()
+    assert seen["sustain_ms"] == 300.0
     assert vendor.main(["--family", "no_such_family", "1x1x1"]) == 0
     assert "unknown kernel family" in json.loads(capsys.readouterr().out)["error"]
