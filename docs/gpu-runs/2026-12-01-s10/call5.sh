@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 10, call 5: a softmax campaign at 65536x128 with the rule that packs more rows into
-# small CTAs (the rule book of bdc60ee), its best beside torch.softmax (flushed and sustained).
+# small CTAs (the rule book of 8ba5b81), its best beside torch.softmax (flushed and sustained).
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit 1
 export TUNEFORGE_HOME=/tmp/tfhome
 db=/tmp/short.db
