@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
@@ -31,7 +32,7 @@ def round_trip(url: str) -> None:
             conn.exec_driver_sql(CAMPAIGN.format(id="b", m=1, n=7, k=65536))
         upgrade_database(url)
         with engine.begin() as conn:
-            rows = dict(conn.exec_driver_sql("SELECT id, dims FROM campaigns").all())
+            rows: dict[str, Any] = dict(conn.exec_driver_sql("SELECT id, dims FROM campaigns").all())
             dims = {k: v if isinstance(v, dict) else json.loads(v) for k, v in rows.items()}
             assert dims == {"a": {"m": 4096, "n": 2048, "k": 1024},
                             "b": {"m": 1, "n": 7, "k": 65536}}
