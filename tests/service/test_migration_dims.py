@@ -32,7 +32,8 @@ def round_trip(url: str) -> None:
             conn.exec_driver_sql(CAMPAIGN.format(id="b", m=1, n=7, k=65536))
         upgrade_database(url)
         with engine.begin() as conn:
-            rows: dict[str, Any] = dict(conn.exec_driver_sql("SELECT id, dims FROM campaigns").all())
+            found = conn.exec_driver_sql("SELECT id, dims FROM campaigns").all()
+            rows: dict[str, Any] = dict(found)
             dims = {k: v if isinstance(v, dict) else json.loads(v) for k, v in rows.items()}
             assert dims == {"a": {"m": 4096, "n": 2048, "k": 1024},
                             "b": {"m": 1, "n": 7, "k": 65536}}
