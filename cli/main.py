@@ -72,7 +72,7 @@ def kernels(
         if "error" in f:
             table.add_row(f["name"], "–", "–", "–", f"[red]{f['error']}[/]")
             continue
-        dims = "x".join(d["name"] for d in f["dims"])
+        dims = ", ".join(d["name"] for d in f["dims"])
         table.add_row(f["name"], f"{dims} ({f['default_shape']})", f["metric"]["unit"],
                       str(len(f["transforms"])), f["description"])
     console.print(table)

@@ -319,7 +319,8 @@ class TransformRegistry:
         def wrap(fn: TransformFn) -> TransformFn:
             if name in self._specs:
                 raise ValueError(f"transform {name!r} is already registered")
-            doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+            # the docstring's first paragraph, on one line (a sentence may wrap)
+            doc = " ".join((fn.__doc__ or name).strip().split("\n\n")[0].split())
             self._specs[name] = TransformSpec(name, tuple(args), doc, fn, origin)
             return fn
 
