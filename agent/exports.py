@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from core import formats
+from core.arch import metric_peak
 from core.models import Campaign, Candidate
 from core.statuses import CANDIDATE_FINAL, FinalStatus
 from kernels import get_family
@@ -49,23 +50,10 @@ def rate(campaign: Mapping[str, Any], us: float | None) -> float | None:
     return family.metric.rate(family.make_dims(campaign["shape"]), us)
 
 
-def peak_of(perf: Mapping[str, Any] | None) -> float | None:
-    """The peak a perf block was held against (recorded with it, or read off its % of peak)."""
-    if not perf:
-        return None
-    if perf.get("peak"):
-        return float(perf["peak"])
-    pct, value = perf.get("pct_of_peak"), perf.get("throughput", perf.get("throughput_tflops"))
-    return round(100.0 * float(value) / float(pct), 4) if pct and value else None
-
-
-def campaign_peak(session: Session, campaign: Campaign) -> float | None:
-    """The peak the campaign's best (else baseline) kernel was held against."""
-    for cid in (campaign.best_id, campaign.baseline_id):
-        cand = session.get(Candidate, cid) if cid else None
-        if cand is not None and peak_of(cand.perf) is not None:
-            return peak_of(cand.perf)
-    return None
+def campaign_peak(campaign: Campaign) -> float | None:
+    """The peak the campaign's kernels are held against on its device, in the family's unit
+    (what the evaluator puts in every perf block: ``core.arch.metric_peak``)."""
+    return metric_peak(campaign.metric.peak, campaign.device or {})[0]
 
 
 def _family(campaign: Mapping[str, Any]) -> KernelFamily:

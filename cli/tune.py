@@ -281,7 +281,7 @@ def tune(
         try:
             files = best_kernel_files(s, finished, out_dir)
             plot = convergence_plot(s, finished, out_dir / "convergence.png",
-                                    campaign_peak(s, finished))
+                                    campaign_peak(finished))
         except OSError as exc:  # the folder changed while the campaign ran
             cannot_write(out_dir, exc)
     result["files"] = [str(p) for p in [*files, plot]]
