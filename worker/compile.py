@@ -123,8 +123,8 @@ class Compiler:
     def compile(self, source: str, *, entry: str | None = None,
                 dynamic_smem_bytes: int = 0, arch: str | None = None) -> CompileResult:
         """Compile ``source`` for ``arch`` (default the compiler's; a kernel that uses the
-        ``a`` features of its GPU, wgmma say, asks for ``sm_90a``); a hit in the cache costs no
-        nvcc run."""
+        ``a`` features of its GPU asks for ``sm_90a``, say); a hit in the cache costs no nvcc
+        run."""
         key = self.cache_key(source, arch)
         entry_dir = self.cache_dir / key[:2] / key
         meta_path = entry_dir / "result.json"
@@ -240,8 +240,8 @@ def gencode_flags(arch: str) -> list[str]:
 
 
 def target_arch(family: Any, params: Any, arch: str) -> str:
-    """The arch ``family`` builds ``params`` for on a GPU of ``arch`` (its ``compile_arch``:
-    a kernel that uses the ``a`` features of its GPU, wgmma say, asks for ``sm_90a``)."""
+    """The arch ``family`` builds ``params`` for on a GPU of ``arch`` (its ``compile_arch``: a
+    kernel that uses the ``a`` features of its GPU asks for ``sm_90a``, say)."""
     return str(family.compile_arch(params, arch))
 
 
