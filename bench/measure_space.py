@@ -16,7 +16,6 @@ import gzip
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,21 +23,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import git_commit  # noqa: E402
 from core.evaluation import EvalOptions  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from kernels.gemm_bias_relu.space import REPLAY_DOMAINS, enumerate_space  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import GpuEvaluator  # noqa: E402
-
-
-def git_commit() -> str:
-    """The checkout's commit, or 'unknown' (the device copy may have no .git)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def main() -> int:

@@ -17,7 +17,6 @@ import argparse
 import datetime as dt
 import gzip
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,19 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import select  # noqa: E402
 
+from bench import git_commit  # noqa: E402
 from core.db import session_factory  # noqa: E402
 from core.models import Campaign, Candidate  # noqa: E402
 from core.statuses import CANDIDATE_FINAL  # noqa: E402
 from kernels import get_family  # noqa: E402
-
-
-def git_commit() -> str:
-    """The checkout's commit, or 'unknown'."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def collect(urls: list[str], kernel: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
