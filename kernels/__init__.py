@@ -4,12 +4,15 @@ package's own templates, no GPU.
 
 The registry: families built into this repository, families of installed packages that join
 the ``tuneforge.families`` entry-point group (the entry point loads a family object, or a module
-with a ``FAMILY``), and families registered at run time (:func:`register_family`).
+with a ``FAMILY``), families registered at run time (:func:`register_family`), and families
+that a resolver finds by name (:func:`add_resolver`: a team's own families, which live in a
+database that ``kernels`` never reads itself).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -26,6 +29,8 @@ BUILTIN: dict[str, str] = {
 
 _loaded: dict[str, KernelFamily] = {}
 _registered: dict[str, KernelFamily] = {}
+#: Asked in order for a name nothing else knows (:func:`add_resolver`).
+_resolvers: list[Callable[[str], Any]] = []
 
 
 def _as_family(obj: Any, where: str) -> KernelFamily:
@@ -64,6 +69,28 @@ def unregister_family(name: str) -> None:
     _registered.pop(name, None)
 
 
+def add_resolver(resolver: Callable[[str], Any]) -> None:
+    """Ask ``resolver(name) -> family | None`` for a name that is neither built in, nor a
+    plug-in, nor registered (once per name and process: what it finds is kept). The same
+    callable added twice is asked once."""
+    if resolver not in _resolvers:
+        _resolvers.append(resolver)
+
+
+def remove_resolver(resolver: Callable[[str], Any]) -> None:
+    """Stop asking ``resolver`` (nothing if it was not added)."""
+    if resolver in _resolvers:
+        _resolvers.remove(resolver)
+
+
+def _resolved(name: str) -> KernelFamily | None:
+    for resolver in list(_resolvers):
+        found = resolver(name)
+        if found is not None:
+            return _as_family(found, f"the family {resolver!r} found for {name!r}")
+    return None
+
+
 def get_family(name: str) -> KernelFamily:
     """The family called ``name``; ``ValueError`` names the known ones."""
     if name in _registered:
@@ -74,10 +101,14 @@ def get_family(name: str) -> KernelFamily:
         family = _as_family(importlib.import_module(BUILTIN[name]), BUILTIN[name])
     else:
         plugin = _plugins().get(name)
-        if plugin is None:
-            raise ValueError(f"unknown kernel family {name!r}; known: "
-                             f"{', '.join(family_names())}")
-        family = _as_family(plugin.load(), f"entry point {plugin.value}")
+        if plugin is not None:
+            family = _as_family(plugin.load(), f"entry point {plugin.value}")
+        else:
+            found = _resolved(name)
+            if found is None:
+                raise ValueError(f"unknown kernel family {name!r}; known: "
+                                 f"{', '.join(family_names())}")
+            family = found
     if family.name != name:
         raise TypeError(f"family registered as {name!r} calls itself {family.name!r}")
     _loaded[name] = family
