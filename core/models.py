@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    func,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -246,3 +247,36 @@ class WorkerNode(Base):
     host: Mapped[str] = mapped_column(String(200))
     started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Family(Base):
+    """A version of a team's own kernel family: its declarative spec (``kernels.userspec``),
+    stored whole, under its content key ``name@hash12`` (what ``campaigns.kernel`` names, so
+    that every process finds the exact version a campaign runs by its content).
+
+    ``team_id`` is None for the families of an embedded database (``tuneforge family add
+    --db``), whose campaigns have no team either. Versions count 1, 2, … per team and name;
+    the same content registered again is the version it was.
+    """
+
+    __tablename__ = "families"
+    __table_args__ = (UniqueConstraint("team_id", "key", name="uq_family_key"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"),
+                                                index=True)
+    #: the spec's name, as users call the family (``--kernel NAME`` is its latest version)
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    #: ``name@`` and the hash's first 12 hex digits: the registry key of this version
+    key: Mapped[str] = mapped_column(String(64), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: the API key's prefix that registered it, or the local user of an embedded database
+    created_by: Mapped[str | None] = mapped_column(String(100))
+
+
+#: One version number per team and name; embedded families (no team) count as one team: a
+#: plain unique constraint would let NULL team ids repeat a version.
+Index("uq_family_version", func.coalesce(Family.team_id, ""), Family.name, Family.version,
+      unique=True)
