@@ -19,6 +19,7 @@ from celery import bootsteps
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
+from core import families
 from core.db import autocommit_scope, get_engine, session_scope
 from core.evaluation import CompileResult, Measurement
 from core.queues import (
@@ -107,9 +108,11 @@ app.steps["worker"].add(NodeHeartbeat)
 
 @worker_process_init.connect
 def _init_process(**_: Any) -> None:
-    """Fresh database connections after the fork, the evaluator, the heartbeat thread."""
+    """Fresh database connections after the fork, the teams' own families found in the
+    database (campaigns name them by content key), the evaluator, the heartbeat thread."""
     global _runtime_error
     get_engine(_url()).dispose(close=False)
+    families.install(_url())
     rt = runtime()
     if rt.role == "gpu":
         try:
