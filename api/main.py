@@ -17,7 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import ui
 from api.events import close_subscriptions
-from api.routes import campaigns, dashboard, system
+from api.routes import campaigns, dashboard, families, system
+from core import families as stored_families
 from core import feed
 from core.queues import publish_events
 from core.settings import get_settings
@@ -45,13 +46,16 @@ async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app() -> FastAPI:
-    """The REST API (campaigns, history, workers, health, metrics)."""
+    """The REST API (campaigns, families, history, workers, health, metrics)."""
+    # the campaigns of a team's own family name it by content key: found in this database
+    stored_families.install(get_settings().effective_database_url)
     app = FastAPI(title="tuneforge", version="0.1.0",
                   summary="Auto-tunes CUDA kernels with an agent in a closed loop.",
                   docs_url=f"{API_PREFIX}/docs", openapi_url=f"{API_PREFIX}/openapi.json",
                   lifespan=_lifespan)
     v1 = APIRouter(prefix=API_PREFIX)
     v1.include_router(campaigns.router)
+    v1.include_router(families.router)
     v1.include_router(system.router)
     v1.include_router(dashboard.router)
     app.include_router(v1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -73,6 +74,46 @@ def check_fits_gpu_memory(family: Any, dims: Any) -> None:
             "(TUNEFORGE_GPU_MEMORY_GIB)")
 
 
+#: A name that may be one of a team's own families (``NAME``, ``NAME@v2``, ``NAME@hash12``):
+#: which one, if any, only the route can say (it knows the team).
+TEAM_FAMILY = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}(@(v[0-9]{1,9}|[0-9a-f]{12}))?$")
+
+
+def family_shape(family: Any, shape: dict[str, int]) -> dict[str, int]:
+    """``shape`` checked against the family's dimensions and the GPU memory bound, in the
+    family's order (``ValueError`` names the problem)."""
+    dims = family.make_dims(shape)
+    check_fits_gpu_memory(family, dims)
+    return dims.as_dict()
+
+
+def family_actions(family: Any, actions: list[str]) -> list[str]:
+    """``actions`` as transform names of the family, sorted (``ValueError`` names the
+    unknown ones)."""
+    names = family.transforms.names()
+    unknown = [v for v in actions if v not in names]
+    if unknown:
+        raise ValueError(f"unknown action(s) {', '.join(map(repr, unknown))}; known: "
+                         f"{', '.join(names)}")
+    return sorted(set(actions))
+
+
+def _context_family(info: ValidationInfo) -> Any:
+    """The family a caller resolved already (``model_validate(..., context={"family": f})``:
+    the CLI's check of a user family)."""
+    return (info.context or {}).get("family") if isinstance(info.context, dict) else None
+
+
+def _family_of(info: ValidationInfo) -> Any:
+    """The family of the body's ``kernel``: the context's, a built-in, or None (the kernel
+    was refused, or is a team's own family, which the route resolves and checks)."""
+    found = _context_family(info)
+    if found is not None:
+        return found
+    kernel = info.data.get("kernel")
+    return get_family(kernel) if kernel in family_names() else None
+
+
 class BudgetModel(_In):
     """The campaign stops at the first budget hit."""
 
@@ -113,22 +154,21 @@ class CampaignCreate(_In):
 
     @field_validator("kernel")
     @classmethod
-    def _known_kernel(cls, value: str) -> str:
-        if value not in family_names():
+    def _known_kernel(cls, value: str, info: ValidationInfo) -> str:
+        if _context_family(info) is not None or value in family_names():
+            return value
+        if not TEAM_FAMILY.match(value):
             raise ValueError(f"unknown kernel family {shown(value)}; known: "
                              f"{', '.join(family_names())}")
-        return value
+        return value  # a team's own family: found (for the team) by the route
 
     @field_validator("shape")
     @classmethod
     def _family_shape(cls, shape: dict[str, int], info: ValidationInfo) -> dict[str, int]:
-        kernel = info.data.get("kernel")
-        if kernel is None:  # the kernel was refused: its error says why
+        family = _family_of(info)
+        if family is None:  # refused, or a team's family the route checks the shape against
             return shape
-        family = get_family(kernel)
-        dims = family.make_dims(shape)
-        check_fits_gpu_memory(family, dims)
-        return dims.as_dict()
+        return family_shape(family, shape)
 
     @field_validator("policy")
     @classmethod
@@ -160,15 +200,10 @@ class CampaignCreate(_In):
     @field_validator("allowed_actions")
     @classmethod
     def _known_actions(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        kernel = info.data.get("kernel")
-        if value is None or kernel is None:
+        family = _family_of(info)
+        if value is None or family is None:
             return value
-        names = get_family(kernel).transforms.names()
-        unknown = [v for v in value if v not in names]
-        if unknown:
-            raise ValueError(f"unknown action(s) {', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(names)}")
-        return sorted(set(value))
+        return family_actions(family, value)
 
 
 class CampaignCreated(BaseModel):
@@ -198,7 +233,12 @@ class CampaignRead(BaseModel):
     id: str
     status: CampaignStatus
     status_reason: str | None
+    #: the family's registry key: a built-in's name, or a team family's ``name@hash12``
     kernel: str
+    #: the family as people call it (a team family's spec name; a built-in's name)
+    family: str | None = None
+    #: the version of a team's own family the campaign runs (None: a built-in)
+    family_version: int | None = None
     shape: ShapeModel
     #: the shape as text (``4096x4096x4096``)
     shape_text: str
@@ -318,6 +358,61 @@ class WorkerRead(BaseModel):
                                             "process's utilization)")
 
 
+class FamilyCreated(BaseModel):
+    """``POST /families``: the version the spec is (201 a new one, 200 one stored already)."""
+
+    name: str
+    version: int
+    #: the registry key (``name@hash12``): what campaigns of this version store as ``kernel``
+    key: str
+    #: SHA-256 of the normalized spec
+    hash: str
+    created: bool
+
+
+class FamilyVersionRead(BaseModel):
+    """One stored version of a team's family."""
+
+    version: int
+    key: str
+    hash: str
+    created_at: dt.datetime
+    created_by: str | None
+
+
+class FamilySummary(BaseModel):
+    """A family in ``GET /families``: a built-in, or the latest version of the team's own."""
+
+    name: str
+    origin: Literal["builtin", "team"]
+    key: str
+    version: int | None
+    versions: int
+    description: str
+    dims: list[str]
+    default_shape: str
+    unit: str
+    transforms: int
+
+
+class FamilyRead(FamilySummary):
+    """``GET /families/{name}``: what the family declares (the version the name names)."""
+
+    hash: str | None
+    #: each tunable parameter and its values
+    tunables: dict[str, list[Any]]
+    transform_names: list[str]
+    signature: dict[str, Any]
+    metric: dict[str, Any]
+    dim_bounds: list[dict[str, Any]]
+    correctness: str
+    distributions: list[str]
+    edge_shapes: list[str]
+    all_versions: list[FamilyVersionRead]
+    #: the team's spec of this version (what ``POST /families`` stored; None for a built-in)
+    spec: dict[str, Any] | None = None
+
+
 class ErrorRead(BaseModel):
     """A refused request (every 4xx but 422): what is wrong, and what to do about it."""
 
@@ -327,9 +422,9 @@ class ErrorRead(BaseModel):
 ERROR_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
     401: "No X-API-Key header, or an unknown or revoked key",
-    404: "No such campaign or candidate among the caller's team's",
+    404: "No such campaign, candidate or kernel family among the caller's team's",
     409: "The campaign is finished: it takes no new actions, and one that is done or failed "
-         "has nothing left to cancel",
+         "has nothing left to cancel; or a family takes a built-in family's name",
     413: "The body is larger than TUNEFORGE_MAX_BODY_BYTES",
 }
 

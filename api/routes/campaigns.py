@@ -41,9 +41,12 @@ from api.schemas import (
     CandidateRead,
     MetricRead,
     error_responses,
+    family_actions,
+    family_shape,
     shown,
 )
 from api.security import hash_key
+from core import families
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
 from core.statuses import CandidateStatus
@@ -63,9 +66,12 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
         *(defer(getattr(Candidate, name)) for name in LARGE_COLUMNS))).all() if wanted else []
     s = summary(session, campaign)
     del loaded
+    stored = families.version_of(session, team_id=campaign.team_id, key=campaign.kernel)
     return CampaignRead(
         id=campaign.id, status=campaign.status,  # type: ignore[arg-type]
         status_reason=campaign.status_reason, kernel=campaign.kernel,
+        family=stored.name if stored is not None else campaign.kernel,
+        family_version=stored.version if stored is not None else None,
         shape=dict(campaign.dims), shape_text=campaign.shape_text,
         metric=MetricRead(**{k: v for k, v in campaign.metric.to_dict().items()
                              if k in MetricRead.model_fields}),
@@ -85,6 +91,13 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
     )
 
 
+def _refused(field: str, message: str) -> HTTPException:
+    """The 422 of a body field the route checks itself (one the schema cannot: the team's own
+    families), in the schema's form."""
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+        {"loc": ["body", field], "msg": message, "type": "value_error"}])
+
+
 def _candidate_fields(c: Candidate) -> dict[str, Any]:
     return {"id": c.id, "iteration": c.iteration, "status": c.status, "action": c.action,
             "proposed_by": c.proposed_by, "parent_id": c.parent_id, "avg_us": c.avg_us,
@@ -97,18 +110,32 @@ def _candidate_fields(c: Candidate) -> dict[str, Any]:
 def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
            settings: SettingsDep) -> CampaignCreated:
     """Queue a campaign; the agent starts it (the API never compiles or touches a GPU)."""
+    try:
+        family = families.resolve(session, team_id=team.team_id, name=body.kernel)
+    except families.FamilyError as exc:
+        raise _refused("kernel", str(exc)) from None
+    try:
+        dims = family_shape(family, body.shape)
+    except ValueError as exc:
+        raise _refused("shape", str(exc)) from None
+    allowed = body.allowed_actions
+    if allowed is not None:
+        try:
+            allowed = family_actions(family, allowed)
+        except ValueError as exc:
+            raise _refused("allowed_actions", str(exc)) from None
     leaderboard = None
     if body.leaderboard is not None:
         leaderboard = [e if isinstance(e, float) else e.model_dump(exclude_none=True)
                        for e in body.leaderboard]
     spec = lifecycle.CampaignSpec(
-        kernel=body.kernel, dims=body.shape,
+        kernel=family.name, dims=dims,
         tolerance=body.tolerance, policy=body.policy,
         accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
         parallel=body.parallel, seed=body.seed, budget_iterations=body.budget.iterations,
         budget_wall_s=body.budget.wall_seconds, budget_gpu_s=body.budget.gpu_seconds,
         leaderboard=leaderboard, start_from=body.start_from,
-        allowed_actions=body.allowed_actions, arch=settings.arch, team_id=team.team_id,
+        allowed_actions=allowed, arch=settings.arch, team_id=team.team_id,
         sanitize=body.sanitize,
     )
     try:

@@ -19,9 +19,9 @@ from api.schemas import (
     WorkerRead,
     error_responses,
 )
+from core import families
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
-from kernels import get_family
 
 router = APIRouter(tags=["system"], route_class=StrictJsonRoute)
 
@@ -37,12 +37,19 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
     """The team's best result per kernel, shape and GPU, across all its campaigns; of campaigns
     whose best times tie, the one that finished first is credited (then the one created first)."""
     wanted = None
+    family = None
+    if kernel is not None:
+        try:
+            family = families.resolve(session, team_id=team.team_id, name=kernel)
+        except families.FamilyError as exc:
+            raise RequestValidationError([{"loc": ["query", "kernel"], "type": "value_error",
+                                           "msg": str(exc)}]) from None
     if shape is not None:
-        if kernel is None:
+        if family is None:
             raise RequestValidationError([{"loc": ["query", "shape"], "type": "value_error",
                                            "msg": "shape needs kernel (its family parses it)"}])
         try:
-            wanted = get_family(kernel).parse_dims(shape)
+            wanted = family.parse_dims(shape)
         except ValueError as exc:
             raise RequestValidationError([{"loc": ["query", "shape"], "type": "value_error",
                                            "msg": str(exc)}]) from None
@@ -50,7 +57,8 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
                        Campaign.created_at, Campaign.id))
-    for column, value in ((Campaign.kernel, kernel), (Campaign.gpu_name, gpu)):
+    for column, value in ((Campaign.kernel, family.name if family else None),
+                          (Campaign.gpu_name, gpu)):
         if value is not None:
             query = query.where(column == value)
     best: dict[tuple[object, ...], HistoryEntry] = {}
