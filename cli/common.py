@@ -35,18 +35,53 @@ def fail(message: str, code: int = 2) -> NoReturn:
 #: ``--kernel`` of every command that works on one family (default: the settings'
 #: ``default_kernel``, ``TUNEFORGE_DEFAULT_KERNEL``).
 KernelOpt = Annotated[str | None, typer.Option(
-    "--kernel", help="kernel family (tuneforge kernels lists them; default gemm_bias_relu)")]
+    "--kernel", help="kernel family: a built-in (tuneforge kernels), or one of yours "
+                     "(tuneforge family list: NAME, NAME@vN or NAME@hash12); default "
+                     "gemm_bias_relu")]
 
 
-def resolve_family(name: str | None) -> KernelFamily:
-    """The family ``--kernel`` names (default: the settings'); exit 2 naming the known ones."""
+def resolve_family(name: str | None, db: str | None = None) -> KernelFamily:
+    """The family ``--kernel`` names (default: the settings'): a built-in, or a family
+    registered in the local database of ``db`` (``--db``; default the configured one) by
+    ``tuneforge family add``; exit 2 naming the known ones."""
     from core.settings import get_settings
-    from kernels import get_family
+    from kernels import family_names, get_family
 
+    wanted = name or get_settings().default_kernel
     try:
-        return get_family(name or get_settings().default_kernel)
+        if wanted in family_names():
+            return get_family(wanted)
     except ValueError as exc:
         fail(f"--kernel: {exc}")
+    url = family_database(db)
+    if url is None:
+        try:
+            return get_family(wanted)  # the ValueError names the known families
+        except ValueError as exc:
+            fail(f"--kernel: {exc} (no family database here: `tuneforge family add DIR` "
+                 "registers one)")
+    from core import families
+    from core.db import session_scope
+
+    try:
+        with session_scope(url) as session:
+            return families.resolve(session, team_id=None, name=wanted)
+    except families.FamilyError as exc:
+        fail(f"--kernel: {exc}")
+
+
+def family_database(db: str | None) -> str | None:
+    """The database whose families ``--kernel`` may name (``--db``, else the configured
+    one), migrated and known to ``kernels.get_family``; None when it does not exist yet."""
+    from core import families
+
+    url = database_url(db, create=True)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return None
+    open_database(url)
+    families.install(url)
+    return url
 
 
 def resolve_shape(family: KernelFamily, text: str | None) -> Dims:

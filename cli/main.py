@@ -8,7 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from cli.common import KernelOpt, console, fail, resolve_family, resolve_params
+from cli.common import DbOpt, KernelOpt, console, fail, resolve_family, resolve_params
 from core.settings import get_settings
 
 app = typer.Typer(
@@ -16,6 +16,7 @@ app = typer.Typer(
     help="Auto-tune CUDA kernels with an agent in a closed loop.\n\n"
     "Examples:\n\n"
     "  tuneforge tune --budget 200 --db runs.db      # a campaign here (GPU, or a replay)\n\n"
+    "  tuneforge family add DIR --db runs.db         # your own kernel (then --kernel NAME)\n\n"
     "  tuneforge report ID --db runs.db              # plots and a Markdown summary\n\n"
     "  tuneforge export ID --db runs.db --format kt  # for Kernel Tuner (also cu, json, t4)\n\n"
     "  tuneforge sanitize ID --db runs.db            # compute-sanitizer on the best kernel\n\n"
@@ -81,6 +82,7 @@ def kernels(
 @app.command()
 def actions(
     kernel: KernelOpt = None,
+    db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the action space: every transform with its argument domains.
@@ -91,7 +93,7 @@ def actions(
 
       tuneforge actions --json | jq '.[].name'
     """
-    family = resolve_family(kernel)
+    family = resolve_family(kernel, db)
     specs = [spec.to_dict() for spec in family.transforms]
     if as_json:
         sys.stdout.write(json.dumps(specs, indent=1) + "\n")
@@ -112,6 +114,7 @@ def render(
     params: ParamsOpt = None,
     actions: ActionsOpt = None,
     kernel: KernelOpt = None,
+    db: DbOpt = None,
 ) -> None:
     """Print the CUDA source of a point (the baseline when nothing is given).
 
@@ -123,7 +126,7 @@ def render(
     """
     from kernels.base import Rejection
 
-    family = resolve_family(kernel)
+    family = resolve_family(kernel, db)
     point = resolve_params(family, params, actions)
     if isinstance(point, Rejection):
         fail(f"rejected: {point.reason}: {point.message}", code=1)
@@ -139,6 +142,7 @@ def compile_cmd(
     actions: ActionsOpt = None,
     arch: Annotated[str | None, typer.Option("--arch", help="target, e.g. sm_90")] = None,
     kernel: KernelOpt = None,
+    db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Compile a point with nvcc and report registers, smem, spills (no GPU needed).
@@ -154,7 +158,7 @@ def compile_cmd(
     from worker.compile import compile_candidate, compiler_from_settings
 
     settings = get_settings()
-    family = resolve_family(kernel)
+    family = resolve_family(kernel, db)
     arch = settings.arch if arch is None else arch
     try:
         limit = family.max_smem_limit(arch)
@@ -181,7 +185,7 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
-from cli import db, report, sanitize  # noqa: E402
+from cli import db, family, report, sanitize  # noqa: E402
 from cli.service import register  # noqa: E402
 from cli.tune import evaluate, tune  # noqa: E402
 
@@ -190,6 +194,7 @@ app.command()(evaluate)
 register(app)
 report.register(app)
 db.register(app)
+family.register(app)
 sanitize.register(app)
 
 

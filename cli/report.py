@@ -96,11 +96,13 @@ class DbSource:
 
     def __init__(self, url: str) -> None:
         """``url`` as :func:`cli.common.database_url` gives it (a file that exists)."""
+        from core import families
         from core.db import session_factory
 
         path = sqlite_path(url)
         if path is not None:
             open_database(url)  # a file of an older version gets the newer columns
+        families.install(url)  # its campaigns may run families registered in it
         self.sessions = session_factory(url)
         self.where = str(path) if path is not None else "the database"
 

@@ -57,15 +57,15 @@ OPTION_OF: dict[tuple[str, ...], str] = {
 }
 
 
-def check_campaign(fields: dict[str, Any]) -> None:
+def check_campaign(fields: dict[str, Any], family: Any) -> None:
     """Exit 2 with one line naming the option when ``fields`` break a rule of the service's
-    campaign schema (sizes, GPU memory, tolerance, budgets, names)."""
+    campaign schema (sizes, GPU memory, tolerance, budgets, names) for ``family``."""
     from pydantic import ValidationError
 
     from api.schemas import CampaignCreate
 
     try:
-        CampaignCreate.model_validate(fields)
+        CampaignCreate.model_validate(fields, context={"family": family})
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(str(part) for part in error["loc"])
@@ -168,7 +168,7 @@ def tune(
     from core.db import session_factory
 
     settings = get_settings()
-    family = resolve_family(kernel)
+    family = resolve_family(kernel, db)
     problem = resolve_shape(family, shape)
     try:
         policy_obj = make_policy(policy, settings)
@@ -187,7 +187,7 @@ def tune(
         "profile": profile, "seed": seed, "parallel": len(indices), "leaderboard": board,
         "start_from": start_from, "allowed_actions": allowed,
         "budget": {"iterations": budget, "wall_seconds": wall_seconds,
-                   "gpu_seconds": gpu_seconds}})
+                   "gpu_seconds": gpu_seconds}}, family)
     check_writable_folder("--out", out)  # before the campaign, not after its last evaluation
     url = database_url(db, create=True)
     open_database(url)
@@ -369,6 +369,7 @@ def evaluate(
     profile: Annotated[str, typer.Option(help="light | full (Nsight Compute)")] = "light",
     seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
     kernel: KernelOpt = None,
+    db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the record as one JSON line")
                        ] = False,
 ) -> None:
@@ -387,14 +388,14 @@ def evaluate(
     from worker.evaluate import feedback_record
 
     settings = get_settings()
-    family = resolve_family(kernel)
+    family = resolve_family(kernel, db)
     problem = resolve_shape(family, shape)
     if backend not in ("auto", "gpu", "replay"):
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if profile not in ("light", "full"):
         fail(f"--profile must be light or full, not {profile!r}")
     check_campaign({"kernel": family.name, "shape": problem.as_dict(),
-                    "tolerance": tolerance, "profile": profile, "seed": seed})
+                    "tolerance": tolerance, "profile": profile, "seed": seed}, family)
     point = resolve_params(family, params, actions, problem)
     evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],
                                                     tolerance=tolerance, profile=profile)
