@@ -332,6 +332,13 @@ def kt_cache_document(campaign: Mapping[str, Any], points: Sequence[Mapping[str,
                             device_name=campaign.get("gpu") or "unknown GPU",
                             kernel_name=campaign["kernel"],
                             problem_size=list(dims.values_tuple()),
-                            # every field (``to_dict`` leaves late fields out at their
-                            # defaults, and rows stored before a field existed lack it)
-                            defaults=dataclasses.asdict(family.baseline))
+                            defaults=_every_field(family.baseline))
+
+
+def _every_field(params: Any) -> dict[str, Any]:
+    """Every field of a point: a dataclass's all (``to_dict`` leaves late fields out at their
+    defaults, and rows stored before a field existed lack them); a user family's point
+    names every tunable in ``to_dict``."""
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        return dataclasses.asdict(params)
+    return dict(params.to_dict())
