@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from cli.client import KeyOpt, UrlOpt, api_client, call
@@ -157,9 +158,9 @@ def list_cmd(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     for col in ("name", "version", "dims", "unit", "actions", "key"):
         table.add_column(col, no_wrap=col in ("name", "key"))
     for f in found:
-        version = f"v{f['version']}" if f["version"] is not None else "built-in"
+        version = f"v{f['version']}" if f["version"] is not None else "–"
         table.add_row(f["name"], version, ", ".join(f["dims"]), f["unit"],
-                      str(f["transforms"]), f["key"] if f["origin"] == "team" else "–")
+                      str(f["transforms"]), f["key"] if f["origin"] == "team" else "built-in")
     console.print(table)
 
 
@@ -202,7 +203,7 @@ def show(name: Annotated[str, typer.Argument(
     version = f"v{f['version']}" if f["version"] is not None else "built-in"
     head = Table(title=f"{f['name']} {version}", show_header=False)
     head.add_column(style="bold", no_wrap=True)
-    head.add_column()
+    head.add_column(overflow="fold")
     dims = ", ".join(f"{d['name']} {d['min']}..{d['max']}" for d in f["dim_bounds"])
     buffers = ", ".join(f"{b['name']} {b['role']} {b['dtype']}[{b['count']}]"
                         for b in f["signature"]["buffers"])
@@ -215,14 +216,14 @@ def show(name: Annotated[str, typer.Argument(
             ("correctness", f"{f['correctness']}; inputs {', '.join(f['distributions'])}"),
             ("edge shapes", ", ".join(f["edge_shapes"]) or "–"),
             ("actions", ", ".join(f["transform_names"]))]
-    for row in rows:
-        head.add_row(*row)
+    for label, value in rows:
+        head.add_row(label, escape(str(value)))
     console.print(head)
     tunables = Table(title="tunables")
     tunables.add_column("name", no_wrap=True)
     tunables.add_column("values")
     for tname, values in f["tunables"].items():
-        tunables.add_row(tname, ", ".join(map(str, values)))
+        tunables.add_row(tname, escape(", ".join(map(str, values))))
     console.print(tunables)
     if f["all_versions"]:
         versions = Table(title="versions")
@@ -285,10 +286,23 @@ def import_kt(file: Annotated[Path, typer.Argument(help=(
 
 
 def write_spec_dir(spec: dict[str, Any], folder: Path) -> list[Path]:
-    """Write ``spec`` as the directory :func:`kernels.userspec.load_spec_dir` reads back."""
-    from kernels.userspec import write_spec_dir as write
+    """Write ``spec`` as the directory :func:`kernels.userspec.load_spec_dir` reads back: its
+    files under their names, the rest as ``family.json``; the paths written."""
+    from kernels.userspec.files import SPEC_FILE, check_file_name
 
-    return list(write(spec, folder))
+    files = dict(spec.get("files") or {})
+    for name in files:
+        check_file_name(name, f"files.{name}")  # never outside the folder
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    described = {k: v for k, v in spec.items() if k != "files"}
+    (folder / SPEC_FILE).write_text(json.dumps(described, indent=1) + "\n")
+    return [folder / SPEC_FILE, *written]
 
 
 def register(app: typer.Typer) -> None:

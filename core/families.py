@@ -128,11 +128,12 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
     field of a bad spec and :class:`FamilyConflict` a built-in's name: nothing is stored."""
     from kernels.userspec import build_family, family_key, spec_hash, validate_spec
 
+    wanted = spec.get("name") if isinstance(spec, dict) else None
+    if isinstance(wanted, str) and wanted in family_names():
+        raise FamilyConflict(f"name: {wanted!r} is the name of a built-in kernel family; "
+                             "give yours another name")
     normalized = validate_spec(spec)
     name = str(normalized["name"])
-    if name in family_names():
-        raise FamilyConflict(f"name: {name!r} is the name of a built-in kernel family; "
-                             "give yours another name")
     digest = spec_hash(normalized)
     key = family_key(normalized)
     family = build_family(normalized)  # what every worker will build, checked before storing
