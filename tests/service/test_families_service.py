@@ -1,0 +1,193 @@
+"""A team's own families on the running service (real API, Postgres, Redis and Celery workers):
+registered with ``POST /families``, listed and read for that team only, refused with the field
+named, and run by workers that find the family in the database, not on their disk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from core.db import session_scope
+from core.models import Candidate, Family
+from kernels.userspec import load_spec_dir
+from service.service_stack import Stack, TeamKey, free_port, wait_finished, wait_until
+
+SPEC_DIR = Path(__file__).resolve().parents[1] / "data" / "families" / "vscale"
+
+
+def spec(**changes: Any) -> dict[str, Any]:
+    return {**load_spec_dir(SPEC_DIR), **changes}
+
+
+def stored(stack: Stack) -> int:
+    """Versions stored, of every team."""
+    with session_scope(stack.db_url) as s:
+        return int(s.scalar(select(func.count()).select_from(Family)) or 0)
+
+
+@pytest.fixture
+def team(make_team: Any) -> TeamKey:
+    return make_team("families")
+
+
+def test_register_again_and_a_new_version(stack: Stack, team: TeamKey) -> None:
+    with stack.client(team.key) as client:
+        first = client.post("/families", json=spec())
+        assert first.status_code == 201, first.text
+        body = first.json()
+        assert body["name"] == "vscale" and body["version"] == 1 and body["created"] is True
+        assert body["key"] == f"vscale@{body['hash'][:12]}"
+        again = client.post("/families", json=spec())
+        assert again.status_code == 200, again.text
+        assert again.json() == {**body, "created": False}
+        changed = client.post("/families", json=spec(description="y = 2 x, again"))
+        assert changed.status_code == 201 and changed.json()["version"] == 2
+        listed = {f["name"]: f for f in client.get("/families").json()}
+        assert listed["gemm_bias_relu"]["origin"] == "builtin"
+        assert listed["vscale"]["origin"] == "team"
+        assert listed["vscale"]["version"] == 2 and listed["vscale"]["versions"] == 2
+        assert listed["vscale"]["key"] == changed.json()["key"]
+        shown = client.get("/families/vscale").json()
+        assert shown["version"] == 2 and shown["dims"] == ["n"]
+        assert shown["tunables"] == {"BLOCK": [64, 128, 256], "ITEMS": [1, 2, 4]}
+        assert [v["version"] for v in shown["all_versions"]] == [1, 2]
+        assert shown["signature"]["buffers"][1]["role"] == "out"
+        assert client.get("/families/vscale@v1").json()["key"] == body["key"]
+        assert client.get(f"/families/{body['key']}").json()["version"] == 1
+        assert client.get("/families/softmax").json()["origin"] == "builtin"
+
+
+@pytest.mark.parametrize(("change", "loc", "words"), [
+    ({"tunables": {"BLOCK": []}}, ["body", "tunables.BLOCK"], "non-empty list"),
+    ({"restrictions": ["__import__('os').system('true')"]}, ["body", "restrictions[0]"], ""),
+    ({"name": "Not A Name"}, ["body", "name"], "lower-case"),
+    ({"files": {**load_spec_dir(SPEC_DIR)["files"], "kernel.cu": "int main() { return 0; }"}},
+     ["body", "kernel.source"], "main function"),
+])
+def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(
+        stack: Stack, team: TeamKey, change: dict[str, Any], loc: list[str], words: str) -> None:
+    before = stored(stack)
+    with stack.client(team.key) as client:
+        refused = client.post("/families", json=spec(**change))
+        assert refused.status_code == 422, refused.text
+        detail = refused.json()["detail"][0]
+        assert detail["loc"] == loc, detail
+        assert detail["msg"].startswith(f"{loc[1]}: ") and words in detail["msg"]
+        assert [f["name"] for f in client.get("/families").json()
+                if f["origin"] == "team"] == []
+    assert stored(stack) == before
+
+
+def test_a_built_in_name_is_a_409(stack: Stack, team: TeamKey) -> None:
+    before = stored(stack)
+    with stack.client(team.key) as client:
+        refused = client.post("/families", json=spec(name="softmax"))
+    assert refused.status_code == 409 and "built-in" in refused.json()["detail"]
+    assert stored(stack) == before
+
+
+def test_another_team_neither_sees_nor_runs_it(stack: Stack, team: TeamKey,
+                                               make_team: Any) -> None:
+    other = make_team("other")
+    with stack.client(team.key) as client:
+        key = client.post("/families", json=spec()).json()["key"]
+    with stack.client(other.key) as client:
+        for name in ("vscale", "vscale@v1", key):
+            missing = client.get(f"/families/{name}")
+            assert missing.status_code == 404, missing.text
+            refused = client.post("/campaigns", json={"kernel": name, "shape": {"n": 4096},
+                                                      "budget": {"iterations": 2}})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["detail"][0]["loc"] == ["body", "kernel"]
+            assert "unknown kernel family" in refused.json()["detail"][0]["msg"]
+        assert "vscale" not in [f["name"] for f in client.get("/families").json()]
+
+
+def test_a_campaign_checks_its_shape_against_the_family(stack: Stack, team: TeamKey) -> None:
+    with stack.client(team.key) as client:
+        client.post("/families", json=spec())
+        for shape, words in (({"m": 4}, "unknown dimension(s) m"),
+                             ({"n": 0}, "shape.n must be in [1, 16777216]")):
+            refused = client.post("/campaigns", json={"kernel": "vscale", "shape": shape})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["detail"][0]["loc"] == ["body", "shape"]
+            assert words in refused.json()["detail"][0]["msg"]
+        refused = client.post("/campaigns", json={"kernel": "vscale", "shape": {"n": 8},
+                                                  "allowed_actions": ["apply_tiling"]})
+        assert refused.status_code == 422
+        assert refused.json()["detail"][0]["loc"] == ["body", "allowed_actions"]
+
+
+def test_a_replay_fleet_says_it_has_nothing_to_replay(stack: Stack, team: TeamKey) -> None:
+    """The agent worker built the family from the database: its reason is the family's (no
+    replay dataset), not an unknown kernel."""
+    with stack.client(team.key) as client:
+        key = client.post("/families", json=spec()).json()["key"]
+        created = client.post("/campaigns", json={"kernel": "vscale", "shape": {"n": 4096},
+                                                  "budget": {"iterations": 3}})
+        assert created.status_code == 201, created.text
+        done = wait_finished(client, created.json()["id"], stack=stack)
+    assert done["status"] == "failed", done
+    assert done["status_reason"] == f"replay backend: the {key} family ships no replay dataset"
+    assert (done["kernel"], done["family"], done["family_version"]) == (key, "vscale", 1)
+
+
+@pytest.fixture
+def gpu_api(stack: Stack) -> Iterator[str]:
+    """A second API process on the same database and broker whose campaigns run on the gpu
+    backend (the stack's GPU workers replay): what a GPU fleet's API does."""
+    port = free_port()
+    name = f"api-gpu-{port}"
+    stack.start(name, "serve", "--port", str(port), extra_env={"TUNEFORGE_BACKEND": "gpu"})
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/api/v1/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(up, 60, "the gpu-backend API", stack, interval=0.3)
+        yield url
+    finally:
+        stack.stop(name)
+
+
+def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
+                                                    gpu_api: str) -> None:
+    """Registered through the API, compiled by the compile worker with the real nvcc, taken
+    by a GPU worker: each process found the family by its key in the database. The stack's
+    GPU workers replay, so nothing can be measured: the baseline is compiled, then recorded
+    not_measured with the reason, and the campaign fails saying so (the engine ends a
+    campaign whose baseline does not pass)."""
+    with httpx.Client(base_url=f"{gpu_api}/api/v1", headers={"X-API-Key": team.key},
+                      timeout=30) as client:
+        key = client.post("/families", json=spec()).json()["key"]
+        created = client.post("/campaigns", json={"kernel": "vscale@v1", "shape": {"n": 5000},
+                                                  "budget": {"iterations": 3}})
+        assert created.status_code == 201, created.text
+        campaign_id = created.json()["id"]
+        done = wait_finished(client, campaign_id, timeout=180, stack=stack)
+        assert (done["kernel"], done["backend"]) == (key, "gpu")
+        assert done["family"] == "vscale" and done["family_version"] == 1
+        assert done["status"] == "failed" and done["best"] is None, done
+        assert done["status_reason"].startswith(
+            "the baseline did not pass: not_measured: a replay worker took a gpu campaign's "
+            "candidate"), done["status_reason"]
+    with session_scope(stack.db_url) as s:
+        rows = s.scalars(select(Candidate).where(Candidate.campaign_id == campaign_id)
+                         .order_by(Candidate.iteration)).all()
+        assert rows, "no candidate was proposed"
+        baseline = rows[0]
+        assert baseline.params == {"BLOCK": 128, "ITEMS": 1}  # the spec's baseline
+        assert baseline.status == "not_measured", (baseline.status, baseline.error)
+        compiled = baseline.compile or {}
+        assert compiled.get("status") == "ok" and compiled.get("cache_hit") is False, compiled
+        assert (compiled.get("regs_per_thread") or 0) > 0  # ptxas's report: nvcc really ran
+        assert "2.0f * x[j]" in (baseline.source or "")

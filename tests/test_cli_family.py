@@ -1,0 +1,117 @@
+"""``tuneforge family`` in embedded mode (a temporary ``--db``): add, list, show, import-kt, a
+bad spec's exit 2 naming the field, and ``--kernel`` of the other commands finding the family
+in the database. Through the real app (Typer's runner, in-process)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_DIR = ROOT / "tests" / "data" / "families" / "vscale"
+KT_FILE = ROOT / "tests" / "data" / "families" / "vadd_kt.json"
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    done = runner.invoke(app, list(args), env={"COLUMNS": "80"})
+    return done.exit_code, done.stdout, done.stderr
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "runs.db")
+
+
+def test_add_list_show(db: str, tmp_path: Path) -> None:
+    code, out, err = run("family", "add", str(SPEC_DIR), "--db", db)
+    assert code == 0, err
+    assert "vscale v1 registered: key vscale@" in out
+    code, out, err = run("family", "add", str(SPEC_DIR), "--db", db, "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    assert (first["version"], first["created"]) == (1, False)
+    changed = tmp_path / "vscale2"
+    shutil.copytree(SPEC_DIR, changed)
+    kernel = changed / "kernel.cu"
+    kernel.write_text(kernel.read_text().replace("// y = 2 x", "// y = 2 x, version two"))
+    code, out, err = run("family", "add", str(changed), "--db", db, "--json")
+    assert code == 0, err
+    second = json.loads(out)
+    assert second["version"] == 2 and second["key"] != first["key"]
+
+    code, out, err = run("family", "list", "--db", db, "--json")
+    assert code == 0, err
+    listed = {f["name"]: f for f in json.loads(out)}
+    assert listed["vscale"]["version"] == 2 and listed["vscale"]["key"] == second["key"]
+    assert listed["gemm_bias_relu"]["origin"] == "builtin"
+    code, out, err = run("family", "list", "--db", db)
+    assert code == 0, err
+    assert "vscale" in out and "v2" in out and "built-in" in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+    code, out, err = run("family", "show", "vscale@v1", "--db", db)
+    assert code == 0, err
+    assert first["key"] in out and "BLOCK" in out and "64, 128, 256" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    code, out, err = run("family", "show", "vscale", "--db", db, "--json")
+    assert code == 0, err
+    assert [v["version"] for v in json.loads(out)["all_versions"]] == [1, 2]
+    code, _, err = run("family", "show", "nope", "--db", db)
+    assert code == 4 and "unknown kernel family 'nope'" in err
+
+
+def test_kernel_options_find_the_family(db: str) -> None:
+    assert run("family", "add", str(SPEC_DIR), "--db", db)[0] == 0
+    code, out, err = run("render", "--kernel", "vscale", "--db", db,
+                         "--params", '{"BLOCK": 256, "ITEMS": 4}')
+    assert code == 0, err
+    assert "2.0f * x[j]" in out and "256" in out
+    code, out, err = run("actions", "--kernel", "vscale@v1", "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)
+    code, _, err = run("render", "--kernel", "vscale@v7", "--db", db)
+    assert code == 2 and "--kernel: kernel family 'vscale' has no version v7" in err
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda spec: {**spec, "tunables": {"BLOCK": []}}, "error: tunables.BLOCK: "),
+    (lambda spec: {**spec, "kernel": {**spec["kernel"], "source": "../kernel.cu"}},
+     "error: kernel.source: "),
+    (lambda spec: {**spec, "name": "softmax"}, "error: name: "),
+])
+def test_a_bad_spec_exits_2_naming_the_field(db: str, tmp_path: Path, edit: object,
+                                             words: str) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(SPEC_DIR, bad)
+    spec = json.loads((bad / "family.json").read_text())
+    (bad / "family.json").write_text(json.dumps(edit(spec)))  # type: ignore[operator]
+    code, out, err = run("family", "add", str(bad), "--db", db)
+    assert code == 2, (out, err)
+    assert words in " ".join(err.split()), err
+    code, out, err = run("family", "list", "--db", db, "--json")
+    assert [f for f in json.loads(out) if f["origin"] == "team"] == []
+
+
+def test_import_kt_writes_a_directory_or_registers(db: str, tmp_path: Path) -> None:
+    out_dir = tmp_path / "from_kt"
+    code, out, err = run("family", "import-kt", str(KT_FILE), "--out", str(out_dir))
+    assert code == 0, err
+    assert (out_dir / "family.json").is_file()
+    code, out, err = run("family", "add", str(out_dir), "--db", db, "--json")
+    assert code == 0, err
+    added = json.loads(out)
+    code, out, err = run("family", "import-kt", str(KT_FILE), "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["key"] == added["key"]  # the same content: the same version
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({**json.loads(KT_FILE.read_text()), "tune_params": {}}))
+    code, _, err = run("family", "import-kt", str(broken), "--db", db)
+    assert code == 2 and "error: tunables" in " ".join(err.split()), err
