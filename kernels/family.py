@@ -10,9 +10,13 @@ rule book, sanitizer shapes). Pure: the standard library only.
 
 The launch contract every GPU-side launcher follows (the evaluation child, the sanitizer's and
 Nsight Compute's launchers): a candidate kernel takes the signature's buffers in order, then its
-scalars, then — when its launch asks for one — a workspace pointer. The reference kernel takes
-the input buffers in order, then a float64 ``ref`` and a float64 ``scale`` for each output
-buffer, then the scalars.
+scalars, then — when its launch asks for one — a workspace pointer. The reference kernel is
+called in one of two styles (:data:`REFERENCE_STYLES`, the family's ``reference_style``):
+``contract`` (the default) takes the input buffers in order, then a float64 ``ref`` and a
+float64 ``scale`` for each output buffer, then the scalars; ``same_signature`` takes the
+candidate's own signature, its output buffers in the family's ``reference_outputs_dtype``
+(float64: written straight into ``ref``; float32: widened to float64 by the GPU side), and the
+GPU side computes ``scale`` for the rule.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ METRIC_KINDS = {"flops": "TFLOP/s", "bytes": "GB/s"}
 PEAK_KINDS = ("fp32_ffma", "copy_bandwidth")
 #: How each peak is named in tables and plots.
 PEAK_LABELS = {"fp32_ffma": "FP32 FMA peak", "copy_bandwidth": "copy bandwidth"}
-#: Correctness rules the evaluation child implements.
-RULES = ("scaled",)
+#: Correctness rules the evaluation child implements (:class:`CorrectnessRule`).
+RULES = ("scaled", "norm", "abs_rel", "exact")
+#: How the GPU side calls a family's reference kernel (the module doc).
+REFERENCE_STYLES = ("contract", "same_signature")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 
 
@@ -275,19 +281,35 @@ class Distribution:
 
 @dataclass(frozen=True)
 class CorrectnessRule:
-    """How an output is judged against the float64 reference.
+    """How an output is judged against the float64 reference, ``tol`` being the campaign's
+    tolerance. Under every rule each output element must be written and finite.
 
-    ``scaled``: every output element written and finite, the norm-relative error over the
-    output and each element's error over the reference's ``scale`` of that element both within
-    the tolerance (the reference kernel writes the scale: ``Σ|a·b| + |bias|`` for a GEMM).
+    - ``scaled``: the norm-relative error over the output and each element's error over the
+      reference's ``scale`` of that element both within ``tol`` (the reference kernel writes
+      the scale: ``Σ|a·b| + |bias|`` for a GEMM);
+    - ``norm``: the norm-relative error within ``tol``;
+    - ``abs_rel``: each element within ``atol + tol·|ref|`` (the GPU side writes
+      ``scale = |ref| + atol/tol`` and bounds the error over it by ``tol``);
+    - ``exact``: every element equal to the reference.
+
+    ``tolerance`` is the one the family declares for its campaigns (None: the service's
+    default).
     """
 
     kind: str = "scaled"
     doc: str = ""
+    atol: float = 0.0
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in RULES:
             raise ValueError(f"correctness rule {self.kind!r}; known: {', '.join(RULES)}")
+        if not self.atol >= 0:
+            raise ValueError(f"correctness atol must be >= 0, got {self.atol!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the GPU side takes with each check: ``{"kind", "atol"}``."""
+        return {"kind": self.kind, "atol": self.atol}
 
 
 @dataclass(frozen=True)
@@ -304,6 +326,19 @@ class Vendor:
     module: str
     #: what exactly runs (``torch.addmm + relu_, TF32 off``)
     doc: str = ""
+
+
+def reference_setup(family: Any) -> dict[str, str]:
+    """How the GPU side calls ``family``'s reference kernel: ``{"style", "outputs_dtype"}``
+    from its ``reference_style`` and ``reference_outputs_dtype`` (``contract`` and float64
+    where it declares none)."""
+    style = str(getattr(family, "reference_style", "contract"))
+    dtype = str(getattr(family, "reference_outputs_dtype", "float64"))
+    if style not in REFERENCE_STYLES:
+        raise ValueError(f"reference style {style!r}; known: {', '.join(REFERENCE_STYLES)}")
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"reference outputs dtype {dtype!r}; known: float64, float32")
+    return {"style": style, "outputs_dtype": dtype}
 
 
 # ---- the rule-book context and the family protocol -------------------------------------------
@@ -525,6 +560,9 @@ class FamilyBase:
     dims: tuple[Dim, ...]
     transforms: TransformRegistry
     baseline: Any
+    #: how the GPU side calls the reference kernel (:func:`reference_setup`)
+    reference_style: str = "contract"
+    reference_outputs_dtype: str = "float64"
 
     def render(self, params: Any) -> str:
         """The CUDA source of ``params`` (every family renders its own)."""

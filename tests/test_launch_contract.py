@@ -265,7 +265,7 @@ REQUEST_KEYS = {
     "kernel", "shape", "dist", "signature", "fills", "launch", "reference_launch", "seed",
     "buffers", "scalars", "name", "dtype", "role", "count", "value", "kind", "scale",
     "kernel_name", "grid", "block", "dynamic_smem_bytes", "workspace_bytes", "epilogue", "args",
-    "runs", "target_run_ms", "max_reps", "warmup",
+    "runs", "target_run_ms", "max_reps", "warmup", "rule", "atol",
 }
 
 

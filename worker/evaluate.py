@@ -26,6 +26,7 @@ from core.arch import datasheet_gbs, metric_peak, theoretical_occupancy
 from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.replay import ReplayDataset
 from kernels.base import Dims, LaunchConfig, Rejection
+from kernels.family import reference_setup
 from worker.compile import Compiler, compile_candidate, target_arch
 from worker.gpu_runner import GpuChild
 
@@ -150,9 +151,11 @@ class GpuEvaluator:
             if result.status != "ok":
                 raise RuntimeError(f"cannot compile the {what}: {result.error}")
         reference_kernel = family.reference_launch(family.edge_shapes[0]).kernel_name
+        style = reference_setup(family)
         self.child = GpuChild(gpu, setup={
             "op": "setup", "support_cubin": support.cubin(), "reference_cubin": reference.cubin(),
-            "reference_kernel": reference_kernel,
+            "reference_kernel": reference_kernel, "reference_style": style["style"],
+            "reference_outputs_dtype": style["outputs_dtype"],
         })
         self.device = with_datasheet(self.child.start())
         if self.device.get("arch") != compiler.arch.removesuffix("a"):
@@ -209,6 +212,7 @@ class GpuEvaluator:
                  "signature": signature.resolve(s), "fills": dist.resolve(signature),
                  "launch": launches[s].to_dict(),
                  "reference_launch": family.reference_launch(s).to_dict(),
+                 "rule": family.correctness.to_dict(),
                  "seed": (seed * 1_000_003 + iteration * 101 + i) & 0x7FFFFFFFFFFF}
                 for i, (s, dist) in enumerate(cases)]
 

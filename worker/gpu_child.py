@@ -7,10 +7,13 @@ packages: it starts fast and runs on any GPU host.
 
 Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
 
-- ``setup``: ``support_cubin``, ``reference_cubin``, ``reference_kernel``;
+- ``setup``: ``support_cubin``, ``reference_cubin``, ``reference_kernel``, optionally
+  ``reference_style`` and ``reference_outputs_dtype`` (how the reference is called:
+  :mod:`worker.launch_contract`; default ``contract``);
 - ``evaluate``: ``candidate`` (``key``, ``cubin``, ``kernel``), ``tol``, ``stop_on_failure``,
   ``checks`` (each: ``shape`` values, ``dist``, ``seed``, the resolved ``signature``,
-  ``fills``, ``launch``, ``reference_launch``), ``bench`` (``shape``, ``signature``,
+  ``fills``, ``launch``, ``reference_launch``, optionally the ``rule`` ``{"kind", "atol"}``,
+  default ``scaled``), ``bench`` (``shape``, ``signature``,
   ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
   an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
 - ``sustain``: ``candidate``, ``launch``, ``signature``, ``fills``, ``seed``, ``min_ms``: the rate
@@ -97,7 +100,10 @@ class Runtime:
         self.support: Any = None
         self.reference_module: Any = None
         self.reference_kernel = ""
+        self.reference_style = "contract"
+        self.reference_outputs_dtype = "float64"
         self.reference_fns: dict[str, Any] = {}
+        self.ref_bad: Any = None
         attrs = cuda.device_attribute
         self.l2_bytes = int(self.device.get_attribute(attrs.L2_CACHE_SIZE))
         self.flush_n = max(self.l2_bytes * 4, 64 << 20) // 4
@@ -164,8 +170,11 @@ class Runtime:
             **self.copy,
         }
 
-    def setup(self, support_cubin: bytes, reference_cubin: bytes, reference_kernel: str) -> None:
-        """Load the support kernels and the family's float64 reference."""
+    def setup(self, support_cubin: bytes, reference_cubin: bytes, reference_kernel: str,
+              reference_style: str = "contract", reference_outputs_dtype: str = "float64"
+              ) -> None:
+        """Load the support kernels and the family's float64 reference (called in
+        ``reference_style``, its outputs in ``reference_outputs_dtype``)."""
         self.support = cuda.module_from_buffer(support_cubin)
         self.fill = self.support.get_function("tf_fill")
         self.fill.prepare("PqQif")
@@ -175,8 +184,17 @@ class Runtime:
         self.check.prepare("PPPqPP")
         self.flush = self.support.get_function("tf_flush")
         self.flush.prepare("Pq")
+        self.ref_scale = self.support.get_function("tf_ref_scale")
+        self.ref_scale.prepare("PPPqiddP")
+        if self.ref_bad is None:
+            self.ref_bad = cuda.mem_alloc(8)
+        if reference_style not in lc.REFERENCE_STYLES:
+            raise ValueError(f"reference style {reference_style!r}; known: "
+                             f"{', '.join(lc.REFERENCE_STYLES)}")
         self.reference_module = cuda.module_from_buffer(reference_cubin)
         self.reference_kernel = reference_kernel
+        self.reference_style = reference_style
+        self.reference_outputs_dtype = reference_outputs_dtype
         self.reference_fns = {}
 
     def reference(self, fmt: str) -> Any:
@@ -256,6 +274,38 @@ class Runtime:
                 shared_size=int(reference_launch.get("dynamic_smem_bytes") or 0))
         return b
 
+    def same_signature_reference(self, signature: dict[str, Any], b: dict[str, Any],
+                                 reference_launch: dict[str, Any]) -> None:
+        """Enqueue a same-signature reference: its targets (each output's ``ref``, or the
+        output buffer for float32) poisoned first, so that what it leaves unwritten shows."""
+        wide = self.reference_outputs_dtype == "float64"
+        for buf in lc.outputs(signature):
+            target = b[lc.ref_name(buf["name"])] if wide else b[buf["name"]]
+            words = int(buf["count"]) * (2 if wide else lc.DTYPES[buf["dtype"]][0] // 4)
+            self.poison.prepared_async_call(self._grid1d(words), (FILL_THREADS, 1, 1),
+                                            self.stream, target, words)
+        self.reference(lc.reference_format(signature, "same_signature")).prepared_async_call(
+            tuple(reference_launch["grid"]), tuple(reference_launch["block"]), self.stream,
+            *lc.reference_args(signature, b, "same_signature", self.reference_outputs_dtype),
+            shared_size=int(reference_launch.get("dynamic_smem_bytes") or 0))
+
+    def rule_reference(self, signature: dict[str, Any], b: dict[str, Any],
+                       rule: dict[str, Any], tol: float) -> None:
+        """Enqueue what a rule other than ``scaled`` reads: each output's float64 ``ref``
+        (widened from a float32 reference output) and its ``scale``
+        (:func:`~worker.launch_contract.scale_terms`), counting bad reference elements."""
+        weight, offset = lc.scale_terms(rule, tol)
+        widen = (self.reference_style == "same_signature"
+                 and self.reference_outputs_dtype == "float32")
+        cuda.memset_d32_async(self.ref_bad, 0, 2, self.stream)
+        for buf in lc.outputs(signature):
+            count = int(buf["count"])
+            ref = b[lc.ref_name(buf["name"])]
+            self.ref_scale.prepared_async_call(
+                self._grid1d(count), (FILL_THREADS, 1, 1), self.stream,
+                b[buf["name"]] if widen else ref, ref, b[lc.scale_name(buf["name"])], count,
+                int(widen), weight, offset, self.ref_bad)
+
     def workspace(self, nbytes: int) -> Any:
         """A device workspace of at least ``nbytes`` (one, grown as needed and shared by every
         launch: launches are serial on the stream and each writes what it reads back)."""
@@ -301,7 +351,17 @@ class Runtime:
         """One correctness case: fresh inputs, poisoned outputs, launch, on-GPU error stats
         (accumulated over the output buffers)."""
         signature, launch = case["signature"], case["launch"]
-        b = self.fill_inputs(signature, case["fills"], case["seed"], case["reference_launch"])
+        rule = case.get("rule") or {"kind": "scaled"}
+        if self.reference_style == "contract":
+            b = self.fill_inputs(signature, case["fills"], case["seed"], case["reference_launch"])
+        else:
+            if rule.get("kind", "scaled") == "scaled":
+                raise ValueError("the scaled rule needs a contract-style reference (it writes "
+                                 "the scale)")
+            b = self.fill_inputs(signature, case["fills"], case["seed"])
+            self.same_signature_reference(signature, b, case["reference_launch"])
+        if rule.get("kind", "scaled") != "scaled":
+            self.rule_reference(signature, b, rule, tol)
         for buf in signature["buffers"]:
             if buf["role"] == "out":
                 words = int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4
@@ -331,8 +391,11 @@ class Runtime:
         counts = np.empty(2, np.uint64)
         cuda.memcpy_dtoh(stats, self.stats)
         cuda.memcpy_dtoh(counts, self.counts)
+        ref_bad = np.zeros(1, np.uint64)
+        if rule.get("kind", "scaled") != "scaled":
+            cuda.memcpy_dtoh(ref_bad, self.ref_bad)
         verdict = judge(float(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]),
-                        int(counts[0]), int(counts[1]), tol)
+                        int(counts[0]), int(counts[1]), tol, rule, int(ref_bad[0]))
         return {"shape": list(case["shape"]), "seed": case["seed"], "dist": case["dist"],
                 **verdict, "kernel_seconds": round(kernel_s, 6)}
 
@@ -446,7 +509,9 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
     if op == "info":
         return {"status": "ok", "info": rt.info()}
     if op == "setup":
-        rt.setup(req["support_cubin"], req["reference_cubin"], req["reference_kernel"])
+        rt.setup(req["support_cubin"], req["reference_cubin"], req["reference_kernel"],
+                 req.get("reference_style", "contract"),
+                 req.get("reference_outputs_dtype", "float64"))
         return {"status": "ok", "info": rt.info()}
     if op == "stats":  # the on-GPU checker applied to given arrays (cross-check with numpy)
         return {"status": "ok", "stats": rt.stats_of(req["out"], req["ref"], req["scale"])}

@@ -12,11 +12,15 @@ import, so every launcher stays lean. What it takes is plain JSON made by the pa
 - fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
 
 The contract (``kernels.family``'s module doc): a candidate takes the buffers in order, then
-the scalars, then the workspace pointer when its launch has one; the reference kernel takes the
-input buffers in order, then a float64 ``ref`` and a float64 ``scale`` for each output buffer,
-then the scalars. Output buffers (role ``out``) are poisoned with :data:`POISON` before a
-checked launch; ``inout`` buffers are filled like inputs (the kernel reads them) and checked
-like outputs, without the unwritten-element check a poison gives.
+the scalars, then the workspace pointer when its launch has one; the reference kernel, in the
+``contract`` style, takes the input buffers in order, then a float64 ``ref`` and a float64
+``scale`` for each output buffer, then the scalars; in the ``same_signature`` style it takes the
+candidate's arguments, each output being its float64 ``ref`` (outputs dtype float64) or the
+output buffer itself, widened into ``ref`` afterwards (float32). A rule (``{"kind", "atol"}``,
+:data:`RULES`) says how :func:`judge` reads the statistics. Output buffers (role ``out``)
+are poisoned with :data:`POISON` before a checked launch; ``inout`` buffers are filled like
+inputs (the kernel reads them) and checked like outputs, without the unwritten-element check a
+poison gives.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32,
                 "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64}
 #: The name an epilogue's ``args`` give the workspace.
 WORKSPACE = "workspace"
+#: Correctness rules :func:`judge` applies (``kernels.family.RULES``).
+RULES = ("scaled", "norm", "abs_rel", "exact")
+#: How a reference kernel is called (``kernels.family.REFERENCE_STYLES``).
+REFERENCE_STYLES = ("contract", "same_signature")
 
 Signature = Mapping[str, Any]
 Launch = Mapping[str, Any]
@@ -149,20 +157,46 @@ def epilogue_args(signature: Signature, args: Sequence[str | int], bufs: Mapping
     return tuple(out)
 
 
-def reference_format(signature: Signature) -> str:
-    """pycuda format of the reference kernel: ``P`` per input, ``PP`` per output (ref,
-    scale), each scalar's code (a GEMM: ``PPPPPiii``)."""
+def reference_format(signature: Signature, style: str = "contract") -> str:
+    """pycuda format of the reference kernel: ``contract``: ``P`` per input, ``PP`` per output
+    (ref, scale), each scalar's code (a GEMM: ``PPPPPiii``); ``same_signature``: the
+    candidate's (:func:`kernel_format` without a workspace)."""
+    if style == "same_signature":
+        return kernel_format(signature)
+    if style != "contract":
+        raise ValueError(f"reference style {style!r}; known: {', '.join(REFERENCE_STYLES)}")
     return ("P" * len(inputs(signature)) + "PP" * len(outputs(signature))
             + "".join(DTYPES[s["dtype"]][1] for s in signature["scalars"]))
 
 
-def reference_args(signature: Signature, bufs: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The reference kernel's arguments in the order of :func:`reference_format`."""
+def reference_args(signature: Signature, bufs: Mapping[str, Any], style: str = "contract",
+                   outputs_dtype: str = "float64") -> tuple[Any, ...]:
+    """The reference kernel's arguments in the order of :func:`reference_format`
+    (``same_signature``: each output's float64 ``ref`` for ``outputs_dtype`` float64, the
+    output buffer itself for float32)."""
+    if style == "same_signature":
+        if any(b["role"] == "inout" for b in signature["buffers"]):
+            raise ValueError("a same-signature reference cannot take inout buffers")
+        wide = outputs_dtype == "float64"
+        same: list[Any] = [bufs[ref_name(b["name"])] if b["role"] == "out" and wide
+                           else bufs[b["name"]] for b in signature["buffers"]]
+        return tuple(same + [s["value"] for s in signature["scalars"]])
     args: list[Any] = [bufs[b["name"]] for b in inputs(signature)]
     for b in outputs(signature):
         args += [bufs[ref_name(b["name"])], bufs[scale_name(b["name"])]]
     args += [s["value"] for s in signature["scalars"]]
     return tuple(args)
+
+
+def scale_terms(rule: Mapping[str, Any] | None, tol: float) -> tuple[float, float]:
+    """``(weight, offset)`` of the scale ``weight·|ref| + offset`` the GPU side writes for a
+    rule other than ``scaled`` (whose scale the reference writes): ``abs_rel``: ``(1,
+    atol/tol)``, so that ``err / scale <= tol`` is ``err <= atol + tol·|ref|``; ``norm`` and
+    ``exact``: ``(0, 1)``."""
+    kind = (rule or {}).get("kind", "scaled")
+    if kind == "abs_rel":
+        return 1.0, float((rule or {}).get("atol") or 0.0) / tol
+    return 0.0, 1.0
 
 
 def enqueue(fn: Any, epilogue: Callable[[str, str], Any], launch: Launch,
@@ -244,24 +278,41 @@ def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
-          nonfinite: int, unwritten: int, tol: float) -> dict[str, Any]:
-    """The pass rule ``scaled`` (DESIGN.md §4) from the error statistics of one case.
+          nonfinite: int, unwritten: int, tol: float, rule: Mapping[str, Any] | None = None,
+          reference_bad: int = 0) -> dict[str, Any]:
+    """The pass rule of one case from its error statistics; ``rule`` None is ``scaled``.
 
-    Passing needs every element written and finite, a global bound (norm-relative error) and a
-    local one (each element's error over the reference's scale of it, ``Σ|a·b| + |bias|`` for
-    a GEMM, which a wrong tail element cannot hide behind), both within ``tol``. No
-    relative-only rule: near zero after ReLU it rejects correct kernels (the seed's first bug).
+    Every rule needs every element written and finite (and, ``reference_bad``, a reference
+    without NaN, Inf or unwritten elements). ``scaled`` (DESIGN.md §4) adds a global bound
+    (norm-relative error) and a local one (each element's error over the reference's scale of
+    it, ``Σ|a·b| + |bias|`` for a GEMM, which a wrong tail element cannot hide behind), both
+    within ``tol``: no relative-only rule, which near zero after ReLU rejects correct kernels
+    (the seed's first bug). ``norm``: the norm-relative error within ``tol``. ``abs_rel``: each
+    element's error over ``|ref| + atol/tol`` within ``tol`` (:func:`scale_terms`).
+    ``exact``: no element differs.
     """
+    kind = (rule or {}).get("kind", "scaled")
+    if kind not in RULES:
+        raise ValueError(f"correctness rule {kind!r}; known: {', '.join(RULES)}")
     rel = math.sqrt(sum_err2 / sum_ref2) if sum_ref2 > 0 else (0.0 if sum_err2 == 0 else math.inf)
     reasons = []
     if unwritten:
         reasons.append(f"{unwritten} output element(s) never written")
     if nonfinite:
         reasons.append(f"{nonfinite} output element(s) NaN or Inf")
-    if not rel <= tol:
+    if reference_bad:
+        reasons.append(f"{reference_bad} reference element(s) NaN, Inf or never written: the "
+                       "reference kernel is wrong")
+    if kind in ("scaled", "norm") and not rel <= tol:
         reasons.append(f"norm-relative error {rel:.3g} > {tol:g}")
-    if not max_scaled <= tol:
+    if kind == "scaled" and not max_scaled <= tol:
         reasons.append(f"element error / reference scale {max_scaled:.3g} > {tol:g}")
+    if kind == "abs_rel" and not max_scaled <= tol:
+        atol = float((rule or {}).get("atol") or 0.0)
+        reasons.append(f"an element's error exceeds {atol:g} + {tol:g}·|ref| (error over "
+                       f"|ref| + atol/tol: {max_scaled:.3g} > {tol:g})")
+    if kind == "exact" and not max_abs == 0:
+        reasons.append(f"an element differs from the reference by {max_abs:.3g} (rule exact)")
     return {"rel_err": rel, "max_abs_err": max_abs, "max_scaled_err": max_scaled,
             "nonfinite": nonfinite, "unwritten": unwritten,
             "passed": not reasons, "reason": "; ".join(reasons) or None}

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.base import Dims, LaunchConfig, Rejection
+from kernels.family import reference_setup
 from worker.sanitize_launch import MARKER
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -402,6 +403,9 @@ def run_tool(exe: str, tool: str, cubin: Path,
             spec["reference_cubin"] = str(reference)
             spec["reference_kernel"] = family.reference_launch(launches[0][0]).kernel_name \
                 if launches else ""
+            style = reference_setup(family)
+            spec["reference_style"] = style["style"]
+            spec["reference_outputs_dtype"] = style["outputs_dtype"]
         spec_path.write_text(json.dumps(spec))
         cmd = [*tool_command(exe, tool, log_path, sanitizer_options(exe)), sys.executable,
                "-m", "worker.sanitize_launch", str(spec_path)]

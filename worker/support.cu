@@ -97,6 +97,27 @@ extern "C" __global__ void tf_check(const float* __restrict__ out, const double*
     }
 }
 
+// The reference as the norm, abs_rel and exact rules read it: ref[i] widened from a float32
+// reference output (widen != 0) or kept, scale[i] = weight * |ref[i]| + offset (abs_rel:
+// |ref| + atol/tol; the others: 1), and bad[0] counting reference elements that are NaN, Inf or
+// never written (the reference kernel's fault, not the candidate's).
+extern "C" __global__ void tf_ref_scale(const float* __restrict__ src, double* __restrict__ ref,
+                                        double* __restrict__ scale, long long n, int widen,
+                                        double weight, double offset,
+                                        unsigned long long* __restrict__ bad)
+{
+    unsigned long long nbad = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const double r = widen ? (double)src[i] : ref[i];
+        if (!isfinite(r)) ++nbad;
+        ref[i] = r;
+        scale[i] = weight * fabs(r) + offset;
+    }
+    for (int off = 16; off > 0; off >>= 1) nbad += __shfl_down_sync(0xffffffffu, nbad, off);
+    if ((threadIdx.x & 31) == 0 && nbad) atomicAdd(bad, nbad);
+}
+
 // Touch a buffer larger than L2 so that a timed launch starts with a cold cache.
 extern "C" __global__ void tf_flush(float* __restrict__ x, long long n)
 {
