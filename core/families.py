@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -75,7 +75,7 @@ def family_of(row: Family) -> KernelFamily:
         return found
     from kernels.userspec import build_family
 
-    family = build_family(row.spec)
+    family = cast(KernelFamily, build_family(row.spec))
     if family.name != row.key:  # the content is not what its key says: never run it
         raise FamilyError(f"the stored family {row.key} builds as {family.name}: its spec was "
                           "changed after it was registered")
@@ -136,7 +136,8 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
     name = str(normalized["name"])
     digest = spec_hash(normalized)
     key = family_key(normalized)
-    family = build_family(normalized)  # what every worker will build, checked before storing
+    # what every worker will build, checked before anything is stored
+    family = cast(KernelFamily, build_family(normalized))
     for _attempt in range(5):
         existing = session.scalar(select(Family).where(_team(team_id), Family.key == key))
         if existing is not None:

@@ -40,20 +40,25 @@ def test_register_again_and_a_new_version(stack: Stack, team: TeamKey) -> None:
         first = client.post("/families", json=spec())
         assert first.status_code == 201, first.text
         body = first.json()
-        assert body["name"] == "vscale" and body["version"] == 1 and body["created"] is True
+        assert body["name"] == "vscale"
+        assert body["version"] == 1
+        assert body["created"] is True
         assert body["key"] == f"vscale@{body['hash'][:12]}"
         again = client.post("/families", json=spec())
         assert again.status_code == 200, again.text
         assert again.json() == {**body, "created": False}
         changed = client.post("/families", json=spec(description="y = 2 x, again"))
-        assert changed.status_code == 201 and changed.json()["version"] == 2
+        assert changed.status_code == 201
+        assert changed.json()["version"] == 2
         listed = {f["name"]: f for f in client.get("/families").json()}
         assert listed["gemm_bias_relu"]["origin"] == "builtin"
         assert listed["vscale"]["origin"] == "team"
-        assert listed["vscale"]["version"] == 2 and listed["vscale"]["versions"] == 2
+        assert listed["vscale"]["version"] == 2
+        assert listed["vscale"]["versions"] == 2
         assert listed["vscale"]["key"] == changed.json()["key"]
         shown = client.get("/families/vscale").json()
-        assert shown["version"] == 2 and shown["dims"] == ["n"]
+        assert shown["version"] == 2
+        assert shown["dims"] == ["n"]
         assert shown["tunables"] == {"BLOCK": [64, 128, 256], "ITEMS": [1, 2, 4]}
         assert [v["version"] for v in shown["all_versions"]] == [1, 2]
         assert shown["signature"]["buffers"][1]["role"] == "out"
@@ -77,7 +82,8 @@ def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(
         assert refused.status_code == 422, refused.text
         detail = refused.json()["detail"][0]
         assert detail["loc"] == loc, detail
-        assert detail["msg"].startswith(f"{loc[1]}: ") and words in detail["msg"]
+        assert detail["msg"].startswith(f"{loc[1]}: ")
+        assert words in detail["msg"]
         assert [f["name"] for f in client.get("/families").json()
                 if f["origin"] == "team"] == []
     assert stored(stack) == before
@@ -87,7 +93,8 @@ def test_a_built_in_name_is_a_409(stack: Stack, team: TeamKey) -> None:
     before = stored(stack)
     with stack.client(team.key) as client:
         refused = client.post("/families", json=spec(name="softmax"))
-    assert refused.status_code == 409 and "built-in" in refused.json()["detail"]
+    assert refused.status_code == 409
+    assert "built-in" in refused.json()["detail"]
     assert stored(stack) == before
 
 
@@ -175,8 +182,10 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
         campaign_id = created.json()["id"]
         done = wait_finished(client, campaign_id, timeout=180, stack=stack)
         assert (done["kernel"], done["backend"]) == (key, "gpu")
-        assert done["family"] == "vscale" and done["family_version"] == 1
-        assert done["status"] == "failed" and done["best"] is None, done
+        assert done["family"] == "vscale"
+        assert done["family_version"] == 1
+        assert done["status"] == "failed", done
+        assert done["best"] is None
         assert done["status_reason"].startswith(
             "the baseline did not pass: not_measured: a replay worker took a gpu campaign's "
             "candidate"), done["status_reason"]
@@ -188,6 +197,7 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
         assert baseline.params == {"BLOCK": 128, "ITEMS": 1}  # the spec's baseline
         assert baseline.status == "not_measured", (baseline.status, baseline.error)
         compiled = baseline.compile or {}
-        assert compiled.get("status") == "ok" and compiled.get("cache_hit") is False, compiled
+        assert compiled.get("status") == "ok", compiled
+        assert compiled.get("cache_hit") is False
         assert (compiled.get("regs_per_thread") or 0) > 0  # ptxas's report: nvcc really ran
         assert "2.0f * x[j]" in (baseline.source or "")
