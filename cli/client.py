@@ -60,3 +60,31 @@ def call(client: Any, method: str, path: str, **kwargs: Any) -> Any:
     except httpx.TransportError as exc:
         fail(f"cannot reach the API at {client.base_url} ({exc.__class__.__name__}): is "
              "`tuneforge serve` running? set TUNEFORGE_API_URL or pass --url", code=1)
+
+
+def find_families_on(client: Any) -> None:
+    """Let ``kernels.get_family`` find the team's own families on the service by content key
+    (``GET /families/{key}`` gives their spec; built here, where the campaign's figures are
+    read: its unit, its points for ``export --format kt``)."""
+    from urllib.parse import quote
+
+    import httpx
+
+    from kernels import add_resolver
+
+    base, headers = str(client.base_url).rstrip("/"), dict(client.headers)
+
+    def find(name: str) -> Any:
+        if "@" not in name:
+            return None
+        from kernels.userspec import build_family
+
+        try:
+            found = httpx.get(f"{base}/families/{quote(name, safe='@')}", headers=headers,
+                              timeout=30.0)
+        except httpx.TransportError:
+            return None
+        spec = found.json().get("spec") if found.status_code == 200 else None
+        return build_family(spec) if isinstance(spec, dict) else None
+
+    add_resolver(find)

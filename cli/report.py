@@ -23,7 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from cli.client import KeyOpt, UrlOpt, api_client, call, check_response
+from cli.client import KeyOpt, UrlOpt, api_client, call, check_response, find_families_on
 from cli.common import (
     cannot_write,
     console,
@@ -191,6 +191,7 @@ class ApiSource:
     def __init__(self, url: str | None, key: str | None) -> None:
         self.client = api_client(url, key)
         self.where = str(self.client.base_url).rstrip("/").removesuffix("/api/v1")
+        find_families_on(self.client)  # the team's campaigns may run its own families
 
     def _get(self, path: str, **params: Any) -> Any:
         return call(self.client, "GET", path, params=params or None)

@@ -174,6 +174,8 @@ function fmtUs(us) { return us ? `${fmt(us, 1)} µs` : "–"; }
 function fmtPct(value, digits) { return value === null || value === undefined ? "–" : `${fmt(value, digits === undefined ? 1 : digits)}%`; }
 // a shape as the family writes it (the API sends it with every campaign and history entry)
 function shapeText(item) { return (item.shape_text || Object.values(item.shape || {}).join("x")).replaceAll("x", "×"); }
+// a campaign's family as people call it: a team family's name and version, or a built-in's name
+function familyLabel(c) { return c.family_version ? `${c.family} v${c.family_version}` : c.kernel; }
 // the unit a campaign's throughputs are in (TFLOP/s for a flops metric, GB/s for bytes moved)
 function unitOf(item) { return (item.metric && item.metric.unit) || item.unit || "TFLOP/s"; }
 function when(iso) {

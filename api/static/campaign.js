@@ -53,9 +53,9 @@ function renderStats() {
   const peak = state.page.peak;
   const unit = unitOf(c);
   const vendorName = state.page.vendor || "vendor";
-  document.title = `tuneforge · ${c.id.slice(0, 8)} · ${c.kernel} ${shapeText(c)}`;
+  document.title = `tuneforge · ${c.id.slice(0, 8)} · ${familyLabel(c)} ${shapeText(c)}`;
   document.getElementById("title").replaceChildren(`Campaign ${c.id.slice(0, 8)} · `,
-    el("span", { style: { fontWeight: 400 } }, `${c.kernel} ${shapeText(c)}`));
+    el("span", { style: { fontWeight: 400 }, title: c.kernel }, `${familyLabel(c)} ${shapeText(c)}`));
   document.getElementById("stats").replaceChildren(
     stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
     stat(`best ${unit}`, fmt(best.throughput),

@@ -11,7 +11,7 @@ function campaignRow(c) {
     el("td", {}, el("a", { href, class: "mono" }, c.id.slice(0, 8))),
     el("td", {}, statusBadge(c.status, CAMPAIGN_COLOURS),
       c.status_reason ? el("div", { class: "hint" }, c.status_reason) : null),
-    el("td", {}, c.kernel, el("div", { class: "hint" }, shapeText(c))),
+    el("td", { title: c.kernel }, familyLabel(c), el("div", { class: "hint" }, shapeText(c))),
     el("td", {}, c.policy),
     el("td", {}, c.backend, el("div", { class: "hint" }, c.gpu || "–")),
     el("td", { class: "num" }, `${c.evaluations} / ${c.budget.iterations}`),
@@ -23,7 +23,7 @@ function campaignRow(c) {
 
 function render() {
   const needle = document.getElementById("filter").value.trim().toLowerCase();
-  const shown = campaigns.filter((c) => !needle || [c.id, c.status, c.kernel, shapeText(c),
+  const shown = campaigns.filter((c) => !needle || [c.id, c.status, c.kernel, familyLabel(c), shapeText(c),
     c.shape_text, c.gpu, c.policy, c.backend]
     .join(" ").toLowerCase().includes(needle));
   const body = document.querySelector("#campaigns tbody");

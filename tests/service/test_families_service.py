@@ -4,6 +4,7 @@ named, and run by workers that find the family in the database, not on their dis
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,16 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
         assert compiled.get("cache_hit") is False
         assert (compiled.get("regs_per_thread") or 0) > 0  # ptxas's report: nvcc really ran
         assert "2.0f * x[j]" in (baseline.source or "")
+    # the CLI reads the campaign over the API and builds its family from the team's spec
+    # (GET /families/{key}): the exports know the family's tunables and unit
+    exported = stack.tuneforge("export", campaign_id, "--format", "kt", "--url", gpu_api,
+                               key=team.key)
+    assert exported.returncode == 0, exported.stderr
+    cache = json.loads(exported.stdout)
+    assert cache["kernel_name"] == key
+    assert cache["tune_params"] == {"BLOCK": [64, 128, 256], "ITEMS": [1, 2, 4]}
+    assert list(cache["cache"]) == ["128,1"]
+    t4 = stack.tuneforge("export", campaign_id, "--format", "t4", "--url", gpu_api,
+                         key=team.key)
+    assert t4.returncode == 0, t4.stderr
+    assert json.loads(t4.stdout)["results"][0]["configuration"] == {"BLOCK": 128, "ITEMS": 1}
