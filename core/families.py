@@ -30,7 +30,7 @@ from kernels.family import KernelFamily
 log = logging.getLogger(__name__)
 
 #: How a user names a version: ``NAME``, ``NAME@v3`` or ``NAME@`` and 12 hex digits.
-REFERENCE = re.compile(r"^(?P<name>[^@\s]{1,64})(?:@(?:v(?P<version>[0-9]{1,9})"
+REFERENCE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]{1,64})(?:@(?:v(?P<version>[0-9]{1,9})"
                        r"|(?P<hash>[0-9a-f]{12})))?$")
 
 
