@@ -268,7 +268,11 @@ extern "C" __global__ void scale_add(const float* __restrict__ x, float* __restr
 {
     const long long base = ((long long)blockIdx.x * {{ block }} + threadIdx.x) * {{ items }};
 {% for k in range(items) %}
-    if (base + {{ k }} < n) y[base + {{ k }}] = {% if fast %}__fmaf_rn(2.f, x[base + {{ k }}], 1.f){% else %}2.f * x[base + {{ k }}] + 1.f{% endif %};
+{% if fast %}
+    if (base + {{ k }} < n) y[base + {{ k }}] = __fmaf_rn(2.f, x[base + {{ k }}], 1.f);
+{% else %}
+    if (base + {{ k }} < n) y[base + {{ k }}] = 2.f * x[base + {{ k }}] + 1.f;
+{% endif %}
 {% endfor %}
 }
 '''

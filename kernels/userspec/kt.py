@@ -32,9 +32,9 @@ What is not mapped: ``answer`` and ``verify`` (Kernel Tuner compares with arrays
 the host; tuneforge needs a reference kernel run on the same fresh inputs). Without
 ``reference_source`` (CUDA text) and ``reference_name``, the reference is the kernel itself at
 the first point of ``tune_params`` the restrictions allow (also the baseline), float32
-outputs, judged by the ``norm`` rule: the tuned points are then checked against that one. ``lang`` other than CUDA, ``compiler_options``,
-``defines``, ``cmem_args``, ``texmem_args``, templated kernel names and restrictions given as
-code are refused with a :class:`SpecError`.
+outputs, judged by the ``norm`` rule: the tuned points are then checked against that one.
+``lang`` other than CUDA, ``compiler_options``, ``defines``, ``cmem_args``, ``texmem_args``,
+templated kernel names and restrictions given as code are refused with a :class:`SpecError`.
 """
 
 from __future__ import annotations
