@@ -381,16 +381,16 @@ def test_kernel_tuner_fields_that_are_not_mapped_are_named() -> None:
 
 # ---- the GPU side's rules (host half) --------------------------------------------------------
 def test_judge_applies_each_rule() -> None:
-    clean = {"sum_err2": 0.0, "sum_ref2": 4.0, "max_abs": 0.0, "max_scaled": 0.0,
+    clean: dict[str, Any] = {"sum_err2": 0.0, "sum_ref2": 4.0, "max_abs": 0.0, "max_scaled": 0.0,
              "nonfinite": 0, "unwritten": 0}
     for kind in ("scaled", "norm", "abs_rel", "exact"):
         assert lc.judge(**clean, tol=1e-4, rule={"kind": kind})["passed"]
-    small = {**clean, "sum_err2": 1e-12, "max_abs": 1e-6, "max_scaled": 5e-5}
+    small: dict[str, Any] = {**clean, "sum_err2": 1e-12, "max_abs": 1e-6, "max_scaled": 5e-5}
     assert lc.judge(**small, tol=1e-4, rule={"kind": "norm"})["passed"]
     exact = lc.judge(**small, tol=1e-4, rule={"kind": "exact"})
     assert not exact["passed"]
     assert "differs from the reference" in exact["reason"]
-    over = {**small, "max_scaled": 2e-4}
+    over: dict[str, Any] = {**small, "max_scaled": 2e-4}
     assert lc.judge(**over, tol=1e-4, rule={"kind": "norm"})["passed"]  # norm reads no element
     abs_rel = lc.judge(**over, tol=1e-4, rule={"kind": "abs_rel", "atol": 1e-6})
     assert not abs_rel["passed"]
