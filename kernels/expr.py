@@ -139,6 +139,8 @@ def _eval(node: ast.expr, env: Mapping[str, Value], text: str) -> Any:
         raise ExpressionError(f"expression {text!r}: unknown name {node.id!r} (known: {known})")
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
+        if isinstance(left, tuple) or isinstance(right, tuple):
+            raise ExpressionError(f"expression {text!r}: arithmetic on a list is not allowed")
         if isinstance(node.op, ast.Pow) and isinstance(right, int) and right > 64:
             raise ExpressionError(f"expression {text!r}: exponent {right} is too large")
         if isinstance(node.op, ast.LShift) and isinstance(right, int) and right > 64:

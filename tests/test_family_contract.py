@@ -1,7 +1,8 @@
 """Every kernel family passes one contract: declarations that hold together, deterministic
 rendering that nvcc compiles, validity and launch for random dimensions, a reference that
-compiles — the built-in families, and one defined only under ``tests/`` (registered at run time,
-and found through the ``tuneforge.families`` entry-point group)."""
+compiles — the built-in families, one defined only under ``tests/`` (registered at run time,
+and found through the ``tuneforge.families`` entry-point group), and the declarative example
+``examples/transpose`` (a spec directory, no Python)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ import kernels
 from kernels import family_names, get_family, register_family, unregister_family
 from kernels.base import Candidate, Dims, LaunchConfig, Rejection
 from kernels.family import DTYPES, FILL_KINDS, KernelFamily, describe
+from kernels.userspec import build_family, load_spec_dir
 from worker.compile import Compiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from families.scale_add import FAMILY as SCALE_ADD  # noqa: E402
+
+#: A user family built from its spec directory.
+TRANSPOSE = build_family(load_spec_dir(Path(__file__).resolve().parents[1] / "examples"
+                                       / "transpose"))
 
 #: The GPU's limits a launch must respect.
 MAX_THREADS = 1024
@@ -33,12 +39,14 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 @pytest.fixture(scope="module", autouse=True)
 def _test_family() -> Iterator[None]:
     register_family(SCALE_ADD, replace=True)
+    register_family(TRANSPOSE, replace=True)
     yield
     unregister_family(SCALE_ADD.name)
+    unregister_family(TRANSPOSE.name)
 
 
 def all_families() -> list[str]:
-    return [*kernels.BUILTIN, SCALE_ADD.name]
+    return [*kernels.BUILTIN, SCALE_ADD.name, TRANSPOSE.name]
 
 
 def small_dims(family: KernelFamily, draw: Any) -> Dims:

@@ -31,18 +31,23 @@ What is mapped:
 What is not mapped: ``answer`` and ``verify`` (Kernel Tuner compares with arrays computed on
 the host; tuneforge needs a reference kernel run on the same fresh inputs). Without
 ``reference_source`` (CUDA text) and ``reference_name``, the reference is the kernel itself at
-the first value of every tunable, float32 outputs, judged by the ``norm`` rule: the tuned
-points are then checked against the untuned one. ``lang`` other than CUDA, ``compiler_options``,
-``defines``, ``cmem_args``, ``texmem_args``, templated kernel names and restrictions given as
-code are refused with a :class:`SpecError`.
+the first point of ``tune_params`` the restrictions allow (also the baseline), float32
+outputs, judged by the ``norm`` rule: the tuned points are then checked against that one.
+``lang`` other than CUDA, ``compiler_options``, ``defines``, ``cmem_args``, ``texmem_args``,
+templated kernel names and restrictions given as code are refused with a :class:`SpecError`.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
+from kernels.expr import ExpressionError, evaluate
 from kernels.userspec.errors import SpecError
+
+#: Points of tune_params searched for the first one the restrictions allow.
+MAX_SEARCH = 100_000
 
 KT_KEYS = ("kernel_name", "kernel_source", "problem_size", "arguments", "tune_params",
            "restrictions", "grid_div_x", "grid_div_y", "grid_div_z", "block_size_names",
@@ -136,6 +141,7 @@ def from_kernel_tuner(kt: dict[str, Any]) -> dict[str, Any]:
                             "value": arg["value"]})
         else:
             raise SpecError(field, "give size (an array) or value (a scalar)")
+    first_point = _first_point(tune, restrictions, dims_in)
     files = {"kernel.cu": source}
     if "reference_source" in kt:
         files["reference.cu"] = kt["reference_source"]
@@ -143,21 +149,20 @@ def from_kernel_tuner(kt: dict[str, Any]) -> dict[str, Any]:
                      "outputs_dtype": "float64"}
         includes: list[str] = []
     else:
-        first = "".join(f"#define {k} {int(v[0])}\n" for k, v in tune.items() if v)
-        files["reference.cu"] = (f"// the kernel at the first value of every tunable\n{first}"
-                                 '#include "kernel.cu"\n')
+        first = "".join(f"#define {k} {int(v)}\n" for k, v in first_point.items())
+        files["reference.cu"] = (f"// the kernel at the first valid point of tune_params\n"
+                                 f'{first}#include "kernel.cu"\n')
         reference = {"source": "reference.cu", "kernel": name, "outputs_dtype": "float32"}
         includes = ["kernel.cu"]
-    first_block = {k: v[0] for k, v in tune.items() if v}
-    reference["grid"] = _first_grid(launch, first_block)
-    reference["block"] = [str(first_block.get(n, n)) for n in names]
+    reference["grid"] = _first_grid(launch, first_point)
+    reference["block"] = [str(first_point.get(n, n)) for n in names]
     spec: dict[str, Any] = {
         "name": kt.get("name", name.lower()),
         "dims": [{"name": k, "doc": "from the Kernel Tuner problem size"} for k in dims_in],
         "default_dims": dims_in,
         "kernel": {"name": name, "source": "kernel.cu", "template": "macros"},
         "includes": includes,
-        "tunables": tune, "restrictions": restrictions,
+        "tunables": tune, "baseline": first_point, "restrictions": restrictions,
         "signature": {"buffers": buffers, "scalars": scalars},
         "launch": launch, "reference": reference, "files": files,
     }
@@ -167,6 +172,26 @@ def from_kernel_tuner(kt: dict[str, Any]) -> dict[str, Any]:
         if key in kt:
             spec[key] = kt[key]
     return spec
+
+
+def _first_point(tune: dict[str, Any], restrictions: list[str], dims: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """The first point of ``tune`` (in Kernel Tuner's order) that the restrictions allow at
+    the default dimensions: the baseline, and the reference when the description has none."""
+    if not tune or not all(tune.values()):
+        raise SpecError("tune_params", "every tunable needs a non-empty list of values")
+    for count, combo in enumerate(itertools.product(*tune.values())):
+        if count >= MAX_SEARCH:
+            break
+        point = dict(zip(tune, combo, strict=True))
+        env = {**{k: v for k, v in dims.items() if isinstance(v, int)}, **point}
+        try:
+            if all(evaluate(r, env) for r in restrictions):
+                return point
+        except ExpressionError as exc:
+            raise SpecError("restrictions", str(exc)) from None
+    raise SpecError("restrictions", f"no point among the first {MAX_SEARCH} of tune_params "
+                                    "satisfies them")
 
 
 def _first_grid(launch: dict[str, Any], first: dict[str, Any]) -> list[str]:
