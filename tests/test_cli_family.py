@@ -122,4 +122,22 @@ def test_import_kt_writes_a_directory_or_registers(db: str, tmp_path: Path) -> N
     broken.write_text(json.dumps({**json.loads(KT_FILE.read_text()), "tune_params": {}}))
     code, _, err = run("family", "import-kt", str(broken), "--db", db)
     assert code == 2, err
-    assert "error: tunables" in " ".join(err.split()), err
+    assert "error: tune_params: " in " ".join(err.split()), err
+
+
+def test_the_example_family_end_to_end_on_the_cli(db: str) -> None:
+    """examples/transpose: registered, shown, and its macro-transforms rendered by --kernel."""
+    example = ROOT / "examples" / "transpose"
+    code, out, err = run("family", "add", str(example), "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["name"] == "transpose"
+    code, out, err = run("family", "show", "transpose", "--db", db, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert [d["name"] for d in shown["dim_bounds"]] == ["m", "n"]
+    assert "apply_shared_memory_transpose" in shown["transform_names"]
+    code, out, err = run("render", "--kernel", "transpose", "--db", db,
+                         "--actions", "apply_shared_memory_transpose();apply_tiling(32)")
+    assert code == 0, err
+    assert "#define use_smem 1\n" in out
+    assert "#define tile_y 32\n" in out

@@ -19,6 +19,7 @@ from kernels.userspec import load_spec_dir
 from service.service_stack import Stack, TeamKey, free_port, wait_finished, wait_until
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "data" / "families" / "vscale"
+EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "transpose"
 
 
 def spec(**changes: Any) -> dict[str, Any]:
@@ -169,21 +170,25 @@ def gpu_api(stack: Stack) -> Iterator[str]:
 
 def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
                                                     gpu_api: str) -> None:
-    """Registered through the API, compiled by the compile worker with the real nvcc, taken
-    by a GPU worker: each process found the family by its key in the database. The stack's
-    GPU workers replay, so nothing can be measured: the baseline is compiled, then recorded
-    not_measured with the reason, and the campaign fails saying so (the engine ends a
-    campaign whose baseline does not pass)."""
+    """The example family registered through the API, compiled by the compile worker with the
+    real nvcc, taken by a GPU worker: each process found the family by its key in the
+    database. The stack's GPU workers replay, so nothing can be measured: the baseline is
+    compiled, then recorded not_measured with the reason, and the campaign fails saying so
+    (the engine ends a campaign whose baseline does not pass)."""
+    example = load_spec_dir(EXAMPLE_DIR)
     with httpx.Client(base_url=f"{gpu_api}/api/v1", headers={"X-API-Key": team.key},
                       timeout=30) as client:
-        key = client.post("/families", json=spec()).json()["key"]
-        created = client.post("/campaigns", json={"kernel": "vscale@v1", "shape": {"n": 5000},
-                                                  "budget": {"iterations": 3}})
+        registered = client.post("/families", json=example)
+        assert registered.status_code == 201, registered.text
+        key = registered.json()["key"]
+        created = client.post("/campaigns", json={
+            "kernel": "transpose@v1", "shape": {"m": 130, "n": 66},
+            "budget": {"iterations": 3}})
         assert created.status_code == 201, created.text
         campaign_id = created.json()["id"]
         done = wait_finished(client, campaign_id, timeout=180, stack=stack)
         assert (done["kernel"], done["backend"]) == (key, "gpu")
-        assert done["family"] == "vscale"
+        assert done["family"] == "transpose"
         assert done["family_version"] == 1
         assert done["status"] == "failed", done
         assert done["best"] is None
@@ -195,13 +200,13 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
                          .order_by(Candidate.iteration)).all()
         assert rows, "no candidate was proposed"
         baseline = rows[0]
-        assert baseline.params == {"BLOCK": 128, "ITEMS": 1}  # the spec's baseline
+        assert baseline.params == example["baseline"]  # the spec's baseline
         assert baseline.status == "not_measured", (baseline.status, baseline.error)
         compiled = baseline.compile or {}
         assert compiled.get("status") == "ok", compiled
         assert compiled.get("cache_hit") is False
         assert (compiled.get("regs_per_thread") or 0) > 0  # ptxas's report: nvcc really ran
-        assert "2.0f * x[j]" in (baseline.source or "")
+        assert 'extern "C" __global__' in (baseline.source or "")
     # the CLI reads the campaign over the API and builds its family from the team's spec
     # (GET /families/{key}): the exports know the family's tunables and unit
     exported = stack.tuneforge("export", campaign_id, "--format", "kt", "--url", gpu_api,
@@ -209,9 +214,9 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
     assert exported.returncode == 0, exported.stderr
     cache = json.loads(exported.stdout)
     assert cache["kernel_name"] == key
-    assert cache["tune_params"] == {"BLOCK": [64, 128, 256], "ITEMS": [1, 2, 4]}
-    assert list(cache["cache"]) == ["128,1"]
+    assert list(cache["tune_params"]) == list(example["tunables"])
+    assert len(cache["cache"]) == 1
     t4 = stack.tuneforge("export", campaign_id, "--format", "t4", "--url", gpu_api,
                          key=team.key)
     assert t4.returncode == 0, t4.stderr
-    assert json.loads(t4.stdout)["results"][0]["configuration"] == {"BLOCK": 128, "ITEMS": 1}
+    assert json.loads(t4.stdout)["results"][0]["configuration"] == example["baseline"]
