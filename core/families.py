@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import func, select
@@ -94,6 +95,8 @@ def _find_key(name: str) -> KernelFamily | None:
     if found is not None:
         return found
     for url in urls:
+        if url.startswith("sqlite") and not _sqlite_file_exists(url):
+            continue  # connecting would create an empty file
         try:
             with session_factory(url)() as session:
                 row = session.scalar(select(Family).where(Family.key == name).limit(1))
@@ -102,6 +105,11 @@ def _find_key(name: str) -> KernelFamily | None:
         except DBAPIError as exc:  # a database gone (or not migrated): the next one may know it
             log.warning("cannot look up family %s in %s: %s", name, url.split("@")[-1], exc)
     return None
+
+
+def _sqlite_file_exists(url: str) -> bool:
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return not path or path == ":memory:" or Path(path).exists()
 
 
 def install(url: str) -> None:
