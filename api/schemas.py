@@ -137,7 +137,9 @@ class CampaignCreate(_In):
     """``POST /campaigns``."""
 
     kernel: str = Field(default_factory=lambda: get_settings().default_kernel,
-                        pattern=PRINTABLE)
+                        pattern=PRINTABLE, description=(
+                            "a built-in family's name, or one of the team's own (GET "
+                            "/families): NAME (its latest version), NAME@vN or NAME@hash12"))
     shape: ShapeModel
     tolerance: float = Field(default=1e-4, gt=0, le=0.1, allow_inf_nan=False)
     budget: BudgetModel = Field(default_factory=BudgetModel)

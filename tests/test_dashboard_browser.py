@@ -469,6 +469,34 @@ def test_a_campaign_that_failed_before_any_candidate_says_so(page: Page,
     assert "yet" not in pg.inner_text("main")
 
 
+def test_a_team_familys_campaign_shows_its_name_and_version(page: Page,
+                                                            done: tuple[TeamDb, str]) -> None:
+    """A campaign stores the version's content key; people read the name and the version."""
+    from agent.engine import lifecycle
+    from core import families
+    from kernels.userspec import load_spec_dir
+
+    db, _ = done
+    families.install(db.url)
+    spec = load_spec_dir(Path(__file__).resolve().parent / "data" / "families" / "vscale")
+    with db.sessions.begin() as s:
+        key = families.register(s, spec=spec, team_id=db.team_id).key
+        row = lifecycle.create_campaign(s, lifecycle.CampaignSpec(
+            kernel=key, dims={"n": 4096}, budget_iterations=3, team_id=db.team_id),
+            backend="gpu")
+        lifecycle.finish_campaign(s, row, "failed", "no GPU here (the test)")
+        campaign_id = row.id
+    pg = page.goto(f"/ui/campaigns/{campaign_id}")
+    page.loaded()
+    assert pg.inner_text("#title") == f"Campaign {campaign_id[:8]} · vscale v1 4096"
+    assert attr(pg, "#title span", "title") == key
+    pg = page.goto("/ui/")
+    page.loaded()
+    wait_js(pg, f"document.querySelector('tr[data-id=\"{campaign_id}\"]') !== null")
+    cell = pg.inner_text(f"tr[data-id='{campaign_id}'] td:nth-child(3)")
+    assert cell.splitlines()[0] == "vscale v1"
+
+
 def test_history_shows_the_teams_best_per_kernel_shape_and_gpu(page: Page,
                                                                done: tuple[TeamDb, str],
                                                                artifacts: Path) -> None:
