@@ -220,3 +220,27 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
                          key=team.key)
     assert t4.returncode == 0, t4.stderr
     assert json.loads(t4.stdout)["results"][0]["configuration"] == example["baseline"]
+
+
+def test_the_cli_registers_into_the_team_on_the_service(stack: Stack, team: TeamKey,
+                                                         tmp_path: Path) -> None:
+    """`tuneforge family add|list|show` with TUNEFORGE_API_KEY: the team's families on the
+    service (a bad spec is refused before it is sent: exit 2 naming the field)."""
+    added = stack.tuneforge("family", "add", str(SPEC_DIR), "--json", key=team.key)
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["version"] == 1
+    listed = stack.tuneforge("family", "list", "--json", key=team.key)
+    assert listed.returncode == 0, listed.stderr
+    assert "vscale" in [f["name"] for f in json.loads(listed.stdout)]
+    shown = stack.tuneforge("family", "show", "vscale@v1", key=team.key)
+    assert shown.returncode == 0, shown.stderr
+    assert "BLOCK" in shown.stdout
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("kernel.cu", "reference.cu"):
+        (bad / name).write_text((SPEC_DIR / name).read_text())
+    described = json.loads((SPEC_DIR / "family.json").read_text())
+    (bad / "family.json").write_text(json.dumps({**described, "dims": []}))
+    refused = stack.tuneforge("family", "add", str(bad), key=team.key)
+    assert refused.returncode == 2, refused.stderr
+    assert "error: dims: " in refused.stderr
