@@ -78,7 +78,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> ReplayDataset:
         fh.write(json.dumps(meta) + "\n")
         for p in FAMILY.space():
             us = nbytes / (model_efficiency(p) * COPY_GBS * 1e9) * 1e6
-            row = {"params": p.to_dict(), "shape": SHAPE, "status": "ok",
+            row: dict[str, Any] = {"params": p.to_dict(), "shape": SHAPE, "status": "ok",
                    "compile": {"status": "ok", "seconds": 0.0, "regs_per_thread": 32,
                                "smem_bytes": 0, "spill_bytes": 0},
                    "correctness": {"passed": True, "max_abs_err": 0.0, "rel_err": 0.0,
