@@ -10,6 +10,7 @@ values of the incumbent. Restrictions that read only tunables refuse a point bef
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -59,56 +60,19 @@ MAX_SMEM_BY_ARCH = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 
 LISTED_POINTS = 50_000
 
 
-class SpecParams(Mapping[str, Any]):
-    """A point of a user family's space: tunable name → value, in declaration order;
-    immutable, hashable, read as attributes too (``p.tile_x``)."""
-
-    __slots__ = ("_items",)
-    _items: tuple[tuple[str, Any], ...]
-
-    def __init__(self, items: Mapping[str, Any]) -> None:
-        object.__setattr__(self, "_items", tuple(items.items()))
+class SpecParams:
+    """The base of a user family's parameter dataclass (one frozen dataclass a family,
+    :func:`params_class`, with a field per tunable in declaration order, defaulting to the
+    baseline): ``p.tile_x``, ``p["tile_x"]``, hashable, JSON through :meth:`to_dict`."""
 
     def __getitem__(self, key: str) -> Any:
-        for name, value in self._items:
-            if name == key:
-                return value
-        raise KeyError(key)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"no tunable {name!r}") from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("SpecParams is immutable")
-
-    def __iter__(self) -> Iterator[str]:
-        return (k for k, _ in self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, SpecParams):
-            return self._items == other._items
-        return NotImplemented
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (SpecParams, (dict(self._items),))
-
-    def __repr__(self) -> str:
-        return "SpecParams(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
+        if key not in {f.name for f in dataclasses.fields(self)}:  # type: ignore[arg-type]
+            raise KeyError(key)
+        return getattr(self, key)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dict(self._items)
+        """JSON-ready form (every tunable, in declaration order)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
 
     def canonical(self) -> SpecParams:
         """Itself (every tunable renders into the source)."""
@@ -116,7 +80,20 @@ class SpecParams(Mapping[str, Any]):
 
     def replace(self, **changes: Any) -> SpecParams:
         """A copy with ``changes``."""
-        return SpecParams({**dict(self._items), **changes})
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def params_class(name: str, baseline: Mapping[str, Any]) -> type[SpecParams]:
+    """The frozen dataclass of a family's points: a field per tunable (``bool`` or ``int``),
+    defaulting to ``baseline``'s value (what the numeric policies and exports read through
+    ``dataclasses``)."""
+    title = "".join(part.title() for part in name.split("_")) + "Params"
+    fields = [(k, bool if isinstance(v, bool) else int, dataclasses.field(default=v))
+              for k, v in baseline.items()]
+    cls = dataclasses.make_dataclass(title, fields, bases=(SpecParams,), frozen=True)
+    cls.__doc__ = f"A point of the user family {name}: {', '.join(baseline)}."
+    cls.__module__ = __name__
+    return cls
 
 
 def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
@@ -176,7 +153,8 @@ class SpecFamily(FamilyBase):
         self.edge_shapes = tuple(Dims(e) for e in spec["edge_shapes"])
         self.vendor = None
         self._domains = {t["name"]: tuple(t["values"]) for t in spec["tunables"]}
-        self.baseline = SpecParams(spec["baseline"])
+        self.params_type = params_class(spec["name"], spec["baseline"])
+        self.baseline = self.params_type(**spec["baseline"])
         dim_names = set(spec["default_dims"])
         self._static = [r for r in spec["restrictions"] if not names(r) & dim_names]
         self._shaped = [r for r in spec["restrictions"] if names(r) & dim_names]
@@ -210,7 +188,7 @@ class SpecFamily(FamilyBase):
             domain = self._domains[key]
             if value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
                 raise ValueError(f"parameter {key}={value!r} is outside {list(domain)}")
-        return SpecParams({k: data.get(k, self.baseline[k]) for k in self._domains})
+        return self.params_type(**{k: data.get(k, self.baseline[k]) for k in self._domains})
 
     def domains(self) -> dict[str, tuple[Any, ...]]:
         """Every tunable's values."""
@@ -218,7 +196,7 @@ class SpecFamily(FamilyBase):
 
     def _points(self) -> Iterator[SpecParams]:
         for combo in itertools.product(*self._domains.values()):
-            yield SpecParams(dict(zip(self._domains, combo, strict=True)))
+            yield self.params_type(**dict(zip(self._domains, combo, strict=True)))
 
     def _size(self) -> int:
         return math.prod(len(v) for v in self._domains.values())
@@ -247,7 +225,7 @@ class SpecFamily(FamilyBase):
         for _ in range(200 * max(n, 1)):
             if len(out) >= n:
                 break
-            p = SpecParams({k: rng.choice(v) for k, v in self._domains.items()})
+            p = self.params_type(**{k: rng.choice(v) for k, v in self._domains.items()})
             if p not in out and self.validate(p, arch) is None:
                 out[p] = None
         return list(out)
