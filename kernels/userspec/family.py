@@ -65,6 +65,10 @@ class SpecParams:
     :func:`params_class`, with a field per tunable in declaration order, defaulting to the
     baseline): ``p.tile_x``, ``p["tile_x"]``, hashable, JSON through :meth:`to_dict`."""
 
+    def __getattr__(self, name: str) -> Any:
+        # reached only for a name that is no field: a tunable the family does not have
+        raise AttributeError(f"no tunable {name!r}")
+
     def __getitem__(self, key: str) -> Any:
         if key not in {f.name for f in dataclasses.fields(self)}:  # type: ignore[arg-type]
             raise KeyError(key)
