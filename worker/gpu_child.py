@@ -11,11 +11,15 @@ Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
 - ``evaluate``: ``candidate`` (``key``, ``cubin``, ``kernel``), ``tol``, ``stop_on_failure``,
   ``checks`` (each: ``shape`` values, ``dist``, ``seed``, the resolved ``signature``,
   ``fills``, ``launch``, ``reference_launch``), ``bench`` (``shape``, ``signature``,
-  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
-  an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
-- ``sustain``: ``candidate``, ``launch``, ``signature``, ``fills``, ``seed``, ``min_ms``: the rate
-  of back-to-back launches (no flush) over at least ``min_ms`` — the clock the GPU holds under
-  load, which the flushed runs of ``evaluate`` (tens of ms) do not reach;
+  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``), an
+  optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved, and a
+  ``recheck`` (``seed``, ``dist``, ``fills``, ``reference_launch``): after the timed launches,
+  one more correctness case of the function that was timed, at the bench's shape and launch, in
+  the buffers it was timed in (:meth:`Runtime.recheck`);
+- ``sustain``: ``candidate``, ``shape``, ``launch``, ``signature``, ``fills``, ``seed``,
+  ``min_ms`` and a ``tol`` and ``recheck`` like ``evaluate``'s: the rate of back-to-back
+  launches (no flush) over at least ``min_ms`` — the clock the GPU holds under load, which the
+  flushed runs of ``evaluate`` (tens of ms) do not reach — then the same recheck;
 - ``stats`` (the checker on given arrays), ``info``, ``ping``.
 
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
@@ -436,6 +440,22 @@ class Runtime:
         return {"launches": count, "total_ms": round(total_ms, 3),
                 "us_per_launch": total_ms * 1000.0 / count}
 
+    def recheck(self, fn: Any, timed: dict[str, Any], recheck: dict[str, Any], tol: float
+                ) -> dict[str, Any]:
+        """One more correctness case of ``fn`` after it was timed: fresh inputs (the recheck's
+        seed), outputs poisoned again, ``timed``'s shape, signature and launch.
+
+        ``fn`` is the very function object that was timed, so its module is not loaded again
+        and whatever state the kernel keeps on the device (a ``__device__`` flag set on its
+        first launch, the last input pointer it saw) is still there; the case runs in the
+        buffers the timing used (:meth:`bufs` keeps them by shape), so a kernel that skips its
+        work when it sees the same pointer again is caught by its unwritten outputs.
+        """
+        case = {"shape": timed["shape"], "signature": timed["signature"],
+                "launch": timed["launch"], "seed": recheck["seed"], "dist": recheck["dist"],
+                "fills": recheck["fills"], "reference_launch": recheck["reference_launch"]}
+        return self.check_case(fn, case, tol)
+
 
 # ---- request handling -----------------------------------------------------------------------
 def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
@@ -471,15 +491,21 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("bench") and cases and all(c["passed"] for c in cases):
             bench = req["bench"]
             signature = bench["signature"]
-            entries = [(rt.candidate(cand, bench["launch"], signature), bench["launch"])]
+            timed = rt.candidate(cand, bench["launch"], signature)
+            entries = [(timed, bench["launch"])]
             inc = req.get("incumbent")
             if inc is not None:
                 entries.append((rt.candidate(inc, inc["launch"], signature), inc["launch"]))
             result["bench"] = rt.benchmark(entries, bench)
+            if req.get("recheck") is not None:  # the function object timed, never a reload
+                result["recheck"] = rt.recheck(timed, bench, req["recheck"], req["tol"])
         return result
     if op == "sustain":
         fn = rt.candidate(req["candidate"], req["launch"], req["signature"])
-        return {"status": "ok", "sustained": rt.sustain(fn, req)}
+        reply = {"status": "ok", "sustained": rt.sustain(fn, req)}
+        if req.get("recheck") is not None:
+            reply["recheck"] = rt.recheck(fn, req, req["recheck"], req["tol"])
+        return reply
     raise ValueError(f"unknown op {op!r}")
 
 
