@@ -6,7 +6,9 @@ check run before the timing and then stop working: computing on the first launch
 half the output on later launches at a length already seen, skipping all work for an input
 pointer seen last time. Each must come back ``wrong`` by the recheck after the timed launches
 ("after timing: ..."), its timing unused; the honest kernel of the same family must pass it. The
-same holds after the back-to-back launches of a sustained run.
+same holds after the back-to-back launches of a sustained run. A kernel that reads its output to
+tell whether it worked before is timed working: the outputs are poisoned before every timed
+launch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from worker.evaluate import GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from families.cheat import FAMILY, CheatParams  # noqa: E402
+from families.cheat import FAMILY, SKIP_IF_WRITTEN, CheatParams  # noqa: E402
 from gpu_support import save  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -128,3 +130,18 @@ def test_a_sustained_run_ends_with_the_same_recheck(evaluator: GpuEvaluator, mod
     assert bad["error"].startswith("wrong after sustained launches: 16777216 normal:"), bad
     assert not bad["recheck"]["passed"]
     assert bad["recheck"]["unwritten"] == SHAPE.n
+
+
+def test_a_kernel_that_skips_when_its_output_holds_numbers_is_timed_working(
+        evaluator: GpuEvaluator) -> None:
+    """It has no device state to catch: its output tells it the work was done. The benchmark
+    poisons the outputs before every timed launch (outside the events), so it does the work on
+    each and is timed like the honest kernel, and passes."""
+    honest = measure(evaluator, "honest", iteration=5)
+    m = measure(evaluator, SKIP_IF_WRITTEN, iteration=6)
+    save("cheat_skip_if_written", {"cheat": summary(m), "honest": summary(honest)})
+    assert honest.status == "ok", honest.error
+    assert m.status == "ok", m.error
+    assert ((m.correctness or {}).get("recheck") or {}).get("passed") is True
+    # without the poison it timed at a read of one element per block
+    assert (m.perf or {})["avg_us"] > 0.8 * (honest.perf or {})["avg_us"], (m.perf, honest.perf)

@@ -28,7 +28,7 @@ from worker.evaluate import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from families.cheat import CHEATS, FAULTS, MODES, CheatParams  # noqa: E402
+from families.cheat import CHEATS, FAULTS, MODES, SKIP_IF_WRITTEN, CheatParams  # noqa: E402
 from families.cheat import FAMILY as CHEAT  # noqa: E402
 
 SHAPE = Dims(n=1 << 24)
@@ -366,11 +366,47 @@ def test_the_child_ends_a_sustained_run_with_the_recheck_of_the_same_function() 
     assert reply["sustained"]["us_per_launch"] == 100.0
 
 
+class Recorder:
+    """A prepared support kernel or an event: appends what it is asked to do to a log."""
+
+    def __init__(self, name: str, log: list[tuple[Any, ...]]) -> None:
+        self.name = name
+        self.log = log
+
+    def prepared_async_call(self, grid: Any, block: Any, stream: Any, *args: Any) -> None:
+        self.log.append((self.name, *args))
+
+    def record(self, stream: Any) -> None:
+        self.log.append((self.name,))
+
+    def time_since(self, other: Any) -> float:
+        return 0.002
+
+
+def test_every_timed_launch_follows_a_poison_of_the_outputs_and_a_flush(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside each event pair: the ``out`` buffers poisoned, then L2 flushed (which evicts the
+    poison's lines), so a timed launch finds its output as a checked launch does."""
+    log: list[tuple[Any, ...]] = []
+    rt = gpu_child.Runtime.__new__(gpu_child.Runtime)
+    rt.stream, rt.sm_count, rt.flush_buf, rt.flush_n = "stream", 132, "FLUSH", 4096
+    rt.poison, rt.flush = Recorder("poison", log), Recorder("flush", log)
+    monkeypatch.setattr(rt, "_events", lambda count: [
+        (Recorder("start", log), Recorder("end", log)) for _ in range(count)])
+    monkeypatch.setattr(rt, "launch", lambda fn, launch, b, sig: log.append(("launch", fn)))
+    monkeypatch.setattr(rt, "sync", lambda: None)
+    sig = CHEAT.signature.resolve(Dims(n=1000))
+    times = rt.time_launches([("cand", {}), ("inc", {})], {"x": "X", "y": "Y"}, sig, 2)
+    one = [("poison", "Y", 1000), ("flush", "FLUSH", 4096), ("start",)]
+    assert log == [*one, ("launch", "cand"), ("end",), *one, ("launch", "inc"), ("end",)] * 2
+    assert times == [[2.0, 2.0], [2.0, 2.0]]
+
+
 # ---- the planted kernels compile --------------------------------------------------------------
 def test_every_planted_kernel_compiles_with_nvcc(compiler: Compiler) -> None:
     """Each mode of the ``cheat`` family (the honest kernel, every cheat, every fault) is a
     kernel nvcc builds for sm_90, as the GPU tests need it."""
-    assert set(MODES) == {"honest", *CHEATS, *FAULTS}
+    assert set(MODES) == {"honest", *CHEATS, SKIP_IF_WRITTEN, *FAULTS}
     results = {mode: compiler.compile(CHEAT.render(CheatParams(mode)), entry="cheat",
                                       dynamic_smem_bytes=CHEAT.dynamic_smem_bytes(
                                           CheatParams(mode)), arch="sm_90")

@@ -8,7 +8,9 @@ passing the checks run before the timing:
   key recorded by the launch's last block);
 - ``partial``: the first launch at a length writes everything, later ones at the same length
   the first half only;
-- ``pointer_cache``: skips all work when the input pointer is the one of the last launch.
+- ``pointer_cache``: skips all work when the input pointer is the one of the last launch;
+- ``skip_if_written``: each block skips its work when the first output element it owns holds a
+  number, not the NaN poison (no device state: the output tells it the work was done).
 
 Faults a user's kernel can have: ``illegal_address`` (a store 1 TiB past the output: the CUDA
 context is lost), ``hang`` (waits for a ``__device__`` flag nobody sets), ``too_many_threads``
@@ -41,7 +43,8 @@ from kernels.family import RuleContext
 NAME = "cheat"
 CHEATS = ("first_launch", "partial", "pointer_cache")
 FAULTS = ("illegal_address", "hang", "too_many_threads", "too_much_smem")
-MODES = ("honest", *CHEATS, *FAULTS)
+SKIP_IF_WRITTEN = "skip_if_written"
+MODES = ("honest", *CHEATS, SKIP_IF_WRITTEN, *FAULTS)
 DOMAINS: dict[str, tuple[Any, ...]] = {"mode": MODES, "block": (128, 256)}
 #: blocks a launch at most: a grid-stride loop, so that a skipping launch costs next to nothing
 MAX_BLOCKS = 1024
