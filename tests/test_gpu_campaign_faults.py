@@ -154,7 +154,7 @@ def user_family_evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 @pytest.mark.parametrize(("mode", "status", "restarted", "error"), [
     ("illegal_address", "crashed", True, "illegal memory access"),
     ("hang", "timeout", True, "no answer within 5 s"),
-    ("too_many_threads", "launch_error", False, "cuLaunchKernel failed"),
+    ("too_many_threads", "launch_error", False, "cuFuncSetBlockShape failed"),
     ("too_much_smem", "launch_error", False, "cuFuncSetAttribute failed"),
 ])
 def test_a_faulty_user_kernel_is_contained_and_the_next_one_evaluates(
