@@ -57,8 +57,23 @@ class CorrectnessCase(_Model):
     reason: str | None = None
 
 
+class CorrectnessRecheck(CorrectnessCase):
+    """The case run once more after the timed launches: fresh inputs (its own seed), the
+    outputs poisoned again, the very function that was timed (its module not reloaded), in the
+    buffers it was timed in. A kernel that works only on its first launches, writes part of
+    its output later, or skips work for an input pointer it has seen fails here."""
+
+    after: Literal["timing", "sustained launches"] = Field(
+        description="what the recheck followed: the benchmark's timed launches (with the "
+                    "incumbent's, interleaved) or the back-to-back launches of a sustained run")
+    launches_before: int = Field(description="timed launches of the candidate before it")
+    timed_us: float | None = Field(
+        default=None, description="the time those launches gave the candidate (µs a launch); "
+                                  "not used for acceptance when the recheck failed")
+
+
 class Correctness(_Model):
-    """Worst figures over the cases, and whether every case passed."""
+    """Worst figures over the cases and the recheck, and whether every one of them passed."""
 
     passed: bool
     max_abs_err: float | None = None
@@ -67,6 +82,8 @@ class Correctness(_Model):
     tolerance: float
     reason: str | None = None
     cases: list[CorrectnessCase] = Field(default_factory=list)
+    recheck: CorrectnessRecheck | None = Field(
+        default=None, description="after the timed launches; absent when nothing was timed")
 
 
 class Perf(_Model):

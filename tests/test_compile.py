@@ -25,8 +25,10 @@ from worker.compile import (
     ERROR_SUMMARY_CHARS,
     Compiler,
     compile_candidate,
+    compiler_from_settings,
     parse_ptxas,
     summarize_error,
+    unsafe_include,
 )
 
 ROOT = Candidate(FAMILY.baseline)
@@ -321,6 +323,88 @@ def test_rejected_point_is_not_compiled(tmp_path: Path) -> None:
     assert result.rejection["max_smem_limit"] == 65536
     assert result.smem_bytes == params.smem_bytes
     assert not (tmp_path / "cache").exists()  # nvcc never ran, nothing was cached
+
+
+# ---- user code: the scratch directory, the limit, the includes -----------------------------
+def recording_nvcc(tmp_path: Path) -> tuple[Path, Path]:
+    """A fake nvcc that writes its working directory and what it holds to a log, then fails;
+    the log's path tells whether it ran."""
+    log = tmp_path / "nvcc-ran.log"
+    fake = tmp_path / "recording-nvcc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "Build cuda_0.0.recording"; exit 0; fi\n'
+        f'{{ pwd; ls -A; }} > "{log}"\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    return fake, log
+
+
+UNSAFE_INCLUDES = {
+    "absolute quoted": ('#include "/etc/passwd"\n', 1, "absolute path"),
+    "absolute system": ("#include </etc/shadow>\n", 1, "absolute path"),
+    "parent quoted": ('#include "../secret.h"\n', 1, "'..'"),
+    "parent inside a path": ("#include <cuda/../../../etc/hosts>\n", 1, "'..'"),
+    "parent with backslashes": ('#include "..\\..\\x.h"\n', 1, "'..'"),
+    "windows drive": ('#include "C:/x.h"\n', 1, "absolute path"),
+    "spaces and comments": ('  # /* c */ include /* d */ "/etc/passwd"\n', 1, "absolute path"),
+    "continued line": ('#inc\\\nlude "/etc/passwd"\n', 1, "absolute path"),
+    "digraph": ('%:include "/etc/passwd"\n', 1, "absolute path"),
+    "include_next": ("#include_next </etc/passwd>\n", 1, "absolute path"),
+    "embed": ('#embed "/dev/urandom"\n', 1, "absolute path"),
+    "computed by a macro": ('#define F "/etc/passwd"\n#include F\n', 2, "not a literal"),
+    "after safe ones": ('#include <stdint.h>\n\n#include "../x.h"\n', 3, "'..'"),
+    "inside a block comment": ('/*\n#include "/etc/passwd"\n*/\n', 2, "absolute path"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNSAFE_INCLUDES), ids=list(UNSAFE_INCLUDES))
+def test_an_unsafe_include_is_refused_before_nvcc_runs(tmp_path: Path, case: str) -> None:
+    header, line, why = UNSAFE_INCLUDES[case]
+    source = header + 'extern "C" __global__ void k(float* y) { y[0] = 1.f; }\n'
+    fake, log = recording_nvcc(tmp_path)
+    result = Compiler(tmp_path / "cache", nvcc=str(fake)).compile(source, entry="k")
+    assert result.status == "rejected"
+    assert result.failure_status == "rejected"
+    assert result.rejection is not None
+    assert result.rejection["reason"] == "unsafe_include"
+    assert result.rejection["line"] == line
+    assert why in (result.error or "")
+    assert f"line {line}:" in (result.error or "")
+    assert not log.exists()  # nvcc never ran
+    assert not (tmp_path / "cache").exists()  # and nothing was cached
+
+
+def test_safe_includes_pass_the_scan_and_compile(compiler: Compiler) -> None:
+    source = (
+        "#include <stdint.h>\n"
+        '#include "cuda_fp16.h"\n'
+        '// #include "/etc/passwd" in a line comment is no directive\n'
+        'static const char* note = "#include </etc/passwd>";\n'
+        'extern "C" __global__ void k(float* y) { y[0] = (float)sizeof(uint32_t); }\n'
+    )
+    assert unsafe_include(source) is None
+    result = compiler.compile(source, entry="k")
+    assert result.status == "ok", result.error
+
+
+def test_nvcc_runs_in_a_scratch_directory_holding_only_the_source(tmp_path: Path) -> None:
+    fake, log = recording_nvcc(tmp_path)
+    result = Compiler(tmp_path / "cache", nvcc=str(fake)).compile("// a kernel\n")
+    assert result.status == "error"
+    cwd, *entries = log.read_text().splitlines()
+    assert Path(cwd).name.startswith("tf-nvcc-")
+    assert not Path(cwd).is_relative_to(tmp_path)  # not the cache, not the caller's directory
+    assert entries == ["kernel.cu"]
+    assert not Path(cwd).exists()  # removed after the run
+
+
+def test_nvcc_keeps_its_120_s_limit_by_default(tmp_path: Path) -> None:
+    from core.settings import get_settings
+
+    assert Compiler(tmp_path).timeout_s == 120.0
+    assert compiler_from_settings(get_settings()).timeout_s == 120.0
 
 
 # ---- regressions of defects found and fixed ------------------------------------------------

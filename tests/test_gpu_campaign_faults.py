@@ -1,4 +1,5 @@
-"""GPU faults inside a real campaign (issue 7, item 1): run on the lent GPU (``pytest -m gpu``).
+"""GPU faults inside a real campaign (issue 7, item 1) and in a user's family (issue 21, §4
+Safety): run on the lent GPU (``pytest -m gpu``).
 
 An embedded campaign (the engine, the expert policy, SQLite, the GPU child and its watchdog, all
 real) in which two of the kernels the agent asked for are swapped, at compile time, for planted
@@ -6,11 +7,19 @@ ones: one writes to an illegal address (the CUDA context is lost), one never ret
 campaign must record them ``crashed`` and ``timeout``, restart the evaluation child, and go on
 to spend its whole budget with a correct best. The swap happens in the evaluator's ``compile``,
 the way the compile tests put a fake ``nvcc`` on the PATH: everything after it is the real path.
+
+The same faults written in a user's kernel, through a family defined only under ``tests/`` (the
+``cheat`` family's fault modes): an illegal address is ``crashed``, a hang ``timeout`` (both
+restart the child), a launch with too many threads or too much shared memory ``launch_error``
+(the context survives: no restart); the honest kernel evaluated next is ``ok``.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -27,11 +36,16 @@ from core.db import session_factory, upgrade_database
 from core.evaluation import CompileResult, EvalOptions
 from core.models import Campaign, Candidate
 from core.settings import get_settings
+from kernels.base import Dims
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
 from worker.evaluate import GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from families.cheat import FAMILY as CHEAT  # noqa: E402
+from families.cheat import CheatParams  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -122,3 +136,49 @@ def test_illegal_address_and_spinning_kernels_inside_a_campaign(
     # the campaign went on after each fault: evaluations that passed come after both
     last_fault = max(r["iteration"] for r in planted_rows)
     assert any(r["status"] == "ok" for r in table if r["iteration"] > last_fault), table
+
+
+# ---- the same faults in a user's kernel: the test-only family route ---------------------------
+@pytest.fixture(scope="module")
+def user_family_evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
+    """A GPU evaluator of the ``cheat`` test family (a family no module outside its package
+    names, as a team's own would be)."""
+    try:
+        ev = GpuEvaluator(CHEAT, compiler, options=EvalOptions(timeout_s=5.0))
+    except ChildUnavailable as exc:
+        pytest.skip(f"no GPU evaluation here: {exc}")
+    yield ev
+    ev.close()
+
+
+@pytest.mark.parametrize(("mode", "status", "restarted", "error"), [
+    ("illegal_address", "crashed", True, "illegal memory access"),
+    ("hang", "timeout", True, "no answer within 5 s"),
+    ("too_many_threads", "launch_error", False, "cuFuncSetBlockShape failed"),
+    ("too_much_smem", "launch_error", False, "cuFuncSetAttribute failed"),
+])
+def test_a_faulty_user_kernel_is_contained_and_the_next_one_evaluates(
+        user_family_evaluator: GpuEvaluator, mode: str, status: str, restarted: bool,
+        error: str) -> None:
+    ev = user_family_evaluator
+    shape = Dims(n=1 << 20)
+    bad_params = CheatParams(mode)
+    bad = ev.compile(bad_params).result()
+    assert bad.status == "ok", bad.error
+    restarts = ev.child.restarts
+    t0 = time.perf_counter()
+    m = ev.measure(bad_params, bad, shape=shape, iteration=0, seed=1)
+    waited = time.perf_counter() - t0
+    honest = CheatParams("honest")
+    good = ev.compile(honest).result()
+    m2 = ev.measure(honest, good, shape=shape, iteration=1, seed=1)
+    save(f"user_fault_{mode}", {"fault": m.__dict__, "waited_s": waited,
+                                "restarts": ev.child.restarts - restarts, "next": m2.__dict__})
+    assert m.status == status, (m.status, m.error)
+    assert error in (m.error or ""), m.error
+    assert m.perf is None
+    assert waited < 30
+    assert m2.status == "ok", m2.error
+    assert ((m2.correctness or {}).get("recheck") or {}).get("passed") is True, m2.correctness
+    # a lost context (or a killed hang) costs a new child; a refused launch does not
+    assert ev.child.restarts == restarts + (1 if restarted else 0)

@@ -265,7 +265,7 @@ REQUEST_KEYS = {
     "kernel", "shape", "dist", "signature", "fills", "launch", "reference_launch", "seed",
     "buffers", "scalars", "name", "dtype", "role", "count", "value", "kind", "scale",
     "kernel_name", "grid", "block", "dynamic_smem_bytes", "workspace_bytes", "epilogue", "args",
-    "runs", "target_run_ms", "max_reps", "warmup", "rule", "atol",
+    "runs", "target_run_ms", "max_reps", "warmup", "rule", "atol", "recheck",
 }
 
 
@@ -278,7 +278,8 @@ def _keys(obj: Any) -> set[str]:
 
 
 class RecordingChild:
-    """Stands in for the GPU child: keeps the request, answers a passing check and a bench."""
+    """Stands in for the GPU child: keeps the request, answers a passing check, a bench and a
+    passing recheck after it."""
 
     gpu = "0"
 
@@ -291,8 +292,12 @@ class RecordingChild:
                   "max_abs_err": 0.0, "max_scaled_err": 0.0, "nonfinite": 0, "unwritten": 0,
                   "passed": True, "reason": None} for c in request["checks"]]
         runs = [[100.0, 101.0, 99.0]] * (2 if request.get("incumbent") else 1)
+        recheck = {**cases[0], "seed": request["recheck"]["seed"],
+                   "dist": request["recheck"]["dist"]}
         return {"status": "ok", "cases": cases, "function": {"regs_per_thread": 64},
-                "bench": {"reps_per_run": 10, "runs_us": runs}}
+                "bench": {"reps_per_run": 10, "runs_us": runs, "warmup_us": [[100.0]] * len(runs),
+                          "samples_us": [[100.0] * 30] * len(runs)},
+                "recheck": recheck}
 
 
 def test_the_requests_carry_resolved_signatures_and_no_family_keys(tmp_path: Path) -> None:

@@ -1,7 +1,10 @@
 """The compile path: nvcc to a cubin, ptxas figures, a time limit, an on-disk cache, a pool.
 
-No GPU needed. ``compile_source`` never raises for a bad kernel: a compile error, a timeout or a
-crash of nvcc is a recorded status with a short error summary.
+No GPU needed. ``Compiler.compile`` never raises for a bad kernel: a compile error, a timeout or
+a crash of nvcc is a recorded status with a short error summary. nvcc runs in a scratch
+directory of its own (its working directory, holding only the source) in its own process group,
+killed with its children at the time limit; a source whose ``#include`` names an absolute path,
+climbs with ``..`` or is computed by a macro is refused before nvcc runs (:func:`unsafe_include`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,60 @@ _PTXAS_FRAME = re.compile(
     r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
 )
 _ERROR_LINE = re.compile(r"(error|fatal)[^\n]*", re.IGNORECASE)
+#: a directive that reads a file: ``#``, ``%:`` (a digraph) or ``??=`` (a trigraph), then
+#: ``include``, ``include_next`` or ``embed``, with blanks or block comments before and between
+_FILE_DIRECTIVE = re.compile(
+    r"[ \t]*(?:/\*.*?\*/[ \t]*)*(?:#|%:|\?\?=)[ \t]*(?:/\*.*?\*/[ \t]*)*"
+    r"(include_next|include|embed)\b[ \t]*(?:/\*.*?\*/[ \t]*)*(.*)")
+_OPERAND = re.compile(r'(?:"([^"]*)"|<([^>]*)>)')
+
+
+def _logical_lines(source: str) -> list[tuple[int, str]]:
+    """The source's lines joined at backslash-newlines, as the preprocessor joins them, each
+    with the number of its first physical line."""
+    out: list[tuple[int, str]] = []
+    pending, first = "", 0
+    for number, text in enumerate(source.split("\n"), 1):
+        text = text.removesuffix("\r")
+        if not pending:
+            first = number
+        if text.endswith("\\"):
+            pending += text[:-1]
+            continue
+        out.append((first, pending + text))
+        pending = ""
+    if pending:
+        out.append((first, pending))
+    return out
+
+
+def unsafe_include(source: str) -> dict[str, Any] | None:
+    """The first file directive of ``source`` that could read outside the scratch directory
+    nvcc runs in, or None: a path that is absolute (``/…``, ``\\…``, ``C:…``) or has a
+    ``..`` component, or an operand that is not a literal ``"…"`` or ``<…>`` (a macro could
+    expand to either). A directive inside a block comment or a raw string is refused too
+    (refusing is the safe error). ``{"reason": "unsafe_include", "message", "line",
+    "include"}`` for a refusal."""
+    for line, text in _logical_lines(source):
+        match = _FILE_DIRECTIVE.match(text)
+        if match is None:
+            continue
+        directive, operand = match.group(1), match.group(2).strip()
+        literal = _OPERAND.match(operand)
+        if literal is None:
+            why = "is not a literal \"file\" or <file> (a macro may name any path)"
+        else:
+            path = literal.group(1) if literal.group(1) is not None else literal.group(2)
+            if path.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", path):
+                why = "names an absolute path"
+            elif ".." in re.split(r"[/\\]", path):
+                why = "climbs out of the source's directory with '..'"
+            else:
+                continue
+        return {"reason": "unsafe_include", "line": line, "include": operand[:200],
+                "message": f"line {line}: #{directive} {operand[:80]} {why}; a kernel may "
+                           "include only files of its own, by relative paths"}
+    return None
 
 
 def parse_ptxas(log: str, entry: str | None = None) -> dict[str, Any]:
@@ -124,7 +181,13 @@ class Compiler:
                 dynamic_smem_bytes: int = 0, arch: str | None = None) -> CompileResult:
         """Compile ``source`` for ``arch`` (default the compiler's; a kernel that uses the
         ``a`` features of its GPU asks for ``sm_90a``, say); a hit in the cache costs no nvcc
-        run."""
+        run; a source with an unsafe ``#include`` is ``rejected`` without one."""
+        refusal = unsafe_include(source)
+        if refusal is not None:
+            result = CompileResult.rejected(refusal, dynamic_smem_bytes)
+            result.source_hash = hashlib.sha256(source.encode()).hexdigest()
+            result.arch = arch or self.arch
+            return result
         key = self.cache_key(source, arch)
         entry_dir = self.cache_dir / key[:2] / key
         meta_path = entry_dir / "result.json"

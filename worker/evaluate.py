@@ -74,23 +74,60 @@ def perf_block(runs_us: Sequence[float], metric: Any, dims: Dims, *, vendor_us: 
     return block
 
 
-def correctness_block(cases: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
-    """Worst figures over the cases."""
+def correctness_block(cases: list[dict[str, Any]], tolerance: float,
+                      recheck: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Worst figures over the cases (and the recheck after the timed launches, when there is
+    one); passed only when every case and the recheck passed. A failed recheck is the reason
+    when every case before the timing passed: "after timing: ..." (``recheck["after"]``)."""
+    judged = [*cases, *([recheck] if recheck is not None else [])]
+
     def worst(key: str) -> float | None:
-        values = [c[key] for c in cases if c.get(key) is not None]
+        values = [c[key] for c in judged if c.get(key) is not None]
         return max(values) if values else None
 
-    failed = [c for c in cases if not c["passed"]]
-    return {
+    failed = [c for c in judged if not c["passed"]]
+    reason = None
+    if failed:
+        first = failed[0]
+        when = f"after {first['after']}: " if first is recheck else ""
+        reason = f"{when}{shape_text(first['shape'])} {first['dist']}: {first['reason']}"
+    block: dict[str, Any] = {
         "passed": bool(cases) and not failed,
         "max_abs_err": worst("max_abs_err"),
         "rel_err": worst("rel_err"),
         "max_scaled_err": worst("max_scaled_err"),
         "tolerance": tolerance,
-        "reason": (f"{shape_text(failed[0]['shape'])} {failed[0]['dist']}: "
-                   f"{failed[0]['reason']}") if failed else None,
+        "reason": reason,
         "cases": [{k: v for k, v in c.items() if k != "kernel_seconds"} for c in cases],
     }
+    if recheck is not None:
+        block["recheck"] = {k: v for k, v in recheck.items() if k != "kernel_seconds"}
+    return block
+
+
+def recheck_seed(checks: Sequence[dict[str, Any]], bench_seed: int | None) -> int:
+    """A seed for the recheck after the timing that no input of this evaluation was drawn
+    with: not a check's, not the benchmark's (inputs the kernel has seen could be cached)."""
+    taken = {int(c["seed"]) for c in checks} | ({bench_seed} if bench_seed is not None else set())
+    seed = (max(taken, default=0) + 1) & 0x7FFFFFFFFFFF
+    while seed in taken:
+        seed = (seed + 1) & 0x7FFFFFFFFFFF
+    return seed
+
+
+def recheck_record(reply_recheck: dict[str, Any], after: str, *, launches: int,
+                   timed_us: float | None) -> dict[str, Any]:
+    """The child's recheck case with what it came after: ``after`` (``timing`` or ``sustained
+    launches``), how many launches of the candidate were timed before it, and the time they
+    gave it (``timed_us``: the median of the runs, or the sustained rate; not used for
+    acceptance when the recheck fails)."""
+    return {**reply_recheck, "after": after, "launches_before": int(launches),
+            "timed_us": round(timed_us, 3) if timed_us is not None else None}
+
+
+def timed_launches(bench: dict[str, Any]) -> int:
+    """Launches of the candidate the benchmark timed: the warm-up and every run's reps."""
+    return len(bench["warmup_us"][0]) + len(bench["samples_us"][0])
 
 
 def shape_text(shape: Any) -> str:
@@ -246,6 +283,8 @@ class GpuEvaluator:
                       "target_run_ms": opts.target_run_ms,
                       "max_reps": opts.max_reps, "warmup": opts.warmup},
         }
+        if opts.bench:
+            request["recheck"] = self.recheck_case(shape, recheck_seed(checks, seed + iteration))
         if incumbent is not None:
             inc_params, inc_compiled = incumbent
             inc_launch = self._launches(inc_params, [shape])[shape]
@@ -264,12 +303,20 @@ class GpuEvaluator:
                 correctness=correctness_block(cases, opts.tolerance) if cases else None,
                 error=reply.get("error"), gpu_seconds=gpu_seconds,
             )
-        correctness = correctness_block(reply["cases"], opts.tolerance)
+        bench = reply.get("bench")
+        recheck = None
+        if bench is not None:
+            if reply.get("recheck") is None:  # never timed without its recheck
+                return Measurement("crashed", error="the evaluation child timed the candidate "
+                                   "but sent no recheck", gpu_seconds=gpu_seconds)
+            recheck = recheck_record(reply["recheck"], "timing",
+                                     launches=timed_launches(bench),
+                                     timed_us=statistics.median(bench["runs_us"][0]))
+        correctness = correctness_block(reply["cases"], opts.tolerance, recheck)
         profile = light_profile(family, params, compiled, self.device, reply.get("function"))
-        if not correctness["passed"]:
+        if not correctness["passed"]:  # a failed recheck too: the timing is not used
             return Measurement("wrong", correctness=correctness, profile=profile,
                                error=correctness["reason"], gpu_seconds=gpu_seconds)
-        bench = reply.get("bench")
         if bench is None:
             return Measurement("ok", correctness=correctness, profile=profile,
                                gpu_seconds=gpu_seconds)
@@ -286,22 +333,42 @@ class GpuEvaluator:
         return Measurement("ok", correctness=correctness, perf=perf, profile=profile,
                            incumbent_runs_us=inc_runs, gpu_seconds=gpu_seconds, extra=extra)
 
+    def recheck_case(self, shape: Dims, seed: int) -> dict[str, Any]:
+        """The correctness case run after a candidate's timed launches, at the timed ``shape``
+        with the benchmark's distribution (the family's first) and a fresh ``seed``; the child
+        adds the timed launch and buffers."""
+        dist = self.family.distributions[0]
+        return {"seed": seed, "dist": dist.name, "fills": dist.resolve(self.family.signature),
+                "reference_launch": self.family.reference_launch(shape).to_dict(),
+                "rule": self.family.correctness.to_dict()}
+
     def sustained(self, params: Any, compiled: CompileResult, *, shape: Dims, seed: int = 0,
                   min_ms: float = 300.0) -> dict[str, Any]:
         """The rate of back-to-back launches of a compiled point over at least ``min_ms``
-        (``us_per_launch``, ``launches``, ``total_ms``; ``error`` when the child could not)."""
+        (``us_per_launch``, ``launches``, ``total_ms``, and the ``recheck`` after them), or
+        ``error`` when the child could not or the recheck failed (the rate is then not
+        given)."""
         family = self.family
         launch = self._launches(params, [shape])[shape]
         reply = self.child.request({
-            "op": "sustain", "min_ms": min_ms, "seed": seed,
+            "op": "sustain", "min_ms": min_ms, "seed": seed, "tol": self.options.tolerance,
             "candidate": {"key": compiled.source_hash, "cubin": compiled.cubin(),
                           "kernel": launch.kernel_name},
+            "shape": list(shape.values_tuple()),
             "launch": launch.to_dict(), "signature": family.signature.resolve(shape),
             "fills": family.distributions[0].resolve(family.signature),
+            "recheck": self.recheck_case(shape, recheck_seed([], seed)),
         }, max(self.options.timeout_s, 4 * min_ms / 1000.0 + 30.0))
         if reply.get("status") != "ok":
             return {"error": f"{reply.get('status')}: {reply.get('error')}"}
-        return dict(reply["sustained"])
+        sustained = reply["sustained"]
+        recheck = recheck_record(reply["recheck"], "sustained launches",
+                                 launches=int(sustained["launches"]),
+                                 timed_us=float(sustained["us_per_launch"]))
+        if not recheck["passed"]:
+            return {"error": f"wrong after sustained launches: {shape_text(recheck['shape'])} "
+                             f"{recheck['dist']}: {recheck['reason']}", "recheck": recheck}
+        return {**sustained, "recheck": recheck}
 
     def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Dims,
                      launch: LaunchConfig) -> None:

@@ -14,11 +14,15 @@ Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
   ``checks`` (each: ``shape`` values, ``dist``, ``seed``, the resolved ``signature``,
   ``fills``, ``launch``, ``reference_launch``, optionally the ``rule`` ``{"kind", "atol"}``,
   default ``scaled``), ``bench`` (``shape``, ``signature``,
-  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``) and
-  an optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved;
-- ``sustain``: ``candidate``, ``launch``, ``signature``, ``fills``, ``seed``, ``min_ms``: the rate
-  of back-to-back launches (no flush) over at least ``min_ms`` — the clock the GPU holds under
-  load, which the flushed runs of ``evaluate`` (tens of ms) do not reach;
+  ``fills``, ``launch``, ``seed``, ``runs``, ``target_run_ms``, ``max_reps``, ``warmup``), an
+  optional ``incumbent`` (``key``, ``cubin``, ``kernel``, ``launch``) timed interleaved, and a
+  ``recheck`` (``seed``, ``dist``, ``fills``, ``reference_launch``, optionally ``rule``): after
+  the timed launches, one more correctness case of the function that was timed, at the bench's
+  shape and launch, in the buffers it was timed in (:meth:`Runtime.recheck`);
+- ``sustain``: ``candidate``, ``shape``, ``launch``, ``signature``, ``fills``, ``seed``,
+  ``min_ms`` and a ``tol`` and ``recheck`` like ``evaluate``'s: the rate of back-to-back
+  launches (no flush) over at least ``min_ms`` — the clock the GPU holds under load, which the
+  flushed runs of ``evaluate`` (tens of ms) do not reach — then the same recheck;
 - ``stats`` (the checker on given arrays), ``info``, ``ping``.
 
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
@@ -426,16 +430,24 @@ class Runtime:
 
     def time_launches(self, fns: list[tuple[Any, dict[str, Any]]], b: dict[str, Any],
                       signature: dict[str, Any], reps: int) -> list[list[float]]:
-        """Time ``reps`` launches of each function, interleaved, L2 flushed before each.
+        """Time ``reps`` launches of each function, interleaved, the ``out`` buffers poisoned
+        and L2 flushed before each.
 
         One event pair encloses everything a launch enqueues (a split-K launch's kernel and its
-        epilogue: the user pays for both). Returns microseconds per launch, one list per
-        function.
+        epilogue: the user pays for both); the poison and the flush run outside it. The poison
+        makes every timed launch look like a checked one: a kernel that skips its work when
+        its output already holds numbers (``if (y[0] == y[0]) return;``) works on every timed
+        launch too. Returns microseconds per launch, one list per function.
         """
+        poisoned = [(b[buf["name"]], int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4)
+                    for buf in signature["buffers"] if buf["role"] == "out"]
         events = self._events(reps * len(fns))
         slot = 0
         for _ in range(reps):
             for fn, launch in fns:
+                for ptr, words in poisoned:  # before the flush, which evicts its lines
+                    self.poison.prepared_async_call(self._grid1d(words), (FILL_THREADS, 1, 1),
+                                                    self.stream, ptr, words)
                 self.flush.prepared_async_call(self._grid1d(self.flush_n), (FILL_THREADS, 1, 1),
                                                self.stream, self.flush_buf, self.flush_n)
                 start, end = events[slot]
@@ -499,6 +511,23 @@ class Runtime:
         return {"launches": count, "total_ms": round(total_ms, 3),
                 "us_per_launch": total_ms * 1000.0 / count}
 
+    def recheck(self, fn: Any, timed: dict[str, Any], recheck: dict[str, Any], tol: float
+                ) -> dict[str, Any]:
+        """One more correctness case of ``fn`` after it was timed: fresh inputs (the recheck's
+        seed), outputs poisoned again, ``timed``'s shape, signature and launch.
+
+        ``fn`` is the very function object that was timed, so its module is not loaded again
+        and whatever state the kernel keeps on the device (a ``__device__`` flag set on its
+        first launch, the last input pointer it saw) is still there; the case runs in the
+        buffers the timing used (:meth:`bufs` keeps them by shape), so a kernel that skips its
+        work when it sees the same pointer again is caught by its unwritten outputs.
+        """
+        case = {"shape": timed["shape"], "signature": timed["signature"],
+                "launch": timed["launch"], "seed": recheck["seed"], "dist": recheck["dist"],
+                "fills": recheck["fills"], "reference_launch": recheck["reference_launch"],
+                "rule": recheck.get("rule")}
+        return self.check_case(fn, case, tol)
+
 
 # ---- request handling -----------------------------------------------------------------------
 def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
@@ -536,15 +565,21 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("bench") and cases and all(c["passed"] for c in cases):
             bench = req["bench"]
             signature = bench["signature"]
-            entries = [(rt.candidate(cand, bench["launch"], signature), bench["launch"])]
+            timed = rt.candidate(cand, bench["launch"], signature)
+            entries = [(timed, bench["launch"])]
             inc = req.get("incumbent")
             if inc is not None:
                 entries.append((rt.candidate(inc, inc["launch"], signature), inc["launch"]))
             result["bench"] = rt.benchmark(entries, bench)
+            if req.get("recheck") is not None:  # the function object timed, never a reload
+                result["recheck"] = rt.recheck(timed, bench, req["recheck"], req["tol"])
         return result
     if op == "sustain":
         fn = rt.candidate(req["candidate"], req["launch"], req["signature"])
-        return {"status": "ok", "sustained": rt.sustain(fn, req)}
+        reply = {"status": "ok", "sustained": rt.sustain(fn, req)}
+        if req.get("recheck") is not None:
+            reply["recheck"] = rt.recheck(fn, req, req["recheck"], req["tol"])
+        return reply
     raise ValueError(f"unknown op {op!r}")
 
 
