@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from softmax_bulk_points import BULK_PICKS
 
 from kernels import get_family
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
@@ -28,20 +29,6 @@ ROOT = Candidate(FAMILY.baseline)
 BLOCK_ROW = SoftmaxParams(block_threads=512, row_threads=512, vec=4, passes=1, chunks=4)
 SWEEP = ((65536, 128), (32768, 512), (16384, 1024), (8192, 4096), (8192, 8192), (4096, 32768),
          (2048, 65536), (1024, 131072), (256, 262144), (16, 262144))
-#: hand-picked bulk-copy points (the ones docs/gpu-runs/2026-12-01-s11/softmax.sh times)
-BULK_PICKS = {
-    "c4x512": SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4, bulk=4,
-                            unroll=2),
-    "c8x256": SoftmaxParams(block_threads=256, row_threads=256, cluster=8, vec=4, bulk=4,
-                            unroll=2),
-    "c8x512p8": SoftmaxParams(block_threads=512, row_threads=512, cluster=8, vec=4, bulk=8,
-                              unroll=2, store_hint=True),
-    "c8x1024p8": SoftmaxParams(block_threads=1024, row_threads=1024, cluster=8, vec=4, bulk=8,
-                               unroll=2),
-    "rt8x256": SoftmaxParams(block_threads=256, row_threads=8, vec=4, bulk=1),
-    "rt8x512p2": SoftmaxParams(block_threads=512, row_threads=8, vec=4, bulk=2),
-    "rt32x1024p4": SoftmaxParams(block_threads=1024, row_threads=32, vec=4, bulk=4),
-}
 
 
 def dims(rows: int, cols: int) -> Dims:
@@ -591,3 +578,24 @@ def test_short_rows_are_offered_packed_bulk_copies() -> None:
     assert (q.row_threads, q.rows_per_cta, q.bulk) == (8, 32, 1)
     assert bulk_plan(8192, 8192) is None
     assert bulk_plan(3, 1000003) is None  # past what 8 CTAs stage
+
+
+def test_the_gpu_script_times_the_picked_bulk_points() -> None:
+    """docs/gpu-runs/2026-12-01-s11/softmax.sh names its points as JSON: each bulk one is a
+    point of tests/softmax_bulk_points.py, each is valid, and every pick is timed."""
+    import json
+    import re
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parent.parent / "docs" / "gpu-runs" / "2026-12-01-s11"
+              / "softmax.sh").read_text()
+    named = dict(re.findall(r"^(\w+)='(\{.*\})'$", script, flags=re.M))
+    points = {name: FAMILY.params_from_dict(json.loads(text)) for name, text in named.items()}
+    assert all(FAMILY.validate(p) is None for p in points.values())
+    picks = {name: p.canonical() for name, p in BULK_PICKS.items()}
+    bulk = {name: p for name, p in points.items() if p.bulk}
+    assert set(bulk.values()) == set(picks.values())
+    for name in named:
+        assert f'"${name}"' in script, name
+    assert "test_points_correct_on_awkward_shapes_and_every_distribution" in script
+    assert "test_bulk_points_correct_on_awkward_shapes_and_every_distribution" in script
