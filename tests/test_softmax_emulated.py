@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from softmax_bulk_points import BULK_PICKS
 
 from kernels.base import Dims, LaunchConfig
 from kernels.softmax import FAMILY, SoftmaxParams
@@ -61,6 +62,7 @@ BULK_POINTS = {
                                                   bulk=2, unroll=2, load_hint=1),
     "bulk, 2 warps a row, 2 rows, 8 pieces": P(block_threads=128, row_threads=64, vec=4,
                                                bulk=8, unroll=4, load_hint=2),
+    "bulk, the 65536x128 pick": BULK_PICKS["rt8x256"],
 }
 
 
