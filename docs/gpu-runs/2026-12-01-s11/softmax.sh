@@ -21,7 +21,7 @@ C8x512P8='{"block_threads": 512, "bulk": 8, "cluster": 8, "row_threads": 512, "s
 C8x1024P8='{"block_threads": 1024, "bulk": 8, "cluster": 8, "row_threads": 1024, "unroll": 2, "vec": 4}'
 RT8x256='{"block_threads": 256, "bulk": 1, "row_threads": 8, "vec": 4}'
 RT8x512P2='{"block_threads": 512, "bulk": 2, "row_threads": 8, "vec": 4}'
-RT8x1024P4='{"block_threads": 1024, "bulk": 4, "row_threads": 8, "vec": 4}'
+RT4x256P2='{"block_threads": 256, "bulk": 2, "row_threads": 4, "vec": 4}'
 # session 10's campaign bests (gpu-runs/2026-12-01-s10/call3/softmax-quality.json)
 S10_2048='{"block_threads": 512, "chunks": 1, "cluster": 4, "load_hint": 3, "passes": 2, "row_threads": 512, "store_hint": true, "unroll": 4, "vec": 2}'
 S10_1024='{"block_threads": 512, "chunks": 1, "cluster": 4, "load_hint": 3, "passes": 2, "row_threads": 512, "store_hint": true, "unroll": 4, "vec": 4}'
@@ -43,7 +43,7 @@ q 2048x65536 45 s10-best "$S10_2048" c4x512 "$C4x512" c8x256 "$C8x256" c8x512p8 
 q 1024x131072 40 s10-best "$S10_1024" c8x512 "$C8x512" c8x256 "$C8x256" c8x512p8 "$C8x512P8"
 q 256x262144 40 s10-best "$S10_256" c8x512 "$C8x512" c8x512p8 "$C8x512P8" c8x1024p8 "$C8x1024P8"
 q 16x262144 30 s10-best "$S10_16" c8x512 "$C8x512" c8x512p8 "$C8x512P8" c8x1024p8 "$C8x1024P8"
-q 65536x128 30 s10-best "$S10_65536" rt8x256 "$RT8x256" rt8x512p2 "$RT8x512P2" rt8x1024p4 "$RT8x1024P4"
+q 65536x128 30 s10-best "$S10_65536" rt8x256 "$RT8x256" rt8x512p2 "$RT8x512P2" rt4x256p2 "$RT4x256P2"
 
 python3 - "$OUT" <<'PY' | tee -a $OUT/log.txt
 import glob, json, sys
