@@ -599,3 +599,21 @@ def test_the_gpu_script_times_the_picked_bulk_points() -> None:
         assert f'"${name}"' in script, name
     assert "test_points_correct_on_awkward_shapes_and_every_distribution" in script
     assert "test_bulk_points_correct_on_awkward_shapes_and_every_distribution" in script
+
+
+def test_bulk_sanitizer_shapes_stage_a_tile_and_take_the_fallback() -> None:
+    """A bulk point's sanitizer shapes end with rows past one CTA's pack whose tiles are staged
+    (cols % 4 == 3) and a row just past what a CTA may stage (the two-pass fallback)."""
+    points = [p for p in FAMILY.sample(random.Random(5), 300) if p.bulk]
+    points += [p.canonical() for p in BULK_PICKS.values()]
+    assert len(points) > 50
+    for p in points:
+        staged, past = FAMILY.sanitizer_shapes(p)[-2:]
+        assert staged["rows"] > p.rows_per_cta
+        assert staged["cols"] % 4 == 3
+        assert bulk_smem_bytes(p, staged["cols"]) <= BULK_SMEM_CAP, p
+        assert bulk_smem_bytes(p, past["cols"]) > BULK_SMEM_CAP, p
+        for shape in (staged, past):
+            launch = FAMILY.launch(p, shape)
+            assert isinstance(launch, LaunchConfig)
+            assert (launch.dynamic_smem_bytes > 0) == (shape is staged)

@@ -225,10 +225,12 @@ class Softmax(FamilyBase):
         p = params.canonical()
         shapes = [_dims(1, 1), _dims(3, 4098), _dims(2 * p.rows_per_cta + 1, 67)]
         if p.bulk:
-            # a tile staged in shared memory, cols % 4 != 0 (rows sharing a vector), and a row
-            # one vector past what a CTA may stage (the two-pass fallback)
-            past = BULK_SMEM_CAP // 4 * p.cluster // p.rows_per_cta + 4
-            shapes += [_dims(p.rows_per_cta + 3, 4096 * p.cluster + 7), _dims(2, past)]
+            # tiles staged in shared memory with cols % 4 == 3 (rows sharing a vector, every
+            # misalignment) past one CTA's pack, and a row just past what a CTA may stage (the
+            # two-pass fallback)
+            fits = BULK_SMEM_CAP // 4 * p.cluster // p.rows_per_cta
+            staged = min(4096 * p.cluster, fits // 2) // 4 * 4 + 7
+            shapes += [_dims(p.rows_per_cta + 3, staged), _dims(2, fits + 4)]
         elif p.passes == 1:
             # rows of 8 or more: a -inf fill never covers a whole row (kernels.family.FILL_KINDS)
             shapes += [_dims(3, max(8, p.capacity - 3)), _dims(2, p.capacity + p.vec + 1)]
