@@ -1,6 +1,7 @@
 """GPU tests of the softmax family through the project's evaluator (``pytest -m gpu``):
 correctness of every transform's points and the rule book's plans on the awkward shapes and
-every distribution, and the plans timed beside ``torch.softmax``.
+every distribution, the bulk-copy points on theirs, and the plans timed beside
+``torch.softmax``.
 
 Written against the public evaluator API (``GpuEvaluator(family, compiler)``, ``measure``,
 ``vendor_us``), generic over the family's signature; figures go to ``$TUNEFORGE_GPU_OUT``.
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 from gpu_support import save
+from softmax_bulk_points import BULK_PICKS
 
 from kernels.base import Candidate, Dims
 from kernels.softmax import FAMILY, SoftmaxParams
-from kernels.softmax.rules import plan
+from kernels.softmax.rules import bulk_plan, plan
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -98,6 +100,50 @@ def test_points_correct_on_awkward_shapes_and_every_distribution(
     save("softmax_correctness", {"points": len(pts), "rows": rows})
     dists = {d.name for d in FAMILY.distributions}
     assert dists == {"normal", "large", "neg_inf", "constant"}
+    failures = [r for r in rows if r["status"] != "ok" or r["failed"]]
+    assert not failures, failures[:3]
+
+
+def bulk_points() -> list[tuple[str, SoftmaxParams]]:
+    """The hand-picked bulk-copy points and the rule book's bulk plans of the sweep."""
+    out = list(BULK_PICKS.items())
+    out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
+    unique: dict[SoftmaxParams, str] = {}
+    for label, p in out:
+        unique.setdefault(p.canonical(), label)
+    return [(label, p) for p, label in unique.items()]
+
+
+def test_bulk_points_correct_on_awkward_shapes_and_every_distribution(
+        evaluator: GpuEvaluator) -> None:
+    """The bulk-copy points (the copies, the mbarrier phases and the cluster's slices on the
+    GPU itself) at every one of their sanitizer shapes (rows sharing a vector, rows past a
+    CTA's pack, a row past what a CTA stages: the fallback), 16 rows of 262144, short rows
+    past one grid's units, and the family's edge shapes, every distribution."""
+    checked = GpuEvaluator.__new__(GpuEvaluator)
+    checked.__dict__.update(evaluator.__dict__)
+    checked.options = EvalOptions(timeout_s=60.0, edge_shapes=EDGE_SHAPES, bench=False)
+    pts = bulk_points()
+    futures = [evaluator.compile(p) for _, p in pts]
+    rows: list[dict[str, Any]] = []
+    for i, ((label, p), fut) in enumerate(zip(pts, futures, strict=True)):
+        compiled = fut.result()
+        assert compiled.status == "ok", (label, compiled.error)
+        assert not compiled.spill_bytes, (label, compiled.spill_bytes)
+        shapes: list[Any] = FAMILY.sanitizer_shapes(p)
+        shapes += [dims(16, 262144) if p.cluster > 1 else dims(70001, 131),
+                   dims(p.rows_per_cta * 5 + 1, 1023)]
+        for j, shape in enumerate(shapes):
+            # the edge shapes once a point (its first shape), every distribution at each shape
+            opts = None if j == 0 else replace(checked.options, edge_shapes=())
+            m = checked.measure(p, compiled, shape=shape, iteration=i, seed=23, verify=True,
+                                options=opts)
+            cases = (m.correctness or {}).get("cases", [])
+            rows.append({"label": label, "params": p.to_dict(), "shape": str(shape),
+                         "status": m.status, "error": m.error,
+                         "failed": [c for c in cases if not c.get("passed")]})
+    save("softmax_bulk_correctness", {"points": len(pts), "rows": rows})
+    assert len(pts) >= len(BULK_PICKS)
     failures = [r for r in rows if r["status"] != "ok" or r["failed"]]
     assert not failures, failures[:3]
 

@@ -18,9 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from softmax_bulk_points import BULK_PICKS
 
 from kernels.base import Dims, LaunchConfig
 from kernels.softmax import FAMILY, SoftmaxParams
+from kernels.softmax.params import BULK_SMEM_CAP
 from kernels.softmax.rules import plan
 
 SIMT = Path(__file__).resolve().parent / "simt"
@@ -47,6 +49,21 @@ POINTS = {
     "cluster 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=2,
                                   passes=1, chunks=4, load_hint=1, store_hint=True),
 }
+#: bulk-copy points: a CTA a row, clusters, rows packed (parts of a warp and several warps on a
+#: row), pieces from 1 to 8, their two-pass fallback scalar and float4
+BULK_POINTS = {
+    "bulk, CTA a row, 4 pieces": P(block_threads=64, row_threads=64, vec=4, bulk=4, unroll=2),
+    "bulk, cluster 2, 2 pieces, hints": P(block_threads=32, row_threads=32, cluster=2, vec=4,
+                                          bulk=2, load_hint=3, store_hint=True),
+    "bulk, cluster 8, 8 pieces, scalar": P(block_threads=32, row_threads=32, cluster=8, vec=1,
+                                           bulk=8, unroll=4),
+    "bulk, 8 threads a row, 4 rows": P(block_threads=32, row_threads=8, vec=4, bulk=1),
+    "bulk, 4 threads a row, 16 rows, 2 pieces": P(block_threads=64, row_threads=4, vec=2,
+                                                  bulk=2, unroll=2, load_hint=1),
+    "bulk, 2 warps a row, 2 rows, 8 pieces": P(block_threads=128, row_threads=64, vec=4,
+                                               bulk=8, unroll=4, load_hint=2),
+    "bulk, the 65536x128 pick": BULK_PICKS["rt8x256"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +79,13 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     source = FAMILY.render(p) if p is not None else FAMILY.reference_source()
     source = re.sub(r"__shared__ (\w+) (\w+)\[(.+?)\];",
                     r'\1* \2 = simt::shared<\1>("\2", \3);', source)
+    # the bulk-copy path: dynamic shared memory of the launch's size, the host's copies and
+    # mbarriers (tests/simt/simt.h) for the PTX wrappers
+    source = source.replace("extern __shared__ float4 stage[];",
+                            'float4* stage = simt::shared<float4>("stage", simt::dyn_smem / 16);')
+    source, count = re.subn(r"// ---- bulk-copy PTX \(sm_90\) ----\n.*?// ---- end of bulk-copy "
+                            r"PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.bulk else 0)
     # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
     source, count = re.subn(r"__device__ __forceinline__ float\d? ld_na\(.*?return v; \}\n",
                             "", source, flags=re.S)
@@ -96,13 +120,17 @@ def inputs(dist: str, rows: int, cols: int, rng: random.Random) -> list[float]:
 
 
 def run(binary: Path, p: SoftmaxParams, rows: int, cols: int, x: list[float], xoff: int,
-        yoff: int, work: Path) -> list[float]:
+        yoff: int, work: Path, units: int | None = None) -> list[float]:
+    """``units``: launch that many row units instead of the launch's (a grid-stride loop)."""
     launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
     assert isinstance(launch, LaunchConfig)
+    if units is not None:
+        launch = replace(launch, grid=(units * p.cluster, 1, 1))
     (work / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
     done = subprocess.run(
         [str(binary), str(rows), str(cols), str(xoff), str(yoff), str(launch.grid[0]),
-         str(launch.block[0]), str(p.cluster), str(work / "x.bin"), str(work / "y.bin")],
+         str(launch.block[0]), str(p.cluster), str(work / "x.bin"), str(work / "y.bin"),
+         str(launch.dynamic_smem_bytes)],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     data = (work / "y.bin").read_bytes()
@@ -154,6 +182,46 @@ def test_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
         worst, norm = judge(x, y, rows, cols)
         assert worst <= TOL, (rows, cols, dist, xoff, yoff, worst)
         assert norm <= TOL, (rows, cols, dist, xoff, yoff, norm)
+
+
+def bulk_cases(p: SoftmaxParams) -> list[tuple[int, int, str, int, int]]:
+    """Rows of every length class for a bulk-copy point: under a vector, under one vector a
+    CTA of the cluster (empty slices), a tail, cols % 4 != 0 (misaligned rows, rows sharing a
+    vector), more rows than a CTA packs, misaligned x (and y aligned unlike it), and one row
+    past the shared memory a CTA may have (the two-pass fallback)."""
+    q = p.canonical()
+    rpc = q.rows_per_cta
+    past = BULK_SMEM_CAP // 4 * q.cluster // rpc + 64
+    return [(1, 1, "normal", 0, 0), (3, 3, "neg_inf", 1, 1), (2, 5 * q.cluster, "normal", 0, 0),
+            (2 * rpc + 1, 67, "large", 0, 0), (rpc + 3, 1027, "neg_inf", 3, 3),
+            (rpc, 4098, "constant", 2, 2), (3, 1030, "normal", 1, 0), (3, 777, "neg_inf", 0, 2),
+            (max(1, rpc // 2), 4096 * q.cluster + 4, "normal", 0, 0),
+            (1, past, "normal", 1, 1)]
+
+
+@pytest.mark.parametrize("name", list(BULK_POINTS))
+def test_bulk_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """The bulk-copy kernel's tiles (slices of a row over a cluster, packed rows), its pieces
+    and their mbarrier phases, the partial vectors at a tile's ends, masked rows, x and y
+    aligned differently, the fallback past the shared memory, and a grid smaller than the rows
+    (every CTA on several tiles: the phases' parity flips)."""
+    p = BULK_POINTS[name]
+    assert FAMILY.validate(p) is None
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    rpc = p.canonical().rows_per_cta
+    cases: list[tuple[int, int, str, int, int, int | None]] = [
+        (*c, None) for c in bulk_cases(p)]
+    cases += [(5 * rpc + 1, 131, "neg_inf", 1, 1, 2), (4 * rpc + 3, 36, "normal", 0, 0, 1)]
+    for rows, cols, dist, xoff, yoff, units in cases:
+        launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
+        assert isinstance(launch, LaunchConfig)
+        assert (launch.dynamic_smem_bytes > 0) == (cols * rpc < BULK_SMEM_CAP // 4 * p.cluster)
+        x = inputs(dist, rows, cols, rng)
+        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
+        worst, norm = judge(x, y, rows, cols)
+        assert worst <= TOL, (rows, cols, dist, xoff, yoff, units, worst)
+        assert norm <= TOL, (rows, cols, dist, xoff, yoff, units, norm)
 
 
 def test_points_cover_every_path() -> None:

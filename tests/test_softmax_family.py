@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from softmax_bulk_points import BULK_PICKS
 
 from kernels import get_family
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
 from kernels.family import KernelFamily, describe
 from kernels.softmax import DOMAINS, FAMILY, MAX_ELEMENTS, SoftmaxParams, vendor
-from kernels.softmax.params import MAX_UNITS
-from kernels.softmax.rules import plan
+from kernels.softmax.params import BULK_SMEM_CAP, MAX_UNITS, bulk_smem_bytes
+from kernels.softmax.rules import BULK_MIN_COLS, bulk_plan, plan
 from worker.compile import Compiler, CompileResult
 
 ROOT = Candidate(FAMILY.baseline)
@@ -121,6 +122,7 @@ def applied(start: SoftmaxParams, text: str) -> Candidate | Rejection:
     (FAMILY.baseline, "apply_register_row(8)", "chunks", 8),
     (FAMILY.baseline, "apply_unroll(4)", "unroll", 4),
     (FAMILY.baseline, "apply_cache_hints(3, true)", "load_hint", 3),
+    (replace(BLOCK_ROW, cluster=4), "apply_bulk_copy(4)", "bulk", 4),
 ])
 def test_every_transform_applies(start: SoftmaxParams, text: str, name: str, value: Any) -> None:
     result = applied(start, text)
@@ -137,7 +139,7 @@ def test_transform_names_cover_the_brief() -> None:
     names = set(FAMILY.transforms.names())
     assert {"apply_vectorize", "set_threads_per_row", "apply_rows_per_cta", "apply_cluster",
             "set_passes", "apply_register_row", "apply_unroll", "apply_cache_hints",
-            "revert_last"} <= names
+            "apply_bulk_copy", "revert_last"} <= names
     for spec in FAMILY.transforms:
         for arg in spec.args:
             if arg.field is not None:
@@ -211,13 +213,78 @@ def test_random_points_launch_or_are_rejected_with_a_reason(p: SoftmaxParams,
     assert gx % q.cluster == 0
     assert launch.block == (q.block_threads, 1, 1)
     assert q.block_threads <= 1024
-    assert launch.dynamic_smem_bytes == 0
+    need = bulk_smem_bytes(q, d["cols"]) if q.bulk else 0
+    assert launch.dynamic_smem_bytes == (need if need <= BULK_SMEM_CAP else 0)
+    assert launch.dynamic_smem_bytes <= FAMILY.dynamic_smem_bytes(q) <= FAMILY.max_smem_limit(
+        "sm_90")
     assert launch.workspace_bytes == 0
     units = gx // q.cluster
     assert units * q.rows_per_cta >= d["rows"] or units == MAX_UNITS
     assert q.estimated_registers <= q.register_limit
     if q.cluster > 1:
         assert q.row_threads == q.block_threads
+
+
+def test_bulk_copy_validity_and_its_shared_memory() -> None:
+    p = replace(BLOCK_ROW, cluster=4, bulk=4)
+    assert FAMILY.validate(p) is None
+    q = p.canonical()
+    assert (q.passes, q.chunks) == (2, 1)  # its fallback is the two-pass loop
+    for arch in ("sm_80", "sm_86"):
+        rejection = FAMILY.validate(replace(p, cluster=1), arch)
+        assert isinstance(rejection, Rejection)
+        assert rejection.reason == "bulk_copy_needs_sm90"
+        assert rejection.figures["arch"] == arch
+    assert FAMILY.dynamic_smem_bytes(p) == BULK_SMEM_CAP
+    assert FAMILY.dynamic_smem_bytes(BLOCK_ROW) == 0
+    # a slice of a row over the cluster: (cols + 6) // 4 vectors whatever the alignment of x
+    launch = FAMILY.launch(p, dims(2048, 65536))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == 16 * -(-(65536 + 6) // 4 // 4) == 65552
+    # rows packed: the CTA's rows in one tile; past the cap, no shared memory (the fallback)
+    packed = SoftmaxParams(block_threads=256, row_threads=8, vec=4, bulk=1)
+    launch = FAMILY.launch(packed, dims(65536, 128))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == 16 * ((32 * 128 + 6) // 4)
+    launch = FAMILY.launch(packed, dims(64, 4096))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == 0
+    # the 1000003-column edge shape takes the fallback even over 8 CTAs
+    launch = FAMILY.launch(replace(p, cluster=8), dims(3, 1000003))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == 0
+
+
+#: sha256 over (JSON, rendered source) of every point of space(), taken on main at 7e7958e
+#: before the bulk-copy path existed: the seed space renders the same bytes and keys
+SPACE_RENDER_DIGEST = "ec84f0eccf838213571b66ef879007038449963163c7d7c044c5b3bd21eca33e"
+
+
+def test_points_without_bulk_copies_render_and_key_as_before() -> None:
+    import hashlib
+    import json
+
+    digest = hashlib.sha256()
+    for p in FAMILY.space():
+        assert "bulk" not in p.to_dict()
+        digest.update(json.dumps(p.to_dict(), sort_keys=True).encode())
+        digest.update(FAMILY.render(p).encode())
+    assert digest.hexdigest() == SPACE_RENDER_DIGEST
+    assert "cp.async.bulk" not in FAMILY.render(BLOCK_ROW)
+    assert "cp.async.bulk" in FAMILY.render(replace(BLOCK_ROW, bulk=2))
+    assert FAMILY.params_from_dict({**BLOCK_ROW.to_dict(), "bulk": 0}) == BLOCK_ROW
+    # every point of the replay dataset keeps its key
+    import gzip
+
+    [dataset] = FAMILY.replay_datasets()
+    with gzip.open(str(dataset), "rt") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    params = [r["params"] for r in records if isinstance(r.get("params"), dict)]
+    assert params
+    for d in params:
+        assert FAMILY.params_from_dict(d).to_dict() == SoftmaxParams.from_dict(d).canonical(
+        ).to_dict()
+        assert "bulk" not in FAMILY.params_from_dict(d).to_dict()
 
 
 def test_sample_and_space_are_valid_and_distinct() -> None:
@@ -281,6 +348,8 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
                 if isinstance(result, Candidate):
                     out.append((str(action), result.params))
     out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
+    out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
+    out += [(f"bulk {name}", p) for name, p in BULK_PICKS.items()]
     out += [("random", p) for p in FAMILY.sample(random.Random(11), 8)]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
@@ -303,10 +372,12 @@ def test_every_transform_compiles(built: list[Built]) -> None:
 
 
 def test_register_held_points_do_not_spill(built: list[Built]) -> None:
-    """The one-pass points keep the row in registers: a spill puts it back in memory."""
+    """The one-pass points keep the row in registers: a spill puts it back in memory; the
+    bulk-copy points spill nothing either."""
     spilled = [(b.label, b.params, b.result.spill_bytes) for b in built
-               if b.params.passes == 1 and (b.result.spill_bytes or 0) > 0]
+               if (b.params.passes == 1 or b.params.bulk) and (b.result.spill_bytes or 0) > 0]
     assert not spilled
+    assert len([b for b in built if b.params.bulk]) >= 10
     for b in built:
         assert b.result.regs_per_thread is not None
         assert b.result.regs_per_thread <= b.params.register_limit
@@ -466,10 +537,83 @@ def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
     assert p.passes == 1
     assert p.block_threads * p.estimated_registers > 32768
     found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
-    two = [(t, r) for t, r in found if destination(p, t).passes == 2]
+    two = [(t, r) for t, r in found
+           if destination(p, t).passes == 2 and not destination(p, t).bulk]
     assert two
     assert "L2" in two[0][1]
     assert "92 registers" in two[0][1]
     # a plan with two CTAs an SM is not offered it
     q = plan(1024, 131072)
-    assert not [t for t, _ in moves(q, 1024, 131072) if destination(q, t).passes == 2]
+    assert not [t for t, _ in moves(q, 1024, 131072)
+                if destination(q, t).passes == 2 and not destination(q, t).bulk]
+
+
+@pytest.mark.parametrize(("rows", "cols"), [r for r in SWEEP if r[1] >= BULK_MIN_COLS])
+def test_long_rows_are_offered_the_bulk_copy_point_after_the_plan(rows: int, cols: int) -> None:
+    for start in (FAMILY.baseline, plan(rows, cols)):
+        found = moves(start, rows, cols)
+        bulk = [(i, t, r) for i, (t, r) in enumerate(found) if destination(start, t).bulk]
+        assert bulk, found[:3]
+        i, text, reason = bulk[0]
+        assert i <= 1
+        q = destination(start, text)
+        assert q == bulk_plan(rows, cols)
+        assert "apply_bulk_copy(4)" in text
+        assert "bulk async copies" in reason
+        assert bulk_smem_bytes(q, cols) <= BULK_SMEM_CAP
+        assert -(-rows // q.rows_per_cta) * q.cluster >= 128
+    # from a bulk point, the plan is reached by turning the copies off first
+    staged = bulk_plan(rows, cols)
+    assert staged is not None
+    back = moves(staged, rows, cols)
+    assert back[0][0].startswith("apply_bulk_copy(0)")
+    assert destination(staged, back[0][0]) == plan(rows, cols)
+
+
+def test_short_rows_are_offered_packed_bulk_copies() -> None:
+    found = moves(plan(65536, 128), 65536, 128)
+    staged = [t for t, _ in found if destination(plan(65536, 128), t).bulk]
+    assert staged
+    q = destination(plan(65536, 128), staged[0])
+    assert (q.row_threads, q.rows_per_cta, q.bulk) == (8, 32, 1)
+    assert bulk_plan(8192, 8192) is None
+    assert bulk_plan(3, 1000003) is None  # past what 8 CTAs stage
+
+
+def test_the_gpu_script_times_the_picked_bulk_points() -> None:
+    """docs/gpu-runs/2026-12-01-s11/softmax.sh names its points as JSON: each bulk one is a
+    point of tests/softmax_bulk_points.py, each is valid, and every pick is timed."""
+    import json
+    import re
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parent.parent / "docs" / "gpu-runs" / "2026-12-01-s11"
+              / "softmax.sh").read_text()
+    named = dict(re.findall(r"^(\w+)='(\{.*\})'$", script, flags=re.M))
+    points = {name: FAMILY.params_from_dict(json.loads(text)) for name, text in named.items()}
+    assert all(FAMILY.validate(p) is None for p in points.values())
+    picks = {name: p.canonical() for name, p in BULK_PICKS.items()}
+    bulk = {name: p for name, p in points.items() if p.bulk}
+    assert set(bulk.values()) == set(picks.values())
+    for name in named:
+        assert f'"${name}"' in script, name
+    assert "test_points_correct_on_awkward_shapes_and_every_distribution" in script
+    assert "test_bulk_points_correct_on_awkward_shapes_and_every_distribution" in script
+
+
+def test_bulk_sanitizer_shapes_stage_a_tile_and_take_the_fallback() -> None:
+    """A bulk point's sanitizer shapes end with rows past one CTA's pack whose tiles are staged
+    (cols % 4 == 3) and a row just past what a CTA may stage (the two-pass fallback)."""
+    points = [p for p in FAMILY.sample(random.Random(5), 300) if p.bulk]
+    points += [p.canonical() for p in BULK_PICKS.values()]
+    assert len(points) > 50
+    for p in points:
+        staged, past = FAMILY.sanitizer_shapes(p)[-2:]
+        assert staged["rows"] > p.rows_per_cta
+        assert staged["cols"] % 4 == 3
+        assert bulk_smem_bytes(p, staged["cols"]) <= BULK_SMEM_CAP, p
+        assert bulk_smem_bytes(p, past["cols"]) > BULK_SMEM_CAP, p
+        for shape in (staged, past):
+            launch = FAMILY.launch(p, shape)
+            assert isinstance(launch, LaunchConfig)
+            assert (launch.dynamic_smem_bytes > 0) == (shape is staged)

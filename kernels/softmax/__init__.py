@@ -38,6 +38,7 @@ from kernels.family import (
 )
 from kernels.softmax.params import (
     BASELINE,
+    BULK_SMEM_CAP,
     DOMAINS,
     KERNEL_NAME,
     SEED_DOMAINS,
@@ -171,8 +172,8 @@ class Softmax(FamilyBase):
             params_json=json.dumps(p.to_dict(), sort_keys=True))
 
     def compile_arch(self, params: SoftmaxParams, arch: str) -> str:
-        """``arch`` itself: clusters need sm_90 (checked by :meth:`validate`), nothing needs
-        the ``a`` features."""
+        """``arch`` itself: clusters and bulk copies (``cp.async.bulk``, mbarriers) need sm_90
+        (checked by :meth:`validate`), nothing needs the ``a`` features."""
         return arch
 
     def max_smem_limit(self, arch: str) -> int:
@@ -180,8 +181,10 @@ class Softmax(FamilyBase):
         return max_smem_limit(arch)
 
     def dynamic_smem_bytes(self, params: SoftmaxParams) -> int:
-        """None: the reductions use a few words of static shared memory."""
-        return 0
+        """The most dynamic shared memory a launch of ``params`` asks for: a bulk-copy point's
+        :data:`~kernels.softmax.params.BULK_SMEM_CAP` (each launch asks for what its shape
+        stages, :meth:`launch`), none otherwise (the reductions use a few static words)."""
+        return params.canonical().smem_bytes
 
     def threads_per_block(self, params: SoftmaxParams) -> int:
         """Threads of one CTA."""
@@ -189,7 +192,8 @@ class Softmax(FamilyBase):
 
     def launch(self, params: SoftmaxParams, dims: Dims, sm_count: int = DEFAULT_SM_COUNT
                ) -> LaunchConfig | Rejection:
-        """Grid (row units x cluster size), block and no dynamic shared memory at ``dims``."""
+        """Grid (row units x cluster size), block, and the dynamic shared memory a bulk-copy
+        point stages at ``dims`` (none for the others, or past what a CTA may have)."""
         return launch_config(params, dims, sm_count)
 
     # -- correctness ------------------------------------------------------------------------
@@ -216,10 +220,18 @@ class Softmax(FamilyBase):
     def sanitizer_shapes(self, params: SoftmaxParams) -> list[Dims]:
         """1x1; a few rows of 4098 (misaligned row starts, a tail); rows past one CTA's pack
         with a row one vector past the register-held capacity (the fallback) and one just
-        within it."""
+        within it; for a bulk-copy point, staged rows of cols % 4 != 0 and a row past what a CTA
+        may stage (its fallback)."""
         p = params.canonical()
         shapes = [_dims(1, 1), _dims(3, 4098), _dims(2 * p.rows_per_cta + 1, 67)]
-        if p.passes == 1:
+        if p.bulk:
+            # tiles staged in shared memory with cols % 4 == 3 (rows sharing a vector, every
+            # misalignment) past one CTA's pack, and a row just past what a CTA may stage (the
+            # two-pass fallback)
+            fits = BULK_SMEM_CAP // 4 * p.cluster // p.rows_per_cta
+            staged = min(4096 * p.cluster, fits // 2) // 4 * 4 + 7
+            shapes += [_dims(p.rows_per_cta + 3, staged), _dims(2, fits + 4)]
+        elif p.passes == 1:
             # rows of 8 or more: a -inf fill never covers a whole row (kernels.family.FILL_KINDS)
             shapes += [_dims(3, max(8, p.capacity - 3)), _dims(2, p.capacity + p.vec + 1)]
         else:

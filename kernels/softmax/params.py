@@ -7,6 +7,13 @@ are, and how many passes over global memory the kernel makes: 3 (max, sum, write
 max and sum, then read again and write) or 1 (the row held in registers, ``chunks`` vectors a
 thread; a row longer than that capacity takes the two-pass loop of the same kernel, so every
 point runs at every shape).
+
+``bulk`` > 0 stages the row in shared memory instead: a CTA's part of it (its slice of a row
+spread over a cluster, or the ``rows_per_cta`` consecutive rows it packs) comes in with Hopper
+bulk async copies (``cp.async.bulk``), ``bulk`` pieces each completing on its own mbarrier and
+reduced (online max and sum) as it lands, then normalized from shared memory and written: one
+read and one write of global memory. A shape whose part does not fit the shared memory a CTA
+may have runs the same kernel's two-pass loop (the launch then asks for no shared memory).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ MAX_UNITS = 1 << 24
 #: dynamic shared memory a CTA may ask for (opt-in), by arch
 _SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
                "sm_90": 227 * 1024}
+#: dynamic shared memory a bulk-copy point asks for at most: sm_90's 227 KB opt-in less 2 KB
+#: for the static words (reductions, mbarriers); a part that needs more takes the two-pass loop
+BULK_SMEM_CAP = 227 * 1024 - 2048
 
 DOMAINS: dict[str, tuple[Any, ...]] = {
     "block_threads": (32, 64, 128, 256, 512, 1024),
@@ -42,11 +52,16 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "unroll": (1, 2, 4, 8),
     "load_hint": (0, 1, 2, 3),
     "store_hint": (False, True),
+    "bulk": (0, 1, 2, 4, 8),
 }
+#: Fields added after the replay dataset and the first campaigns were recorded: left out of
+#: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
+#: that do not use them keep their JSON and keys byte for byte.
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
-    "load_hint": (0,), "store_hint": (False,),
+    "load_hint": (0,), "store_hint": (False,), "bulk": (0,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -65,10 +80,15 @@ class SoftmaxParams:
     unroll: int = 1
     load_hint: int = 0
     store_hint: bool = False
+    bulk: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
+        """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
+        out = asdict(self)
+        for name, default in KEY_OMITTED_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SoftmaxParams:
@@ -82,7 +102,10 @@ class SoftmaxParams:
 
     def canonical(self) -> SoftmaxParams:
         """The same kernel with the fields it does not read at their defaults (``chunks`` only
-        matters to the one-pass kernel)."""
+        matters to the one-pass kernel; a bulk-copy point's fallback is the two-pass loop, so
+        its ``passes`` is 2)."""
+        if self.bulk and (self.passes, self.chunks) != (2, 1):
+            return replace(self, passes=2, chunks=1)
         if self.passes != 1 and self.chunks != 1:
             return replace(self, chunks=1)
         return self
@@ -110,7 +133,10 @@ class SoftmaxParams:
 
     @property
     def held_floats(self) -> int:
-        """Floats of the row a thread keeps in registers (one pass) or has in flight."""
+        """Floats of the row a thread keeps in registers (one pass) or has in flight (the
+        streaming loops; a bulk-copy point's loops over shared memory take float4)."""
+        if self.bulk:
+            return self.unroll * max(self.vec, 4)
         if self.passes == 1:
             return self.chunks * self.vec + self.extra_slots
         return self.unroll * self.vec
@@ -127,11 +153,23 @@ class SoftmaxParams:
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory (none: the reductions use a few static words)."""
-        return 0
+        """Dynamic shared memory the point may ask for: :data:`BULK_SMEM_CAP` for a bulk-copy
+        point (a launch asks for what its shape needs, :func:`bulk_smem_bytes`), else none
+        (the reductions use a few static words)."""
+        return BULK_SMEM_CAP if self.bulk else 0
 
 
 BASELINE = SoftmaxParams()
+
+
+def bulk_smem_bytes(params: SoftmaxParams, cols: int) -> int:
+    """Shared memory a bulk-copy CTA stages at ``cols`` columns: the 16-byte vectors its part
+    can span whatever the alignment of x (``n`` floats span at most ``(n + 6) // 4``): a
+    cluster's slice of a row, ``ceil(vectors / cluster)``, or ``rows_per_cta`` whole rows. The
+    kernel computes the same figure and takes the two-pass loop when its launch gave less."""
+    if params.cluster > 1:
+        return 16 * -(-((cols + 6) // 4) // params.cluster)
+    return 16 * ((params.rows_per_cta * cols + 6) // 4)
 
 
 def arch_number(arch: str) -> int:
@@ -171,6 +209,17 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
+    if p.bulk:
+        if arch_number(arch) < 90:
+            return Rejection("bulk_copy_needs_sm90",
+                             f"bulk async copies (cp.async.bulk, mbarrier) need sm_90 or later, "
+                             f"not {arch}", {"bulk": p.bulk, "arch": arch})
+        if BULK_SMEM_CAP + 2048 > max_smem_limit(arch):
+            return Rejection(
+                "bulk_smem_over_limit",
+                f"a bulk-copy CTA may stage {BULK_SMEM_CAP} bytes, over the "
+                f"{max_smem_limit(arch)} bytes of shared memory a CTA of {arch} may have",
+                {"smem_bytes": BULK_SMEM_CAP, "max_smem_limit": max_smem_limit(arch)})
     if p.passes == 1 and p.chunks * p.vec > 128:
         return Rejection(
             "row_in_registers_too_long",
@@ -193,13 +242,19 @@ def launch_config(params: SoftmaxParams, dims: Dims,
                   sm_count: int = DEFAULT_SM_COUNT) -> LaunchConfig | Rejection:
     """Grid x = row units x cluster (a multiple of the cluster size, as ``__cluster_dims__``
     wants), one CTA of ``block_threads``; rows past ``MAX_UNITS`` units go round the
-    grid-stride loop. ``sm_count`` does not change the grid."""
+    grid-stride loop. A bulk-copy point asks for the shared memory its shape stages
+    (:func:`bulk_smem_bytes`) when that is within :data:`BULK_SMEM_CAP`, else for none (its
+    two-pass loop). ``sm_count`` does not change the grid."""
     rejection = validate(params)
     if rejection is not None:
         return rejection
     p = params.canonical()
     units = min(-(-dims["rows"] // p.rows_per_cta), MAX_UNITS)
-    return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), 0)
+    smem = 0
+    if p.bulk:
+        need = bulk_smem_bytes(p, dims["cols"])
+        smem = need if need <= BULK_SMEM_CAP else 0
+    return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem)
 
 
 #: the fields each kernel path reads
@@ -209,6 +264,9 @@ PATH_FIELDS: dict[int, tuple[str, ...]] = {
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
 }
+#: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop)
+BULK_FIELDS = ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint",
+               "store_hint", "bulk")
 
 
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
@@ -219,6 +277,12 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
         names = PATH_FIELDS[passes]
         for values in itertools.product(*(domains[n] for n in names)):
             point = SoftmaxParams(passes=passes, **dict(zip(names, values, strict=True)))
+            if validate(point, arch) is None:
+                yield point
+    if any(domains.get("bulk", (0,))):
+        bulk_domains = {**domains, "bulk": tuple(b for b in domains["bulk"] if b)}
+        for values in itertools.product(*(bulk_domains[n] for n in BULK_FIELDS)):
+            point = SoftmaxParams(**dict(zip(BULK_FIELDS, values, strict=True))).canonical()
             if validate(point, arch) is None:
                 yield point
 

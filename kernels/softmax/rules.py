@@ -17,15 +17,24 @@ In order:
    passes in small CTAs where the rows in flight fit the L2 (the re-read stays on chip);
 4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
 5. the unroll of the streaming loops (two-pass points), then cache hints last.
+
+Right after the plan, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
+:data:`BULK_MAX_SHORT_COLS`, the bulk-copy point of the shape (:func:`bulk_plan`): the CTA's
+part of the rows staged in shared memory by bulk async copies, reduced piece by piece as they
+land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into slices of at most
+:data:`BULK_SLICE_FLOATS` floats (several CTAs an SM), widened while ``rows x cluster`` is under
+twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contiguous bytes of
+shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
 from kernels.family import RuleContext
-from kernels.softmax.params import SoftmaxParams, validate
+from kernels.softmax.params import BULK_SMEM_CAP, SoftmaxParams, bulk_smem_bytes, validate
 from kernels.softmax.transforms import TRANSFORMS
 
 #: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
@@ -44,6 +53,15 @@ MAX_CLUSTER = 8
 SM_REGISTERS = 65536
 #: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
 L2_BYTES = 50 * 1024 * 1024
+
+
+#: rows of at least this many columns are offered the bulk-copy point (register-held plans
+#: measured 68-78 % of the copy rate from 65536 columns: docs/GPU.md, session 10)
+BULK_MIN_COLS = 32768
+#: rows of at most this many columns are offered the packed bulk-copy point
+BULK_MAX_SHORT_COLS = 256
+#: floats of a row one CTA of the long-row bulk point stages at most (64 KB: three CTAs an SM)
+BULK_SLICE_FLOATS = 16384
 
 
 def _pow2_at_least(n: float) -> int:
@@ -83,6 +101,24 @@ def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParam
     return point
 
 
+def bulk_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParams | None:
+    """The bulk-copy point the rule book offers at ``rows x cols`` (module docstring), or None
+    between the two classes of rows or where a cluster of :data:`MAX_CLUSTER` CTAs cannot stage
+    the row."""
+    if cols <= BULK_MAX_SHORT_COLS:
+        return SoftmaxParams(block_threads=256, row_threads=8, vec=4, bulk=1, passes=2)
+    if cols < BULK_MIN_COLS:
+        return None
+    cluster = min(MAX_CLUSTER, _pow2_at_least(cols / BULK_SLICE_FLOATS))
+    while rows * cluster < 2 * sm_count and cluster < MAX_CLUSTER:
+        cluster *= 2
+    point = SoftmaxParams(block_threads=WIDE_THREADS, row_threads=WIDE_THREADS, cluster=cluster,
+                          vec=4, bulk=4, passes=2, unroll=2)
+    if bulk_smem_bytes(point, cols) > BULK_SMEM_CAP or validate(point) is not None:
+        return None
+    return point
+
+
 def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
     """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
     thread, else the estimate)."""
@@ -95,15 +131,17 @@ def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None
     node = Candidate(params)
     want = SoftmaxParams(**{**params.to_dict(), **target}).canonical()
     steps: list[Action] = []
-    order = [Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
+    order = [Action("apply_bulk_copy", (0,)) if params.bulk and not want.bulk else None,
+             Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
              Action("apply_cluster", (want.cluster,)),
              Action("apply_vectorize", (want.vec,)),
-             (Action("apply_register_row", (want.chunks,)) if want.passes == 1
-              else Action("set_passes", (want.passes,))),
+             (None if want.bulk else Action("apply_register_row", (want.chunks,))
+              if want.passes == 1 else Action("set_passes", (want.passes,))),
              Action("apply_unroll", (want.unroll,)),
-             Action("apply_cache_hints", (want.load_hint, want.store_hint))]
+             Action("apply_cache_hints", (want.load_hint, want.store_hint)),
+             Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None]
     for action in order:
         if action is None:
             continue
@@ -159,7 +197,17 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     else:
         held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
                 f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
-    add(goal.to_dict(), f"plan for {rows}x{cols}: {held}")
+    add(asdict(goal), f"plan for {rows}x{cols}: {held}")
+    staged = bulk_plan(rows, cols, sms)
+    if staged is not None and p.bulk == 0:
+        slice_floats = -(-cols // staged.cluster) if staged.cluster > 1 else (
+            staged.rows_per_cta * cols)
+        add(asdict(staged),
+            f"stage the rows in shared memory by bulk async copies for {rows}x{cols}: "
+            f"{slice_floats} floats a CTA ({bulk_smem_bytes(staged, cols) // 1024} KB"
+            + (f", a cluster of {staged.cluster} on a row" if staged.cluster > 1 else
+               f", {staged.rows_per_cta} rows") + f") in {staged.bulk} piece(s), each reduced "
+            "as it lands: one read and one write of every element, no row in registers")
 
     # the plan's parts, one at a time
     if p.vec < 4:

@@ -146,6 +146,21 @@ def apply_cache_hints(candidate: Candidate, load: int, stream_stores: bool
                  load_hint=load, store_hint=stream_stores)
 
 
+@TRANSFORMS.register(
+    "apply_bulk_copy",
+    ArgSpec("pieces", DOMAINS["bulk"],
+            "stage the CTA's part of the rows in shared memory by this many bulk async copies "
+            "(cp.async.bulk on mbarriers, sm_90), each reduced as it lands; 0: off", "bulk"),
+    origin="expert",
+)
+def apply_bulk_copy(candidate: Candidate, pieces: int) -> Candidate | Rejection:
+    """Stage each CTA's part of its rows (a cluster's slice of a row, or the rows it packs) in
+    shared memory with ``pieces`` bulk async copies: one read and one write of global memory,
+    no row held in registers; a part past the shared memory of a CTA takes the two-pass
+    loop. ``0`` returns to the register and streaming kernels (two passes)."""
+    return _step(candidate, Action("apply_bulk_copy", (pieces,)), bulk=pieces)
+
+
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
     """Return to the parent candidate (its own lineage intact, so the chain replays)."""

@@ -1,7 +1,8 @@
-// Runs the rendered kernel on the host: main ROWS COLS XOFF YOFF GRID BLOCK CLUSTER IN OUT
+// Runs the rendered kernel on the host: main ROWS COLS XOFF YOFF GRID BLOCK CLUSTER IN OUT [SMEM]
 // (x read from IN at XOFF floats past a 64-byte boundary, y poisoned with NaN at YOFF, written
-// to OUT). Clusters run one after another, the CTAs of one cluster together. Built with
-// -DREFERENCE it runs the float64 reference instead and writes ref, then scale.
+// to OUT; SMEM: the launch's dynamic shared memory in bytes, default 0). Clusters run one
+// after another, the CTAs of one cluster together. Built with -DREFERENCE it runs the float64
+// reference instead and writes ref, then scale.
 #include <pthread.h>
 #include <thread>
 #ifdef REFERENCE
@@ -32,7 +33,8 @@ static void* run(void* arg)
 
 int main(int argc, char** argv)
 {
-    if (argc != 10) return 2;
+    if (argc != 10 && argc != 11) return 2;
+    if (argc == 11) simt::dyn_smem = (size_t)atoll(argv[10]);
     const int rows = atoi(argv[1]), cols = atoi(argv[2]), xoff = atoi(argv[3]),
               yoff = atoi(argv[4]), grid = atoi(argv[5]), block = atoi(argv[6]),
               cl = atoi(argv[7]);

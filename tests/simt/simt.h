@@ -4,8 +4,14 @@
 // arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
 // map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
 // through __ldg / __ldcs / __stcs abort on a misaligned address, as the GPU would fault.
+// Bulk copies (the test removes the kernel's PTX wrappers): a copy is a memcpy that completes
+// its mbarrier's phase at once, checked for what cp.async.bulk requires (16-byte aligned
+// addresses, a size that is a positive multiple of 16, inside the dynamic shared memory the
+// launch gave); waits spin on the phase parity. The async proxy's ordering is not modelled.
 #pragma once
+#include <atomic>
 #include <barrier>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 #include <algorithm>
@@ -46,6 +53,7 @@ struct Cluster {
 inline thread_local Cta* cta = nullptr;
 inline thread_local Cluster* cluster = nullptr;
 inline thread_local int rank = 0;
+inline size_t dyn_smem = 0;   // the launch's dynamic shared memory (main's 11th argument)
 
 template <typename T> T* shared(const char* name, size_t count)
 {
@@ -94,3 +102,37 @@ inline float __shfl_xor_sync(unsigned, float v, int offset)
 template <typename T> inline T __ldg(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline T __ldcs(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline void __stcs(T* p, T v) { simt::check_aligned(p, sizeof(T)); *p = v; }
+
+// ---- bulk copies and mbarriers -------------------------------------------------------------
+inline std::atomic<uint64_t>* simt_phase(uint64_t* bar)
+{
+    return reinterpret_cast<std::atomic<uint64_t>*>(bar);
+}
+inline void mbar_init(uint64_t* bar, unsigned) { new (bar) std::atomic<uint64_t>(0); }
+inline void mbar_init_fence() {}
+inline void fence_proxy_async() {}
+inline unsigned dynamic_smem_bytes() { return (unsigned)simt::dyn_smem; }
+inline void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar)
+{
+    simt::check_aligned(dst, 16);
+    simt::check_aligned(src, 16);
+    const char* base;
+    {
+        std::lock_guard<std::mutex> g(simt::cta->lock);
+        base = simt::cta->arena.at("stage").data();
+    }
+    if (bytes == 0 || bytes % 16 != 0 || (char*)dst < base ||
+        (char*)dst + bytes > base + simt::dyn_smem) {
+        std::fprintf(stderr, "bad bulk copy of %u bytes at stage + %td (dynamic smem %zu)\n",
+                     bytes, (char*)dst - base, simt::dyn_smem);
+        std::abort();
+    }
+    std::memcpy(dst, src, bytes);
+    simt_phase(bar)->fetch_add(1, std::memory_order_release);
+}
+inline void mbar_arrive(uint64_t* bar) { simt_phase(bar)->fetch_add(1, std::memory_order_release); }
+inline void mbar_wait(uint64_t* bar, unsigned parity)
+{
+    while ((simt_phase(bar)->load(std::memory_order_acquire) & 1) == parity)
+        std::this_thread::yield();
+}

@@ -1,0 +1,23 @@
+"""The hand-picked bulk-copy points of the softmax family, CPU and GPU tests alike, and the
+ones ``docs/gpu-runs/2026-12-01-s11/softmax.sh`` times (imports nothing but the family, so that
+the GPU test collects on the device machine's lean environment)."""
+
+from __future__ import annotations
+
+from kernels.softmax import SoftmaxParams
+
+P = SoftmaxParams
+#: long rows: clusters of 4 or 8 CTAs a row (slices of 16K..32K floats), 4 or 8 pieces;
+#: short rows: 8 or 4 threads a row, 32 or 64 rows a CTA staged as one tile (40 registers:
+#: six CTAs of 256 threads or three of 512 an SM, 96 or 192 KB staged an SM at 128 columns)
+BULK_PICKS: dict[str, SoftmaxParams] = {
+    "c4x512": P(block_threads=512, row_threads=512, cluster=4, vec=4, bulk=4, unroll=2),
+    "c8x256": P(block_threads=256, row_threads=256, cluster=8, vec=4, bulk=4, unroll=2),
+    "c8x512": P(block_threads=512, row_threads=512, cluster=8, vec=4, bulk=4, unroll=2),
+    "c8x512p8": P(block_threads=512, row_threads=512, cluster=8, vec=4, bulk=8, unroll=2,
+                  store_hint=True),
+    "c8x1024p8": P(block_threads=1024, row_threads=1024, cluster=8, vec=4, bulk=8, unroll=2),
+    "rt8x256": P(block_threads=256, row_threads=8, vec=4, bulk=1),
+    "rt8x512p2": P(block_threads=512, row_threads=8, vec=4, bulk=2),
+    "rt4x256p2": P(block_threads=256, row_threads=4, vec=4, bulk=2),
+}
