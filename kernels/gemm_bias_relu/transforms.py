@@ -389,6 +389,23 @@ def apply_warp_specialization(candidate: Candidate, producers: int) -> Candidate
 
 
 @TRANSFORMS.register(
+    "apply_precision_split",
+    ArgSpec("scheme", DOMAINS["bf16_split"], "how the wgmma kernel splits its fp32 operands: "
+            "0 = tf32x3 (big + small TF32), 3 = bf16x3 (hi + lo bf16, three products), 6 = "
+            "bf16x6 (hi + mid + lo bf16, six products: tighter)", "bf16_split"),
+    origin="expert",
+)
+def apply_precision_split(candidate: Candidate, scheme: int) -> Candidate | Rejection:
+    """Choose the precision split of the wgmma kernel (``PRECISION_SCHEMES``): tf32x3 (0),
+    bf16x3 (3: each operand hi + lo in bf16, hi·hi + hi·lo + lo·hi by bf16 wgmma m64nNk16 into
+    fp32) or bf16x6 (6: hi + mid + lo, the six largest products). The bf16 schemes split both
+    operands once per tile into shared memory (the splitting threads transpose B on the way) and
+    run at twice TF32's tensor-core rate; their error class is ``precision.py``'s."""
+    action = Action("apply_precision_split", (scheme,))
+    return _needs_wgmma(candidate, action) or _step(candidate, action, bf16_split=scheme)
+
+
+@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),

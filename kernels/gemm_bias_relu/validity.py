@@ -82,6 +82,20 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"producers": params.producers, "wgmma": params.wgmma,
              "mma_window": params.mma_window, "tf32x3": params.tf32x3},
         )
+    if params.bf16_split and not (params.tf32x3 and params.wgmma):
+        return Rejection(
+            "requires_wgmma",
+            f"bf16_split={params.bf16_split} splits the wgmma kernel's operands, and "
+            + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
+            {"bf16_split": params.bf16_split, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
+        )
+    if params.bf16_split and params.frag_global:
+        return Rejection(
+            "bf16_split_frag_global",
+            "the bf16 split kernels read both operands from shared memory (split once per tile); "
+            "frag_global loads the TF32 kernel's B fragments from global memory: choose one",
+            {"bf16_split": params.bf16_split, "frag_global": True},
+        )
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
             "mma_window_frag_global",
