@@ -10,7 +10,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from bf16_points import BF3, BF3_LOCKSTEP, BF6, bf16_variants
+from bf16_points import BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, bf16_variants
 from sass_support import cuobjdump
 
 from agent.policies.base import key_of
@@ -123,6 +123,29 @@ def test_the_rendered_kernel_splits_once_per_tile_and_issues_bf16_wgmma() -> Non
     assert "constexpr int LOOK = NBUF - 2;" in lock
     # the tf32x3 template is untouched by the scheme
     assert "bf16" not in FAMILY.render(TF)
+
+
+def test_staged_producers_copy_by_cp_async_into_a_staging_buffer() -> None:
+    on = FAMILY.apply(Candidate(replace(BF3, stages=1).canonical()), "apply_async_copy(true)")
+    assert isinstance(on, Candidate)
+    assert on.params == BF3_STAGED
+    # two stages of split tiles, and the fp32 tile one ahead (128 x 64 + 64 x 128 floats)
+    assert BF3_STAGED.smem_bytes == 2 * 65536 + 4 * 64 * 256 + 1024
+    source = FAMILY.render(BF3_STAGED)
+    assert "cp.async.cg.shared.global" in source
+    assert "stage_in(0);" in source
+    assert "__ldg" not in source
+    # not in lockstep (no producers), not where the staging does not fit
+    rej = FAMILY.apply(Candidate(BF3_LOCKSTEP), "apply_async_copy(true)")
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "bf16_async_copy_producers"
+    rej = FAMILY.apply(Candidate(BF3), "apply_async_copy(true)")  # three stages + staging
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "smem_over_limit"
+    # the tf32x3 kernels still refuse it
+    rej = FAMILY.apply(Candidate(TF), "apply_async_copy(true)")
+    assert isinstance(rej, Rejection)
+    assert rej.reason == "tensor_core_kernel"
 
 
 def _sass_counts(sass: str) -> dict[str, int]:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from bf16_points import BF3, BF3_LOCKSTEP, BF6, bf16_variants
+from bf16_points import BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, bf16_variants
 from gpu_support import gpu_evaluator, save
 
 from core.evaluation import CompileResult, EvalOptions
@@ -140,7 +140,7 @@ def test_bf16_splits_pass_the_fp32_contract(evaluator: GpuEvaluator) -> None:
     worst: dict[str, dict[str, float]] = {}
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
-        if params in (BF3, BF3_LOCKSTEP, BF6):
+        if params in (BF3, BF3_LOCKSTEP, BF3_STAGED, BF6):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=31, verify=True)

@@ -348,7 +348,10 @@ class GemmParams:
         if self.tf32x3 and self.wgmma and self.bf16_split:  # the parts of A and B^T, 1 KB
             # aligned stages; + 1 KB for the alignment
             stage = self.bf16_parts * 2 * BF16_TILE_K * (self.tc_block_m + self.tc_block_n)
-            return self.wg_buffers * (-(-stage // 1024) * 1024) + 1024
+            # the staged producers' fp32 tile (async_copy)
+            staging = 4 * BF16_TILE_K * (self.tc_block_m + self.tc_block_n) if self.async_copy \
+                else 0
+            return self.wg_buffers * (-(-stage // 1024) * 1024) + staging + 1024
         if self.tf32x3 and self.wgmma:  # big + small A tiles, raw B tile, 1 KB aligned; + 1 KB
             a_tile = 4 * self.wgmma * WG_TILE_K
             b_tile = 0 if self.frag_global else 4 * WG_TILE_K * (self.tc_block_n + 8)
@@ -397,7 +400,9 @@ class GemmParams:
         (``a``/``b`` chunks of the A and B^T tiles from chunk ``a0``/``b0`` on)."""
         splitters = WG_THREADS * (self.producers or self.block_y)
         limit = BF16_CHUNKS_IN_FLIGHT
-        if self.producers and self.ws_registers[1] < 128:
+        if self.async_copy:  # staged producers: one chunk at a time from shared memory
+            limit = 1
+        elif self.producers and self.ws_registers[1] < 128:
             # producers cut down by setmaxnreg: ptxas 13.0 spills with more than two chunks'
             # loads in flight at 96 registers, none with two (bf16x6, three parts: one)
             limit = 2 if self.bf16_split == 3 else 1
@@ -428,7 +433,8 @@ class GemmParams:
     def canonical(self) -> GemmParams:
         """The same kernel with fields that do not matter set to their canonical values."""
         if self.tf32x3 and self.wgmma and self.bf16_split:
-            return replace(self, **TC_FIXED, **BF16_FIXED)
+            # async_copy stays: the warp-specialized kernel's staged producers (validity)
+            return replace(self, **{**TC_FIXED, "async_copy": self.async_copy, **BF16_FIXED})
         if self.tf32x3 and self.wgmma:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:

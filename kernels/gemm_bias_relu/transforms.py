@@ -218,7 +218,12 @@ def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Copy the SIMT kernel's tiles with ``cp.async`` (global to shared memory without passing
     through registers) into ``stages + 1`` buffers, one barrier per tile: with
     ``apply_double_buffer(2)`` a three-stage pipeline. A's elements land transposed, as the
-    register-staged kernel stores them, so the compute loop is unchanged."""
+    register-staged kernel stores them, so the compute loop is unchanged. On a warp-specialized
+    bf16 split kernel: the producers copy each fp32 tile one ahead by ``cp.async`` into a
+    staging buffer and split it from there (a whole tile in flight, not a register batch)."""
+    params: GemmParams = candidate.params
+    if params.tf32x3 and params.wgmma and params.bf16_split:
+        return _step(candidate, Action("apply_async_copy", (on,)), async_copy=on)
     return _simt_smem_step(candidate, Action("apply_async_copy", (on,)),
                            "the tensor-core kernels always copy by cp.async "
                            "(apply_double_buffer sets their buffers)", async_copy=on)

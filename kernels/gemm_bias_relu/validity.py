@@ -96,6 +96,13 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             "frag_global loads the TF32 kernel's B fragments from global memory: choose one",
             {"bf16_split": params.bf16_split, "frag_global": True},
         )
+    if params.bf16_split and params.async_copy and not params.producers:
+        return Rejection(
+            "bf16_async_copy_producers",
+            "async_copy on a bf16 split kernel stages the producers' fp32 tiles; the lockstep "
+            "kernel (producers=0) has no producers: apply_warp_specialization first",
+            {"bf16_split": params.bf16_split, "async_copy": True, "producers": 0},
+        )
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
             "mma_window_frag_global",

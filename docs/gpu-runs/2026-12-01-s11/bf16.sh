@@ -6,8 +6,8 @@
 #   2. speed: bf16 candidates and the tf32x3 campaign best at 4096³ and 8192³ against cuBLAS
 #      fp32 and three cuBLAS bf16 GEMMs composed, flushed median and sustained (>= 250 ms)
 #   3. calibration: each scheme's error class at K = 4096 and 8192 (precision.py's MEASURED)
-#   4. compute-sanitizer memcheck + racecheck on the warp-specialized and lockstep bf16x3 kernels
-#      and the bf16x6 one, at the family's sanitizer shapes and 4096³ (memcheck)
+#   4. compute-sanitizer memcheck + racecheck on the warp-specialized, lockstep and staged bf16x3
+#      kernels and memcheck on bf16x6, at the family's sanitizer shapes and 4096³ (memcheck)
 #   5. the tf32x3 wgmma GPU tests (their kernels render byte for byte as before), in what is left
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit 1
 export TUNEFORGE_HOME=/tmp/tfhome TUNEFORGE_GPU_OUT=$OUT/gpu
@@ -41,11 +41,11 @@ echo "== 3 calibration" | tee -a $log
 timeout -s KILL 60 python3 bench/precision_calibration.py --out $OUT 2>$OUT/3-calibration-err.txt | tee -a $log
 
 echo "== 4 compute-sanitizer" | tee -a $log
-timeout -s KILL 60 python3 - <<'PY' 2>&1 | tail -6 | tee -a $log
+timeout -s KILL 75 python3 - <<'PY' 2>&1 | tail -6 | tee -a $log
 import json, os, sys
 from pathlib import Path
 sys.path.insert(0, "tests")
-from bf16_points import BF3, BF3_LOCKSTEP, BF6
+from bf16_points import BF3, BF3_LOCKSTEP, BF3_STAGED, BF6
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler, target_arch
@@ -55,6 +55,7 @@ device = probe_gpu("0")
 records = []
 for label, p, tools in (("bf16x3 ws2", BF3, ("memcheck", "racecheck")),
                         ("bf16x3 lockstep", BF3_LOCKSTEP, ("memcheck", "racecheck")),
+                        ("bf16x3 staged", BF3_STAGED, ("memcheck", "racecheck")),
                         ("bf16x6 ws1", BF6, ("memcheck",))):
     c = compiler.compile(FAMILY.render(p), entry=FAMILY.name,
                          dynamic_smem_bytes=FAMILY.dynamic_smem_bytes(p),
