@@ -23,9 +23,11 @@ from kernels.gemm_bias_relu.params import PRECISION_SCHEMES
 CALIBRATION_KS = (4096, 8192)
 #: a scheme is offered where its error class times this fits the tolerance
 MARGIN = 3.0
-#: the schemes a rule may offer, fastest first (bf16x3: three bf16 products at twice TF32's
-#: rate; tf32x3: three TF32 products; bf16x6: six bf16 products); ``fp32`` is the SIMT kernel
-SPEED_ORDER = ("bf16x3", "tf32x3", "bf16x6")
+#: the schemes a rule may offer, most preferred first: bf16x3 (three bf16 products at twice
+#: TF32's MMA rate), bf16x6 (six bf16 products: tf32x3's MMA time, operands split once per tile),
+#: tf32x3 (three TF32 products, the kernel the tensor-core path arrives at, so always measured);
+#: ``fp32`` is the SIMT kernel
+PREFERENCE = ("bf16x3", "bf16x6", "tf32x3")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,6 @@ def fits(scheme: str, tolerance: float, margin: float = MARGIN) -> bool:
 
 
 def schemes_for(tolerance: float, margin: float = MARGIN) -> list[str]:
-    """The split schemes a campaign at ``tolerance`` may be offered, fastest first (empty: no
-    split fits, the SIMT fp32 kernel is the path)."""
-    return [s for s in SPEED_ORDER if fits(s, tolerance, margin)]
+    """The split schemes a campaign at ``tolerance`` may be offered, most preferred first
+    (:data:`PREFERENCE`; empty: no split fits, the SIMT fp32 kernel is the path)."""
+    return [s for s in PREFERENCE if fits(s, tolerance, margin)]
