@@ -264,8 +264,10 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
             moves.append(("change_block_config(128, 2)", "two warpgroups share each A tile "
                           "and its split: half the shared-memory traffic per product"))
         if p.stages < 2:
-            moves.append(("apply_double_buffer(2)", "four shared-memory buffers: three "
-                          "tiles in flight behind the warpgroup MMAs"))
+            moves.append(("apply_double_buffer(2)", "one more stage of split bf16 tiles "
+                          "ahead of the warpgroup MMAs" if p.bf16_split else
+                          "four shared-memory buffers: three tiles in flight behind the "
+                          "warpgroup MMAs"))
         if p.swizzle == 1:
             moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
                           "B tiles in L2"))
