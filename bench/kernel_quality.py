@@ -1,11 +1,15 @@
 """Kernel quality against cuBLAS on a GPU: given points, each at several shapes, same run.
 
     python bench/kernel_quality.py --params '{"smem": true, ...}' --label best \\
-        --shapes 4096x4096x4096,8192x8192x8192,2048x2048x2048,8192x1024x4096
+        --shapes 4096x4096x4096,8192x8192x8192,2048x2048x2048,8192x1024x4096 --out out/
 
-For every (point, shape): correctness on all three input distributions (verify mode) and the
-benchmark in the isolated child; cuBLAS fp32 (TF32 off, ``addmm`` + ``relu_``) timed in a
-separate process on the same GPU during the same run. Prints a table last and one JSON line.
+For every (point, shape): correctness on all three input distributions (verify mode), the
+protocol's flushed median (L2 flushed before each timed launch, median of run medians) and the
+sustained rate (back-to-back launches for at least ``--min-ms``, 250 by default) in the isolated
+child. Beside them at each shape, each in a process of its own on the same GPU during the same
+run, both figures of cuBLAS fp32 (TF32 off, ``addmm`` + ``relu_``) and of three cuBLAS bf16
+GEMMs composed (``bench/gemm_speed.py``). Prints a table last and one JSON line; writes
+``kernel_quality.json`` under ``--out`` when given.
 """
 
 from __future__ import annotations
@@ -15,14 +19,37 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.gemm_speed import baselines as measure_baselines  # noqa: E402
+from bench.gemm_speed import print_table, ratio, speed_row  # noqa: E402
 from core.evaluation import EvalOptions  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import GpuEvaluator  # noqa: E402
+
+#: a sustained run shorter than this does not see the clock the GPU holds under its power limit
+MIN_SUSTAINED_MS = 200.0
+
+
+def summarize(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """The row's figures against the baselines at its shape: ``x_cublas`` and
+    ``x_composition`` (their time over ours), flushed and ``_sustained``."""
+    perf, sus = row.get("perf") or {}, row.get("sustained") or {}
+    us, sus_us = perf.get("avg_us"), sus.get("us_per_launch")
+    cb, co = base.get("cublas") or {}, base.get("composition") or {}
+    corr = row.get("correctness") or {}
+    return {
+        "avg_us": us, "sustained_us": sus_us, "tflops": perf.get("throughput_tflops"),
+        "x_cublas": ratio(cb.get("avg_us"), us),
+        "x_cublas_sustained": ratio(cb.get("sustained_us"), sus_us),
+        "x_composition": ratio(co.get("avg_us"), us),
+        "x_composition_sustained": ratio(co.get("sustained_us"), sus_us),
+        "rel_err": corr.get("rel_err"), "max_scaled_err": corr.get("max_scaled_err"),
+    }
 
 
 def main() -> int:
@@ -33,16 +60,22 @@ def main() -> int:
     ap.add_argument("--shapes", default="4096x4096x4096,8192x8192x8192,2048x2048x2048,"
                                         "8192x1024x4096")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--no-baseline", action="store_true",
                     help="leave out the seed's baseline (141 ms a launch at 4096³)")
     ap.add_argument("--runs", type=int, default=EvalOptions.bench_runs,
                     help="timed runs per point (the median is reported)")
     ap.add_argument("--target-run-ms", type=float, default=EvalOptions.target_run_ms,
-                    help="length of a timed run: longer runs see the clock the GPU sustains "
-                         "under its power limit (an 8192³ tensor-core kernel draws ~650 W)")
+                    help="length of a flushed timed run")
     ap.add_argument("--max-reps", type=int, default=EvalOptions.max_reps,
                     help="launches per timed run at most")
+    ap.add_argument("--min-ms", type=float, default=250.0,
+                    help=f"sustained run length (at least {MIN_SUSTAINED_MS:g}: an 8192³ "
+                         "tensor-core kernel draws ~650 W and runs at the clock its power "
+                         "limit allows)")
     args = ap.parse_args()
+    if args.min_ms < MIN_SUSTAINED_MS:
+        ap.error(f"--min-ms must be at least {MIN_SUSTAINED_MS:g}")
     points = [] if args.no_baseline else [("baseline", FAMILY.baseline)]
     for i, text in enumerate(args.params):
         label = args.label[i] if i < len(args.label) else f"point{i}"
@@ -54,34 +87,26 @@ def main() -> int:
                       vendor_cache=args.cache / "vendor.json")
     # every point compiles in the pool at once (nvcc is the slow part on a fresh cache)
     futures = {label: ev.compile(params) for label, params in points}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    baselines: dict[str, dict[str, Any]] = {}
     for shape_text in args.shapes.split(","):
         shape = Shape.parse(shape_text)
-        vendor = ev.vendor_us(shape)
         for label, params in points:
             if label == "baseline" and shape.flops > 2 * 4096 ** 3:
                 continue  # the baseline at 8192³ takes seconds per launch: not informative
-            compiled = futures[label].result()
-            m = ev.measure(params, compiled, shape=shape, iteration=0, seed=17, verify=True)
-            perf = m.perf or {}
-            rows.append({
-                "label": label, "shape": str(shape), "status": m.status,
-                "avg_us": perf.get("avg_us"), "tflops": perf.get("throughput_tflops"),
-                "spread_pct": perf.get("spread_pct"), "vendor_us": vendor,
-                "vs_cublas": round(vendor / perf["avg_us"], 3) if vendor and perf else None,
-                "rel_err": (m.correctness or {}).get("rel_err"),
-                "max_scaled_err": (m.correctness or {}).get("max_scaled_err"),
-                "regs": compiled.regs_per_thread, "spill_bytes": compiled.spill_bytes,
-                "params": params.to_dict(), "error": m.error,
-            })
+            rows.append(speed_row(ev, label, params, futures[label].result(), shape,
+                                  min_ms=args.min_ms, verify=True, seed=17))
+            print(f"{shape} {label}: {rows[-1].get('status')}", file=sys.stderr, flush=True)
+        baselines[str(shape)] = measure_baselines(shape, args.min_ms)
     ev.close()
-    print(f"{'label':12s} {'shape':16s} {'status':8s} {'us':>10s} {'TFLOP/s':>8s} "
-          f"{'cuBLAS us':>10s} {'x cuBLAS':>8s} {'rel err':>9s}")
-    for r in rows:
-        print(f"{r['label']:12s} {r['shape']:16s} {r['status']:8s} {r['avg_us'] or 0:10.1f} "
-              f"{r['tflops'] or 0:8.2f} {r['vendor_us'] or 0:10.1f} {r['vs_cublas'] or 0:8.3f} "
-              f"{r['rel_err'] or 0:9.2e}")
-    print(json.dumps({"device": ev.device.get("name"), "rows": rows}))
+    for row in rows:
+        row.update(summarize(row, baselines[row["shape"]]))
+    report = {"device": ev.device, "min_ms": args.min_ms, "rows": rows, "baselines": baselines}
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "kernel_quality.json").write_text(json.dumps(report, indent=1, default=str))
+    print_table(rows, baselines, ev.device, args.min_ms)
+    print(json.dumps(report, default=str))
     return 0
 
 

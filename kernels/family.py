@@ -397,6 +397,11 @@ class RuleContext(Protocol):
         ...
 
     @property
+    def tolerance(self) -> float:
+        """The campaign's correctness tolerance (the bound of the family's correctness rule)."""
+        ...
+
+    @property
     def incumbent(self) -> EvaluatedPoint | None:
         """The point the moves start from."""
         ...

@@ -453,6 +453,29 @@ def test_a_policy_without_a_point_is_not_an_exhausted_space(tmp_path: Path) -> N
     assert ended.status_reason == "search space exhausted: no unexplored point left to propose"
 
 
+class _Reading:
+    """A policy that has no point and notes the tolerance each decision's context carried."""
+
+    name = "reading"
+
+    def __init__(self) -> None:
+        self.tolerances: list[float] = []
+
+    def propose(self, ctx: Any, n: int) -> list[Any]:
+        self.tolerances.append(ctx.tolerance)
+        return []
+
+
+def test_a_decision_carries_the_campaigns_tolerance(tmp_path: Path) -> None:
+    """The rule book offers precision splits by it (kernels.family.RuleContext.tolerance)."""
+    _url, sessions = new_database(tmp_path)
+    policy = _Reading()
+    run(sessions, create(sessions, policy="expert", budget_iterations=5, tolerance=2e-5),
+        policy=policy)
+    assert policy.tolerances
+    assert set(policy.tolerances) == {2e-5}
+
+
 def test_warm_start_evaluates_the_earlier_best_first(tmp_path: Path) -> None:
     _url, sessions = new_database(tmp_path)
     first = create(sessions, policy="expert", budget_iterations=30)

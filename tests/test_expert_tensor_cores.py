@@ -1,12 +1,15 @@
-"""The expert's rules for the tensor-core path, on the GPU's whole space (no replay needed)."""
+"""The expert's rules for the tensor-core path, on the GPU's whole space (no replay needed),
+and the precision split they offer at a campaign's tolerance."""
 
 from __future__ import annotations
 
-from agent.policies.base import HistoryItem, PolicyContext, key_of
+from agent.policies.base import HistoryItem, PolicyContext, Proposal, key_of
 from agent.policies.expert import ExpertPolicy
 from agent.spaces import FullSpace
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.params import GemmParams
+from kernels.gemm_bias_relu.precision import schemes_for
+from kernels.gemm_bias_relu.shape import Shape
 
 
 def incumbent(params: GemmParams, spill_bytes: int = 0) -> HistoryItem:
@@ -82,3 +85,67 @@ def test_no_wgmma_off_hopper() -> None:
                         incumbent=incumbent(tc), history=[incumbent(tc)], seed=1, iteration=6,
                         threshold_pct=0.5)
     assert all("wgmma" not in p.action for p in ExpertPolicy().propose(ctx, 30))
+
+
+# ---- the precision split chosen by the campaign's tolerance -----------------------------------
+SHAPE = Shape.parse("4096x4096x4096")
+
+
+def rule_walk(tolerance: float, steps: int = 30) -> list[Proposal]:
+    """Every rule-book proposal (local search left out) of a campaign at ``tolerance`` that
+    accepts the rule book's first move each time, from a register-blocked staged SIMT kernel at
+    4096³, until the rule book has nothing left."""
+    params = GemmParams(coalesced=True, smem=True, reg_m=8, reg_n=8, vec=4, pad=4).canonical()
+    history: list[HistoryItem] = []
+    seen: list[Proposal] = []
+    for i in range(steps):
+        inc = HistoryItem(id=f"c{i}", iteration=i, params=params, key=key_of(params),
+                          status="ok", avg_us=3000.0 - i, accepted=True,
+                          compile={"spill_bytes": 0, "regs_per_thread": 128})
+        history.append(inc)
+        ctx = PolicyContext(family=FAMILY, space=FullSpace(FAMILY, "sm_90"), arch="sm_90",
+                            incumbent=inc, history=list(history), seed=1, iteration=i + 1,
+                            threshold_pct=0.5, shape=SHAPE, tolerance=tolerance)
+        ruled = [p for p in ExpertPolicy().propose(ctx, 40)
+                 if not p.reason.startswith("local search")]
+        if not ruled:
+            return seen
+        seen += ruled
+        params = ruled[0].params
+    raise AssertionError(f"the rule book still proposes after {steps} steps")
+
+
+def test_the_default_tolerance_reaches_bf16x3_on_the_warp_specialized_kernel() -> None:
+    assert schemes_for(1e-4) == ["bf16x3", "bf16x6", "tf32x3"]
+    walk = rule_walk(1e-4)
+    bf16 = [p for p in walk if p.action == "apply_precision_split(3)"]
+    assert bf16, [p.action for p in walk]
+    # offered from the tf32x3 wgmma kernels it fits, the warp-specialized pipeline kept
+    assert all(p.params.bf16_split == 3 and p.params.wgmma for p in bf16)
+    assert any(p.params.producers == 2 for p in bf16)
+    assert "tolerance 0.0001" in bf16[0].reason
+    # on the bf16 kernel the walk goes on: its producers staged by cp.async
+    assert any(p.action == "apply_async_copy(true)" and p.params.bf16_split == 3 for p in walk)
+    # never the tighter (slower) bf16x6 where bf16x3 fits
+    assert not any(p.params.bf16_split == 6 for p in walk)
+
+
+def test_a_tolerance_of_1e_5_never_proposes_bf16x3_but_bf16x6() -> None:
+    assert schemes_for(1e-5) == ["bf16x6", "tf32x3"]
+    walk = rule_walk(1e-5)
+    assert any(p.params.tf32x3 and p.params.producers for p in walk)  # the tf32x3 path stays
+    assert not any(p.params.bf16_split == 3 for p in walk)
+    six = [p for p in walk if p.action == "apply_precision_split(6)"]
+    assert six, [p.action for p in walk]
+    assert "tolerance 1e-05" in six[0].reason
+
+
+def test_a_tolerance_no_split_meets_keeps_the_simt_kernel() -> None:
+    assert schemes_for(1e-7) == []
+    walk = rule_walk(1e-7)
+    assert walk
+    assert not any(p.params.tf32x3 or p.params.bf16_split for p in walk)
+    # the SIMT kernel's own end instead: its register pipeline with lane quads
+    assert any("apply_lane_quads(true)" in p.action for p in walk)
+    # the same kernel at the default tolerance is sent to the tensor cores first
+    assert rule_walk(1e-4)[0].action == "apply_tf32x3(true)"

@@ -53,6 +53,7 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_fragment_prefetch": [("on", (False, True))],
     "apply_lane_quads": [("on", (False, True))],
     "apply_stream_k": [("waves", (0, 1, 2))],
+    "apply_precision_split": [("scheme", (0, 3, 6))],
 }
 
 

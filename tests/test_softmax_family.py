@@ -419,6 +419,7 @@ class RuleCtx:
     family: Any = FAMILY
     stagnation: int = 0
     settled: bool = False
+    tolerance: float = 1e-4
 
     def action_allowed(self, name: str) -> bool:
         return name not in self.banned

@@ -105,7 +105,15 @@ def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     # tiles x warpgroups x buffers x swizzle x splits x (B's fragments from shared memory with
     # the per-tile promotion, or two MMA windows in lockstep or with one or two producer
     # warpgroups; or from global memory with the per-tile promotion)
-    assert len(hopper) == 2 * 2 * 2 * 4 * 6 * (1 + 2 * 3 + 1)
+    tiles = 2 * 2 * 2 * 4 * 6
+    tf32x3 = tiles * (1 + 2 * 3 + 1)
+    # the bf16 splits: three windows in lockstep, two with one or two producers; lockstep
+    # keeps stages + 2 stages of split tiles (bf16x3: 128x128 with four does not fit; bf16x6:
+    # only 64x64 fits four, 64x128 and 128x64 three, 128x128 none), warp-specialized stages + 1
+    # (bf16x6 128x128 with three does not fit)
+    bf16x3 = tiles * 7 // 8 * 3 + tiles * 2 * 2
+    bf16x6 = tiles * 4 // 8 * 3 + tiles * 7 // 8 * 2 * 2
+    assert len(hopper) == tf32x3 + bf16x3 + bf16x6
     assert len(set(hopper)) == len(hopper)
     assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]
     assert FAMILY.compile_arch(WG, "sm_90") == "sm_90a"

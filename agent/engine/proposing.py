@@ -51,7 +51,7 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         threshold_pct=campaign.accept_threshold_pct,
         allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
-        settings=settings, shape=campaign.problem,
+        settings=settings, shape=campaign.problem, tolerance=campaign.tolerance,
         device=campaign.device, campaign_id=campaign.id,
     )
     wanted = min(slots, left)

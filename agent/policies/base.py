@@ -81,6 +81,8 @@ class PolicyContext:
     shape: Dims | None = None
     #: the device the campaign measures on (``sm_count`` and limits), when known
     device: dict[str, Any] | None = None
+    #: the campaign's correctness tolerance (the campaigns' default when not given)
+    tolerance: float = 1e-4
     #: the campaign decided for (what a policy keys its memory of the campaign by), when known
     campaign_id: str | None = None
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)

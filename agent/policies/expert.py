@@ -428,6 +428,11 @@ class _RuleView:
         return self.ctx.device
 
     @property
+    def tolerance(self) -> float:
+        """The campaign's correctness tolerance."""
+        return self.ctx.tolerance
+
+    @property
     def incumbent(self) -> HistoryItem | None:
         """The point the moves start from."""
         return self.ctx.incumbent

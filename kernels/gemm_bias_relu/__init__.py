@@ -41,6 +41,7 @@ from kernels.gemm_bias_relu.params import (
     BASELINE,
     DOMAINS,
     KERNEL_NAME,
+    PRECISION_SCHEMES,
     WG_SMALL_BUFFERS,
     GemmParams,
 )
@@ -55,6 +56,13 @@ __all__ = [
 ]
 
 REFERENCE_KERNEL_NAME = "reference_gemm_bias_relu"
+#: The cross products (A part, B part) a bf16 split kernel sums, smallest first: part 0 is hi,
+#: 1 lo (bf16x3) or mid, 2 lo (bf16x6). bf16x6 drops the three terms of order 2^-24 and below
+#: (mid·lo, lo·mid, lo·lo).
+BF16_TERMS: dict[int, list[tuple[int, int]]] = {
+    3: [(1, 0), (0, 1), (0, 0)],
+    6: [(2, 0), (0, 2), (1, 1), (1, 0), (0, 1), (0, 0)],
+}
 
 
 def _environment() -> jinja2.Environment:
@@ -171,6 +179,8 @@ class GemmBiasRelu(FamilyBase):
     def render(self, params: GemmParams) -> str:
         """Deterministic CUDA source of ``params`` (same params, same bytes)."""
         canonical = params.canonical()
+        if canonical.tf32x3 and canonical.wgmma and canonical.bf16_split:
+            return self._render_bf16(canonical)
         if canonical.tf32x3:
             template = "tf32x3_wgmma.cu.j2" if canonical.wgmma else "tf32x3.cu.j2"
         else:
@@ -186,6 +196,23 @@ class GemmBiasRelu(FamilyBase):
             ws_regs=canonical.ws_registers,
             small_buffers=WG_SMALL_BUFFERS,
             min_blocks=canonical.min_blocks_per_sm,
+        )
+
+    def _render_bf16(self, p: GemmParams) -> str:
+        scheme = next(k for k, v in PRECISION_SCHEMES.items() if v == p.bf16_split)
+        return _template("bf16_wgmma.cu.j2").render(
+            p=p,
+            scheme=scheme,
+            kernel_name=KERNEL_NAME,
+            reduce_name=SPLITK_REDUCE_NAME,
+            reduce_threads=REDUCE_THREADS,
+            params_json=json.dumps(p.to_dict(), sort_keys=True),
+            ws_regs=p.ws_registers,
+            BN=p.tc_block_n,
+            parts=p.bf16_parts,
+            terms=BF16_TERMS[p.bf16_split],
+            nbuf=p.wg_buffers,
+            batches=p.bf16_batches,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

@@ -63,7 +63,14 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the wgmma kernel with that pipeline, warp-specialized: this many producer warpgroups copy
     # the tiles and split A, the consumer warpgroups only run the MMAs (0: all in lockstep)
     "producers": (0, 1, 2),
+    # the precision split of the wgmma kernel's fp32 operands: 0 = tf32x3 (big + small TF32
+    # parts, three products), 3 = bf16x3 (hi + lo bf16, three products), 6 = bf16x6 (hi + mid +
+    # lo bf16, the six largest products); see PRECISION_SCHEMES
+    "bf16_split": (0, 3, 6),
 }
+
+#: The precision-split schemes by name, and the ``bf16_split`` value of each.
+PRECISION_SCHEMES: dict[str, int] = {"tf32x3": 0, "bf16x3": 3, "bf16x6": 6}
 
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`GemmParams.to_dict` (and so of every key) while at these values, so that the points
@@ -71,7 +78,8 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0, "shape_k": 0,
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
-                                         "lane_quads": False, "stream_k": 0}
+                                         "lane_quads": False, "stream_k": 0,
+                                         "bf16_split": 0}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -100,6 +108,20 @@ WG_SMALL_BUFFERS = 3
 #: Fields the wgmma kernel fixes (besides :data:`TC_FIXED`); its block must be (128, 1 or 2),
 #: which validation checks rather than canonicalization hides.
 WG_FIXED: dict[str, Any] = {"tile_k": WG_TILE_K, **TC_ONLY_DEFAULTS}
+#: The bf16 split kernels' K tile: one 128-byte swizzle row of bf16 (four k16 MMA steps).
+BF16_TILE_K = 64
+#: Fields the bf16 split kernels fix (besides :data:`TC_FIXED`).
+BF16_FIXED: dict[str, Any] = {"tile_k": BF16_TILE_K, **TC_ONLY_DEFAULTS}
+#: Registers a consumer thread of a warp-specialized bf16 split kernel gets: accumulators and
+#: partial sums (``wgmma`` of them), descriptors and barrier addresses; its producers keep the
+#: rest (a K-tile's fp32 loads in flight and their split).
+BF16_WS_CONSUMER_REGISTERS = 160
+#: The same for bf16x6, whose six products a k16 step take more descriptor registers (ptxas 13.0
+#: spills its consumers at 160).
+BF16X6_WS_CONSUMER_REGISTERS = 184
+#: Largest number of 16-byte chunks whose fp32 loads a splitting thread has in flight at once
+#: (8 floats each in registers).
+BF16_CHUNKS_IN_FLIGHT = 8
 
 
 #: Registers a consumer thread of the warp-specialized wgmma kernel gets (``setmaxnreg.inc``)
@@ -113,14 +135,15 @@ def ws_launch_registers(threads: int) -> int:
     return min(REGISTERS_PER_SM // threads // 8 * 8, MAX_REGS_PER_THREAD)
 
 
-def ws_producer_registers(consumers: int, producers: int) -> int:
+def ws_producer_registers(consumers: int, producers: int,
+                          consumer_registers: int = WS_CONSUMER_REGISTERS) -> int:
     """Registers a producer thread keeps (``setmaxnreg.dec``) so that the ``consumers``
-    warpgroups can take :data:`WS_CONSUMER_REGISTERS` out of the CTA's launch allocation."""
+    warpgroups can take ``consumer_registers`` out of the CTA's launch allocation."""
     threads = WG_THREADS * (consumers + producers)
     launch = ws_launch_registers(threads)
-    if launch >= WS_CONSUMER_REGISTERS:
+    if launch >= consumer_registers:
         return launch
-    spare = threads * launch - WG_THREADS * consumers * WS_CONSUMER_REGISTERS
+    spare = threads * launch - WG_THREADS * consumers * consumer_registers
     return spare // (WG_THREADS * producers) // 8 * 8
 
 
@@ -208,6 +231,13 @@ class GemmParams:
     #: A, handing stages over through mbarriers; the consumers make B's fragments and run the
     #: MMAs, and no CTA-wide barrier stops them. 0: every warpgroup does everything in lockstep.
     producers: int = 0
+    #: the precision split of the wgmma kernel (:data:`PRECISION_SCHEMES`): 0 = tf32x3; 3 =
+    #: bf16x3, each fp32 operand split once per tile into hi + lo bf16 parts and
+    #: hi·hi + hi·lo + lo·hi summed by bf16 wgmma (m64nNk16, fp32 accumulation); 6 = bf16x6,
+    #: hi + mid + lo parts and the six largest cross products. The bf16 kernels read both
+    #: operands from shared memory (the split threads transpose B on the way in): block
+    #: (128, W) is W consumer warpgroups of 64 rows of C each, ``wgmma`` the columns.
+    bf16_split: int = 0
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -257,8 +287,15 @@ class GemmParams:
         return max(1, (self.threads // 32) // self.tc_warps_n)
 
     @property
+    def bf16_parts(self) -> int:
+        """bf16 parts of each operand of a bf16 split kernel (0 for any other point)."""
+        return {0: 0, 3: 2, 6: 3}[self.bf16_split]
+
+    @property
     def tc_block_m(self) -> int:
         """Rows of C a block computes on the tensor-core path."""
+        if self.wgmma and self.bf16_split:
+            return WG_COLUMNS * self.block_y
         if self.wgmma:
             return self.wgmma
         return self.tc_warps_m * self.warp_m
@@ -266,6 +303,8 @@ class GemmParams:
     @property
     def tc_block_n(self) -> int:
         """Columns of C a block computes on the tensor-core path."""
+        if self.wgmma and self.bf16_split:
+            return self.wgmma
         if self.wgmma:
             return WG_COLUMNS * self.block_y
         return self.tc_warps_n * self.warp_n
@@ -274,7 +313,11 @@ class GemmParams:
     def wg_buffers(self) -> int:
         """Shared-memory stages of the wgmma kernel: ``stages + 2`` of big A, small A and B;
         warp-specialized ``stages + 3`` of A and B as copied (the small parts then live in
-        :data:`WG_SMALL_BUFFERS` buffers of their own)."""
+        :data:`WG_SMALL_BUFFERS` buffers of their own). A bf16 split kernel's stages of split
+        tiles: ``stages + 2`` in lockstep (one tile split ahead while one is read and the one
+        before it may still be), ``stages + 1`` warp-specialized."""
+        if self.bf16_split:
+            return self.stages + (1 if self.producers else 2)
         return self.stages + (3 if self.producers else 2)
 
     @property
@@ -283,8 +326,10 @@ class GemmParams:
         kernel (zeros for any other point)."""
         if not self.producers:
             return (0, 0, 0)
+        consumer = {0: WS_CONSUMER_REGISTERS, 3: BF16_WS_CONSUMER_REGISTERS,
+                    6: BF16X6_WS_CONSUMER_REGISTERS}[self.bf16_split]
         return (ws_launch_registers(self.threads),
-                ws_producer_registers(self.block_y, self.producers), WS_CONSUMER_REGISTERS)
+                ws_producer_registers(self.block_y, self.producers, consumer), consumer)
 
     @property
     def fixed_shape(self) -> Shape | None:
@@ -300,6 +345,13 @@ class GemmParams:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory per block in bytes (0 without staging)."""
+        if self.tf32x3 and self.wgmma and self.bf16_split:  # the parts of A and B^T, 1 KB
+            # aligned stages; + 1 KB for the alignment
+            stage = self.bf16_parts * 2 * BF16_TILE_K * (self.tc_block_m + self.tc_block_n)
+            # the staged producers' fp32 tile (async_copy)
+            staging = 4 * BF16_TILE_K * (self.tc_block_m + self.tc_block_n) if self.async_copy \
+                else 0
+            return self.wg_buffers * (-(-stage // 1024) * 1024) + staging + 1024
         if self.tf32x3 and self.wgmma:  # big + small A tiles, raw B tile, 1 KB aligned; + 1 KB
             a_tile = 4 * self.wgmma * WG_TILE_K
             b_tile = 0 if self.frag_global else 4 * WG_TILE_K * (self.tc_block_n + 8)
@@ -320,6 +372,11 @@ class GemmParams:
     @property
     def est_regs_per_thread(self) -> int:
         """A lower estimate of registers per thread: accumulators, fragments, overhead."""
+        if self.tf32x3 and self.wgmma and self.bf16_split:
+            if self.producers:
+                return ws_launch_registers(self.threads)
+            # accumulators + partial sums + the fp32 loads in flight
+            return self.wgmma + 8 * self.bf16_chunks_in_flight + TC_REGISTER_OVERHEAD
         if self.tf32x3 and self.wgmma:  # accumulators + promoted partial sums + B^T fragments
             # (+ the next tile's raw fragments in flight when they come from global memory)
             if self.producers:  # the roles share the launch count out with setmaxnreg
@@ -337,6 +394,35 @@ class GemmParams:
         return self.reg_m * self.reg_n + frags + staged + REGISTER_OVERHEAD
 
     @property
+    def bf16_batches(self) -> list[dict[str, int]]:
+        """How a splitting thread of a bf16 split kernel loads a K-tile: batches of at most
+        :data:`BF16_CHUNKS_IN_FLIGHT` chunks, each loaded whole before it is split and stored
+        (``a``/``b`` chunks of the A and B^T tiles from chunk ``a0``/``b0`` on)."""
+        splitters = WG_THREADS * (self.producers or self.block_y)
+        limit = BF16_CHUNKS_IN_FLIGHT
+        if self.async_copy:  # staged producers: one chunk at a time from shared memory
+            limit = 1
+        elif self.producers and self.ws_registers[1] < 128:
+            # producers cut down by setmaxnreg: ptxas 13.0 spills with more than two chunks'
+            # loads in flight at 96 registers, none with two (bf16x6, three parts: one)
+            limit = 2 if self.bf16_split == 3 else 1
+        elif self.producers and self.bf16_split == 6:
+            limit = 4  # the same at 168 registers past four
+        a_chunks = self.tc_block_m * 8 // splitters
+        b_chunks = self.tc_block_n * 8 // splitters
+        if a_chunks + b_chunks <= limit:
+            return [{"a": a_chunks, "a0": 0, "b": b_chunks, "b0": 0}]
+        out = [{"a": min(limit, a_chunks - i), "a0": i, "b": 0, "b0": 0}
+               for i in range(0, a_chunks, limit)]
+        return out + [{"a": 0, "a0": 0, "b": min(limit, b_chunks - i), "b0": i}
+                      for i in range(0, b_chunks, limit)]
+
+    @property
+    def bf16_chunks_in_flight(self) -> int:
+        """The most chunks a splitting thread of a bf16 split kernel loads at once."""
+        return max(b["a"] + b["b"] for b in self.bf16_batches)
+
+    @property
     def min_blocks_per_sm(self) -> int:
         """CTAs per SM a SIMT kernel asks ptxas to fit (``__launch_bounds__``' second figure):
         as many as the register file holds at :attr:`est_regs_per_thread` rounded up to 8."""
@@ -346,12 +432,16 @@ class GemmParams:
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
         """The same kernel with fields that do not matter set to their canonical values."""
+        if self.tf32x3 and self.wgmma and self.bf16_split:
+            # async_copy stays: the warp-specialized kernel's staged producers (validity)
+            return replace(self, **{**TC_FIXED, "async_copy": self.async_copy, **BF16_FIXED})
         if self.tf32x3 and self.wgmma:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
-            return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0)
+            return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0,
+                           bf16_split=0)
         point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
-                        producers=0)
+                        producers=0, bf16_split=0)
         if point.smem:
             # the prefetching kernel unrolls its tile's steps whole: the unroll factor is moot
             return replace(point, unroll=1) if point.frag_prefetch else point

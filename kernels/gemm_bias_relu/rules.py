@@ -11,11 +11,15 @@ Each rule yields a move only when its signal is present:
    ``avoid_bank_conflict``;
 5. spills, or occupancy limited by registers → a smaller register block;
 6. low reuse per shared-memory load (register block under 4x4) → a larger register block;
-7. a register-blocked staged SIMT kernel → the 3xTF32 tensor-core kernel (the higher ceiling);
-   where that is not allowed or was tried, the SIMT kernel's end: stream-K for a part-empty last
-   wave, the register pipeline with lane quads and its register blocks;
+7. a register-blocked staged SIMT kernel → the 3xTF32 tensor-core kernel (the higher ceiling)
+   when a precision split fits the campaign's tolerance (:func:`precision.schemes_for`: the
+   scheme's error class with a 3x margin); where none fits, the tensor cores are not allowed or
+   were tried, the SIMT kernel's end: stream-K for a part-empty last wave, the register pipeline
+   with lane quads and its register blocks;
 8. on the tensor-core kernels: wgmma where the arch has it, deeper pipelines, larger warp tiles,
-   block swizzle, warp specialization;
+   block swizzle, warp specialization; on a wgmma kernel, the most preferred precision split that
+   fits the tolerance (bf16x3, else bf16x6, else tf32x3), and on a warp-specialized bf16 kernel
+   producers staging their tiles by cp.async;
 9. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
    occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
    (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
@@ -33,6 +37,8 @@ from typing import Any
 
 from kernels.base import DEFAULT_SM_COUNT, Action, Rejection
 from kernels.family import EvaluatedPoint, RuleContext
+from kernels.gemm_bias_relu.params import PRECISION_SCHEMES
+from kernels.gemm_bias_relu.precision import MARGIN, error_class, schemes_for
 from kernels.gemm_bias_relu.shape import Shape
 
 #: split-K is proposed only while every split keeps at least this many K tiles (a split of one
@@ -127,14 +133,17 @@ def _staged_simt_moves(ctx: RuleContext, inc: EvaluatedPoint,
         moves.append(("apply_vectorize(4)", "tile loads and C stores one float at a time"))
     # apply_async_copy is not offered: the campaign's best SIMT kernel runs slower with it;
     # search policies still reach it
-    if p.reg_m * p.reg_n >= 16:
+    splits = schemes_for(ctx.tolerance)
+    if p.reg_m * p.reg_n >= 16 and splits:
         moves.append(("apply_tf32x3(true)",
                       f"register-blocked {p.reg_m}x{p.reg_n} tiles: the kernel is bound "
                       "by FP32 FMA issue; 3xTF32 on tensor cores keeps fp32 accuracy "
-                      "with a higher ceiling"))
-    # the SIMT kernel's own end, where the tensor cores are not to be had or were tried (their
-    # ceiling is far higher: offered before them, these moves delay a campaign on its way there)
-    if not ctx.action_allowed("apply_tf32x3") or any(
+                      f"with a higher ceiling (splits within tolerance {ctx.tolerance:g}: "
+                      f"{', '.join(splits)})"))
+    # the SIMT kernel's own end, where the tensor cores are not to be had (not allowed, or no
+    # split fits the tolerance) or were tried (their ceiling is far higher: offered before them,
+    # these moves delay a campaign on its way there)
+    if not ctx.action_allowed("apply_tf32x3") or not splits or any(
             getattr(h.params, "tf32x3", False) for h in ctx.history):
         moves += _stream_k_moves(ctx, inc) + _simt_pipeline_moves(p)
     return moves
@@ -255,8 +264,10 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
             moves.append(("change_block_config(128, 2)", "two warpgroups share each A tile "
                           "and its split: half the shared-memory traffic per product"))
         if p.stages < 2:
-            moves.append(("apply_double_buffer(2)", "four shared-memory buffers: three "
-                          "tiles in flight behind the warpgroup MMAs"))
+            moves.append(("apply_double_buffer(2)", "one more stage of split bf16 tiles "
+                          "ahead of the warpgroup MMAs" if p.bf16_split else
+                          "four shared-memory buffers: three tiles in flight behind the "
+                          "warpgroup MMAs"))
         if p.swizzle == 1:
             moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share "
                           "B tiles in L2"))
@@ -274,9 +285,15 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
                        "tensor cores"),
                       ("apply_warp_specialization(1)", "the warps that issue the MMAs also "
                        "copy and split every tile: give that to a producer warpgroup")]
-        if producers and p.stages > 1:
+        if producers and p.stages > 1 and not p.bf16_split:
             moves.append(("apply_double_buffer(1)", "with producers, three stages ahead "
                           "measured faster than four (docs/GPU.md, 2026-11-30)"))
+        if producers and p.bf16_split and not p.async_copy:
+            moves.append(("apply_async_copy(true)", "the register-loading producers keep two "
+                          "32-byte chunks a thread in flight (ptxas spills past that at their "
+                          "register count): copy the next fp32 tile by cp.async into a "
+                          "staging buffer so that a whole tile is in flight"))
+        moves += _precision_moves(ctx, p)
         # not offered, slower on the H200: B's fragments from global memory
         # (apply_global_fragments), and two one-warpgroup CTAs per SM with them
         return moves
@@ -302,6 +319,26 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
         moves.append(("apply_block_swizzle(4)", "blocks in groups of row-tiles share B "
                       "tiles in L2"))
     return moves
+
+
+def _precision_moves(ctx: RuleContext, p: Any) -> list[Move]:
+    """The wgmma kernel moved to the most preferred precision split that fits the campaign's
+    tolerance (none when it has that split already, or no split fits)."""
+    if "apply_precision_split" not in ctx.family.transforms:
+        return []
+    splits = schemes_for(ctx.tolerance)
+    if not splits or PRECISION_SCHEMES[splits[0]] == p.bf16_split:
+        return []
+    scheme = splits[0]
+    found, measured = error_class(scheme)
+    figures = (f"norm {found.rel_err:.1e}, element/Σ|a·b| {found.max_scaled_err:.1e} "
+               f"({'measured' if measured else 'first estimate'})")
+    speed = {"bf16x3": "three bf16 products at twice TF32's tensor-core rate",
+             "bf16x6": "six bf16 products, tighter than bf16x3, at tf32x3's MMA time",
+             "tf32x3": "three TF32 products"}[scheme]
+    return [(f"apply_precision_split({PRECISION_SCHEMES[scheme]})",
+             f"{scheme}: {speed}; its error class ({figures}) x {MARGIN:g} is within the "
+             f"campaign's tolerance {ctx.tolerance:g}")]
 
 
 def _tile_slots(ctx: RuleContext, inc: EvaluatedPoint

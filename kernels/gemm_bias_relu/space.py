@@ -38,6 +38,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "frag_prefetch": (False,),
     "lane_quads": (False,),
     "stream_k": (0,),
+    "bf16_split": (0,),
 }
 
 
@@ -56,7 +57,7 @@ PATH_FIELDS: dict[str, tuple[str, ...]] = {
              "lane_quads", "stream_k"),
     "tc": ("block_x", "block_y", "tile_k", "stages", "swizzle", "warp_m", "warp_n", "split_k"),
     "wgmma": ("block_y", "stages", "swizzle", "wgmma", "split_k", "frag_global", "mma_window",
-              "producers"),
+              "producers", "bf16_split"),
 }
 _PATH_BASE: dict[str, dict[str, Any]] = {
     "direct": {"smem": False, "tf32x3": False},
@@ -75,6 +76,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "reg_m": (1, 2, 4, 8), "reg_n": (1, 2, 4, 8), "frag_prefetch": (False,),
     "lane_quads": (False,),
     "stream_k": (0,),
+    "bf16_split": (0,),
 }
 
 

@@ -218,7 +218,12 @@ def apply_async_copy(candidate: Candidate, on: bool) -> Candidate | Rejection:
     """Copy the SIMT kernel's tiles with ``cp.async`` (global to shared memory without passing
     through registers) into ``stages + 1`` buffers, one barrier per tile: with
     ``apply_double_buffer(2)`` a three-stage pipeline. A's elements land transposed, as the
-    register-staged kernel stores them, so the compute loop is unchanged."""
+    register-staged kernel stores them, so the compute loop is unchanged. On a warp-specialized
+    bf16 split kernel: the producers copy each fp32 tile one ahead by ``cp.async`` into a
+    staging buffer and split it from there (a whole tile in flight, not a register batch)."""
+    params: GemmParams = candidate.params
+    if params.tf32x3 and params.wgmma and params.bf16_split:
+        return _step(candidate, Action("apply_async_copy", (on,)), async_copy=on)
     return _simt_smem_step(candidate, Action("apply_async_copy", (on,)),
                            "the tensor-core kernels always copy by cp.async "
                            "(apply_double_buffer sets their buffers)", async_copy=on)
@@ -386,6 +391,23 @@ def apply_warp_specialization(candidate: Candidate, producers: int) -> Candidate
     producers to consumers with ``setmaxnreg``."""
     action = Action("apply_warp_specialization", (producers,))
     return _needs_wgmma(candidate, action) or _step(candidate, action, producers=producers)
+
+
+@TRANSFORMS.register(
+    "apply_precision_split",
+    ArgSpec("scheme", DOMAINS["bf16_split"], "how the wgmma kernel splits its fp32 operands: "
+            "0 = tf32x3 (big + small TF32), 3 = bf16x3 (hi + lo bf16, three products), 6 = "
+            "bf16x6 (hi + mid + lo bf16, six products: tighter)", "bf16_split"),
+    origin="expert",
+)
+def apply_precision_split(candidate: Candidate, scheme: int) -> Candidate | Rejection:
+    """Choose the precision split of the wgmma kernel (``PRECISION_SCHEMES``): tf32x3 (0),
+    bf16x3 (3: each operand hi + lo in bf16, hi·hi + hi·lo + lo·hi by bf16 wgmma m64nNk16 into
+    fp32) or bf16x6 (6: hi + mid + lo, the six largest products). The bf16 schemes split both
+    operands once per tile into shared memory (the splitting threads transpose B on the way) and
+    run at twice TF32's tensor-core rate; their error class is ``precision.py``'s."""
+    action = Action("apply_precision_split", (scheme,))
+    return _needs_wgmma(candidate, action) or _step(candidate, action, bf16_split=scheme)
 
 
 @TRANSFORMS.register(

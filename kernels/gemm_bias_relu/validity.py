@@ -82,6 +82,27 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             {"producers": params.producers, "wgmma": params.wgmma,
              "mma_window": params.mma_window, "tf32x3": params.tf32x3},
         )
+    if params.bf16_split and not (params.tf32x3 and params.wgmma):
+        return Rejection(
+            "requires_wgmma",
+            f"bf16_split={params.bf16_split} splits the wgmma kernel's operands, and "
+            + ("tf32x3 is off" if not params.tf32x3 else "wgmma is 0"),
+            {"bf16_split": params.bf16_split, "wgmma": params.wgmma, "tf32x3": params.tf32x3},
+        )
+    if params.bf16_split and params.frag_global:
+        return Rejection(
+            "bf16_split_frag_global",
+            "the bf16 split kernels read both operands from shared memory (split once per tile); "
+            "frag_global loads the TF32 kernel's B fragments from global memory: choose one",
+            {"bf16_split": params.bf16_split, "frag_global": True},
+        )
+    if params.bf16_split and params.async_copy and not params.producers:
+        return Rejection(
+            "bf16_async_copy_producers",
+            "async_copy on a bf16 split kernel stages the producers' fp32 tiles; the lockstep "
+            "kernel (producers=0) has no producers: apply_warp_specialization first",
+            {"bf16_split": params.bf16_split, "async_copy": True, "producers": 0},
+        )
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
             "mma_window_frag_global",

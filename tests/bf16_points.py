@@ -1,0 +1,42 @@
+"""The bf16 split kernels the CPU and GPU tests share: every tile, both pipelines (lockstep and
+warp-specialized with one or two producer warpgroups, loading into registers or staging by
+cp.async), windows, stages, swizzle, split-K and a
+specialized shape, for bf16x3 and bf16x6."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kernels.gemm_bias_relu import GemmParams
+
+#: the best-guess bf16x3 kernel: 128 x 128 tiles, two consumer and two producer warpgroups
+BF3 = GemmParams(tf32x3=True, wgmma=128, block_x=128, block_y=2, stages=2, mma_window=4,
+                 producers=2, bf16_split=3).canonical()
+#: the same tile in lockstep (every warpgroup splits and runs MMAs)
+BF3_LOCKSTEP = replace(BF3, producers=0, stages=1).canonical()
+#: warp-specialized with staged producers: each fp32 tile copied one ahead by cp.async into a
+#: staging buffer, split from there (a whole tile in flight, not a register batch)
+BF3_STAGED = replace(BF3, stages=1, async_copy=True).canonical()
+#: bf16x6 with one producer (three parts: two stages of 96 KB)
+BF6 = replace(BF3, bf16_split=6, producers=1, stages=1).canonical()
+
+
+def bf16_variants() -> list[GemmParams]:
+    """Every bf16 split variant the tests compile and run (all valid)."""
+    out = [replace(BF3, wgmma=n, block_y=w) for n in (64, 128) for w in (1, 2)]
+    out += [replace(BF3, producers=1), replace(BF3, stages=1), replace(BF3, mma_window=2),
+            replace(BF3, producers=1, block_y=1), replace(BF3, producers=2, block_y=1, wgmma=64)]
+    out += [BF3_LOCKSTEP, replace(BF3_LOCKSTEP, mma_window=1),
+            replace(BF3_LOCKSTEP, wgmma=64, block_y=1, stages=2),
+            replace(BF3_LOCKSTEP, block_y=1, stages=2, mma_window=2)]
+    out += [replace(BF3, swizzle=4), replace(BF3, split_k=4), replace(BF3_LOCKSTEP, split_k=4),
+            replace(BF3, shape_m=4096, shape_n=4096, shape_k=4096)]
+    out += [BF3_STAGED, replace(BF3_STAGED, producers=1), replace(BF3_STAGED, block_y=1),
+            replace(BF3_STAGED, wgmma=64), replace(BF3_STAGED, split_k=4),
+            replace(BF3_STAGED, bf16_split=6, block_y=1),
+            replace(BF3_STAGED, shape_m=4096, shape_n=4096, shape_k=4096)]
+    out += [BF6, replace(BF6, producers=2), replace(BF6, block_y=1),
+            replace(BF6, producers=0, wgmma=64, block_y=1, stages=1),
+            replace(BF6, producers=0, wgmma=64, block_y=2, stages=1),
+            replace(BF6, swizzle=4, split_k=4)]
+    return list(dict.fromkeys(p.canonical() for p in out))
