@@ -5,6 +5,7 @@ campaigns) or, with ``--url``/``--key``, into your team on the service."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -99,13 +100,21 @@ def _register(spec: dict[str, Any], db: str | None, url: str | None, key: str | 
             "hash": done.spec_hash, "created": done.created}
 
 
-def _say_registered(done: dict[str, Any], as_json: bool) -> None:
+def _say_registered(done: dict[str, Any], as_json: bool, db: str | None = None,
+                    url: str | None = None) -> None:
     if as_json:
         sys.stdout.write(json.dumps(done) + "\n")
         return
     what = "registered" if done["created"] else "already registered (same content)"
     console.print(f"{done['name']} v{done['version']} {what}: key {done['key']}", highlight=False)
-    console.print(f"tune it: tuneforge tune --kernel {done['name']}", highlight=False)
+    if url:  # the service: a campaign JSON naming the family, submitted with the same key
+        console.print(f'tune it: tuneforge submit SPEC.json --url {url} (SPEC.json: '
+                      f'{{"kernel": "{done["name"]}", "shape": {{...}}}})', highlight=False,
+                      soft_wrap=True)
+    else:  # the same database the family went into
+        where = f" --db {shlex.quote(db)}" if db else ""
+        console.print(f"tune it: tuneforge tune --kernel {done['name']}{where}", highlight=False,
+                      soft_wrap=True)  # one line: a command to copy
 
 
 @family_app.command("add")
@@ -122,7 +131,7 @@ def add(folder: Annotated[Path, typer.Argument(help="the family's directory")],
 
       tuneforge family add my_kernel/ --url http://gpu-box:8000 --key tf_…
     """
-    _say_registered(_register(_load(folder), db, url, key), as_json)
+    _say_registered(_register(_load(folder), db, url, key), as_json, db, url)
 
 
 def _families(db: str | None, url: str | None, key: str | None) -> list[dict[str, Any]]:
@@ -155,11 +164,11 @@ def list_cmd(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
         sys.stdout.write(json.dumps(found, indent=1) + "\n")
         return
     table = Table(title="kernel families")
-    for col in ("name", "version", "dims", "unit", "actions", "key"):
-        table.add_column(col, no_wrap=col in ("name", "key"))
+    for col in ("name", "dims", "unit", "actions", "key"):  # fits 80 columns
+        table.add_column(col, no_wrap=col in ("name", "dims", "key"))
     for f in found:
-        version = f"v{f['version']}" if f["version"] is not None else "–"
-        table.add_row(f["name"], version, ", ".join(f["dims"]), f["unit"],
+        name = f"{f['name']} v{f['version']}" if f["version"] is not None else f["name"]
+        table.add_row(name, ",".join(f["dims"]), f["unit"],
                       str(f["transforms"]), f["key"] if f["origin"] == "team" else "built-in")
     console.print(table)
 
@@ -268,7 +277,7 @@ def import_kt(file: Annotated[Path, typer.Argument(help=(
     except SpecError as exc:
         fail(f"{exc.field}: {exc.problem}" if exc.field else str(exc.problem))
     if out is None:
-        _say_registered(_register(spec, db, url, key), as_json)
+        _say_registered(_register(spec, db, url, key), as_json, db, url)
         return
     if db is not None or url or key:
         fail("give either --out (write the directory) or --db/--url/--key (register it)")

@@ -34,6 +34,8 @@ def test_add_list_show(db: str, tmp_path: Path) -> None:
     code, out, err = run("family", "add", str(SPEC_DIR), "--db", db)
     assert code == 0, err
     assert "vscale v1 registered: key vscale@" in out
+    # the next step it suggests names the database the family went into
+    assert f"tune it: tuneforge tune --kernel vscale --db {db}" in out
     code, out, err = run("family", "add", str(SPEC_DIR), "--db", db, "--json")
     assert code == 0, err
     first = json.loads(out)
