@@ -297,6 +297,23 @@ def _launch(value: Any, tunables: set[str], dims: set[str]) -> dict[str, Any]:
     return {"grid": grid, "block": block, "dynamic_smem": smem}
 
 
+def _argument(d: dict[str, Any], field: str, seen: set[str], kind: str, default: str,
+              allowed: Any, why: str) -> tuple[str, str]:
+    """A buffer's or scalar's name (unique among the arguments, added to ``seen``) and dtype
+    (known, and one of ``allowed``; ``why`` says what the others are refused for)."""
+    name = _ident(d["name"], f"{field}.name", kind)
+    if name in seen:
+        raise SpecError(f"{field}.name", f"argument {name!r} is declared twice")
+    seen.add(name)
+    dtype = d.get("dtype", default)
+    if dtype not in DTYPES:
+        raise SpecError(f"{field}.dtype", f"unknown dtype {dtype!r} (known: "
+                                          f"{', '.join(DTYPES)})")
+    if dtype not in allowed:
+        raise SpecError(f"{field}.dtype", f"{dtype}: {why}")
+    return name, dtype
+
+
 def _signature(value: Any, dims: set[str]) -> dict[str, Any]:
     d = _obj(value, "signature", ("buffers", "scalars"), ("buffers",))
     seen: set[str] = set()
@@ -304,17 +321,8 @@ def _signature(value: Any, dims: set[str]) -> dict[str, Any]:
     for i, raw in enumerate(_list(d["buffers"], "signature.buffers", 1, MAX_BUFFERS)):
         field = f"signature.buffers[{i}]"
         b = _obj(raw, field, ("name", "dtype", "role", "count", "doc"), ("name", "count"))
-        name = _ident(b["name"], f"{field}.name", "buffer")
-        if name in seen:
-            raise SpecError(f"{field}.name", f"argument {name!r} is declared twice")
-        seen.add(name)
-        dtype = b.get("dtype", "float32")
-        if dtype not in DTYPES:
-            raise SpecError(f"{field}.dtype", f"unknown dtype {dtype!r} (known: "
-                                              f"{', '.join(DTYPES)})")
-        if dtype not in BUFFER_DTYPES:
-            raise SpecError(f"{field}.dtype", f"{dtype}: the evaluation child fills and checks "
-                                              "float32 buffers only")
+        name, dtype = _argument(b, field, seen, "buffer", "float32", BUFFER_DTYPES,
+                                "the evaluation child fills and checks float32 buffers only")
         role = b.get("role", "in")
         if role == "inout":
             raise SpecError(f"{field}.role", "inout buffers are not supported in a user "
@@ -334,17 +342,8 @@ def _signature(value: Any, dims: set[str]) -> dict[str, Any]:
     for i, raw in enumerate(_list(d.get("scalars", []), "signature.scalars", 0, MAX_SCALARS)):
         field = f"signature.scalars[{i}]"
         s = _obj(raw, field, ("name", "dtype", "value"), ("name", "value"))
-        name = _ident(s["name"], f"{field}.name", "scalar")
-        if name in seen:
-            raise SpecError(f"{field}.name", f"argument {name!r} is declared twice")
-        seen.add(name)
-        dtype = s.get("dtype", "int32")
-        if dtype not in DTYPES:
-            raise SpecError(f"{field}.dtype", f"unknown dtype {dtype!r} (known: "
-                                              f"{', '.join(DTYPES)})")
-        if dtype not in SCALAR_DTYPES:
-            raise SpecError(f"{field}.dtype", f"{dtype}: scalars are integers "
-                                              f"({', '.join(SCALAR_DTYPES)})")
+        name, dtype = _argument(s, field, seen, "scalar", "int32", SCALAR_DTYPES,
+                                f"scalars are integers ({', '.join(SCALAR_DTYPES)})")
         scalars.append({"name": name, "dtype": dtype,
                         "value": _expr(s["value"], f"{field}.value", dims, "a scalar value")})
     return {"buffers": buffers, "scalars": scalars}
