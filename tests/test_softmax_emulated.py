@@ -86,6 +86,9 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     source, count = re.subn(r"// ---- bulk-copy PTX \(sm_90\) ----\n.*?// ---- end of bulk-copy "
                             r"PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.bulk else 0)
+    source, count = re.subn(r"// ---- cluster-barrier PTX \(sm_90\) ----\n.*?// ---- end of "
+                            r"cluster-barrier PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.cluster > 1 else 0)
     # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
     source, count = re.subn(r"__device__ __forceinline__ float\d? ld_na\(.*?return v; \}\n",
                             "", source, flags=re.S)
