@@ -72,9 +72,10 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_measure_torch(prepare: Any, dims: dict[str, int],
-                           sustain_ms: float = 0.0) -> dict[str, Any]:
+    def fake_measure_torch(prepare: Any, dims: dict[str, int], sustain_ms: float = 0.0,
+                           flush_mode: str = "child", poison: bool = True) -> dict[str, Any]:
         seen["prepare"], seen["dims"], seen["sustain_ms"] = prepare, dims, sustain_ms
+        seen["flush"], seen["poison"] = flush_mode, poison
         return {"avg_us": 9.0}
 
     monkeypatch.setattr(vendor, "measure_torch", fake_measure_torch)
@@ -88,5 +89,13 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
     assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--sustain-ms", "300"]) == 0
     capsys.readouterr()
     assert seen["sustain_ms"] == 300.0
+    assert seen["flush"] == "child"  # the evaluation child's flush unless told otherwise
+    assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--flush", "legacy"]) == 0
+    capsys.readouterr()
+    assert seen["flush"] == "legacy"
+    assert seen["poison"] is True
+    assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--no-poison"]) == 0
+    capsys.readouterr()
+    assert seen["poison"] is False
     assert vendor.main(["--family", "no_such_family", "1x1x1"]) == 0
     assert "unknown kernel family" in json.loads(capsys.readouterr().out)["error"]

@@ -25,4 +25,5 @@ def prepare(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
     def once() -> Any:
         return torch.addmm(bias, a, b, out=out).relu_()
 
+    once.outputs = [out]  # type: ignore[attr-defined]  # poisoned before each timed call
     return once
