@@ -3,9 +3,12 @@
     python bench/family_quality.py --kernel softmax --db runs.db --out out/
     python bench/family_quality.py --kernel gemm_bias_relu --params '{...}' --label ws \\
         --shapes 4096x4096x4096,8192x8192x8192 --out out/
+    python bench/family_quality.py --kernel softmax --points sweep.json --out out/
 
 The points are the best kernel of every GPU campaign of ``--kernel`` in ``--db`` (at its
-campaign's shape), or each ``--params`` at each of ``--shapes``. For every one, in one run on
+campaign's shape), each ``--params`` at each of ``--shapes``, and each entry of ``--points``
+(a JSON list of ``{"label", "shape", "params"}``: a sweep whose shapes each have their own
+kernel, timed in one run). For every one, in one run on
 one GPU: correctness on every input distribution of the family (verify mode) and the protocol's
 flushed median (L2 flushed before each timed launch, 3 runs of adaptive repetitions); then the
 sustained rate, back-to-back launches over at least ``--min-ms``; the vendor baseline timed both
@@ -75,6 +78,8 @@ def main() -> int:
     ap.add_argument("--params", action="append", default=[], help="a point's JSON (repeatable)")
     ap.add_argument("--label", action="append", default=[], help="a label per --params")
     ap.add_argument("--shapes", default="", help="comma-separated shapes for --params")
+    ap.add_argument("--points", type=Path, default=None,
+                    help='JSON list of {"label", "shape", "params"}')
     ap.add_argument("--min-ms", type=float, default=300.0, help="sustained run length")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
     ap.add_argument("--out", type=Path, required=True)
@@ -87,6 +92,10 @@ def main() -> int:
     for i, text in enumerate(args.params):
         label = args.label[i] if i < len(args.label) else f"point {i}"
         points += [(label, family.params_from_dict(json.loads(text)), s) for s in shapes]
+    if args.points is not None:
+        entries = json.loads(args.points.read_text())
+        points += [(str(e["label"]), family.params_from_dict(e["params"]),
+                    family.parse_dims(str(e["shape"]))) for e in entries]
     compiler = Compiler(args.cache, arch="sm_90", workers=os.cpu_count() or 4)
     evaluator = GpuEvaluator(family, compiler, options=EvalOptions(timeout_s=120.0))
     device = evaluator.device

@@ -2,8 +2,11 @@
 
     python bench/ncu_sections.py --params '{"tf32x3": true, "wgmma": 128, ...}' --label wg \\
         [--params ... --label ...] [--shape 4096x4096x4096] [--out DIR]
+    python bench/ncu_sections.py --kernel softmax --shape 65536x128 --params '{...}' \\
+        --vendor 'regex:softmax'
 
-For each point: compile it (the family's arch, ``sm_90a`` for wgmma), then run ``ncu`` with the
+For each point of ``--kernel``'s family (default ``gemm_bias_relu``): compile it (the family's
+arch, ``sm_90a`` for wgmma), then run ``ncu`` with the
 SpeedOfLight, ComputeWorkloadAnalysis, MemoryWorkloadAnalysis, Occupancy and WarpStateStats
 sections on :mod:`worker.ncu_launch` (the second of two launches), raw page, CSV. Metric names
 are matched by pattern, not listed, so that a metric this ncu version names differently is left
@@ -11,7 +14,10 @@ out rather than failing the run: the duration, SM and memory throughput, every p
 over 1 % (the tensor pipe of an HGMMA kernel among them), achieved occupancy, and the warp stall
 reasons (cycles per issued instruction, largest first). The campaign's light profile
 (``worker/ncu.py``) keeps five fixed figures; this is the deeper look a kernel engineer takes
-before changing a kernel's structure. Writes each point's whole CSV under ``--out`` and prints a
+before changing a kernel's structure. ``--vendor FILTER`` profiles the vendor baseline's own
+kernel the same way (``python -m worker.vendor`` under ncu, ``-k FILTER``, the last matching
+launch): the same sections beside ours, L2 flushed before each profiled kernel (ncu's default
+cache control) as in the protocol. Writes each point's whole CSV under ``--out`` and prints a
 table last.
 """
 
@@ -27,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.base import Rejection  # noqa: E402
-from kernels.gemm_bias_relu import FAMILY  # noqa: E402
-from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
+from kernels import get_family  # noqa: E402
+from kernels.base import Dims, Rejection  # noqa: E402
+from kernels.family import KernelFamily  # noqa: E402
 from worker.compile import Compiler, compile_candidate  # noqa: E402
 from worker.ncu import (  # noqa: E402
     PROJECT_ROOT,
@@ -54,7 +60,15 @@ HEADLINE = {
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "dram_read_mb": "dram__bytes_read.sum",
+    "dram_write_mb": "dram__bytes_write.sum",
+    "regs": "launch__registers_per_thread",
+    "grid": "launch__grid_size",
+    "block": "launch__block_size",
 }
+#: byte units as ncu writes them, in MB
+BYTE_UNIT_MB = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "KB": 1e-3, "MB": 1.0,
+                "GB": 1e3}
 
 
 def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
@@ -62,9 +76,11 @@ def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, metric in HEADLINE.items():
         v = number(values.get(metric, ""))
+        unit = units.get(metric, "").strip()
         if v is not None and key == "duration_us":
-            unit = units.get(metric, "").strip()
             v = v * TIME_UNIT_US.get(unit, 1.0)
+        elif v is not None and key.endswith("_mb"):
+            v = round(v * BYTE_UNIT_MB.get(unit, 1e-6), 2)
         out[key] = v
     pipes = {}
     for metric, text in values.items():
@@ -83,25 +99,16 @@ def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def profile(label: str, params: Any, shape: Shape, compiler: Compiler, out: Path,
-            gpu: str) -> dict[str, Any]:
-    """Compile and profile one point; its summary (or why there is none)."""
-    compiled = compile_candidate(compiler, FAMILY, params)
-    if compiled.status != "ok" or compiled.cubin_path is None:
-        return {"label": label, "error": f"compile {compiled.status}: {compiled.error}"}
-    launch = FAMILY.launch(params, shape)
-    if isinstance(launch, Rejection):
-        return {"label": label, "error": launch.message}
+def run_ncu(label: str, kernel_filter: str, program: list[str], out: Path, gpu: str,
+            launch_skip: int = 1) -> dict[str, Any]:
+    """Profile the last kernel of ``program`` that ``kernel_filter`` matches (skipping the first
+    ``launch_skip``); its summary, or why there is none."""
     exe = ncu_path()
     if exe is None:
         return {"label": label, "error": "Nsight Compute (ncu) is not installed here"}
-    spec = out / f"{label}.spec.json"
-    spec.write_text(json.dumps(launch_spec(compiled.cubin_path, launch.kernel_name,
-                                           FAMILY.signature.resolve(shape), launch.to_dict())))
     cmd = [exe, "--clock-control", "none", "--target-processes", "all",
-           "-k", launch.kernel_name, "--launch-skip", "1", "--launch-count", "1",
-           "--csv", "--page", "raw", *[a for s in SECTIONS for a in ("--section", s)],
-           *launch_command(str(spec))]
+           "-k", kernel_filter, "--launch-skip", str(launch_skip), "--launch-count", "1",
+           "--csv", "--page", "raw", *[a for s in SECTIONS for a in ("--section", s)], *program]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ncu_env(gpu),
                           cwd=str(PROJECT_ROOT))
     (out / f"{label}.csv").write_text(done.stdout)
@@ -110,8 +117,32 @@ def profile(label: str, params: Any, shape: Shape, compiler: Compiler, out: Path
     except ValueError:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         return {"label": label, "error": f"ncu failed: {why}"}
-    return {"label": label, "params": params.to_dict(), "regs": compiled.regs_per_thread,
-            **summarize(values, units)}
+    return {"label": label, **summarize(values, units)}
+
+
+def profile(label: str, family: KernelFamily, params: Any, dims: Dims, compiler: Compiler,
+            out: Path, gpu: str) -> dict[str, Any]:
+    """Compile and profile one point; its summary (or why there is none)."""
+    compiled = compile_candidate(compiler, family, params)
+    if compiled.status != "ok" or compiled.cubin_path is None:
+        return {"label": label, "error": f"compile {compiled.status}: {compiled.error}"}
+    launch = family.launch(params, dims)
+    if isinstance(launch, Rejection):
+        return {"label": label, "error": launch.message}
+    spec = out / f"{label}.spec.json"
+    spec.write_text(json.dumps(launch_spec(compiled.cubin_path, launch.kernel_name,
+                                           family.signature.resolve(dims), launch.to_dict())))
+    row = run_ncu(label, launch.kernel_name, launch_command(str(spec)), out, gpu)
+    return {**row, "params": params.to_dict()} if "error" not in row else row
+
+
+def profile_vendor(family: KernelFamily, dims: Dims, kernel_filter: str, out: Path,
+                   gpu: str) -> dict[str, Any]:
+    """The vendor baseline's kernel under ncu: ``worker.vendor`` runs it a few hundred times
+    (its warm-up and timed runs); the second matching launch is profiled."""
+    program = [sys.executable, "-m", "worker.vendor", "--family", family.name, str(dims)]
+    label = f"vendor-{family.vendor.name if family.vendor else 'none'}".replace(" ", "_")
+    return run_ncu(label[:60], kernel_filter, program, out, gpu)
 
 
 def main() -> int:
@@ -119,21 +150,27 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", action="append", default=[], help="JSON of a point (repeatable)")
     ap.add_argument("--label", action="append", default=[], help="label per --params")
-    ap.add_argument("--shape", default="4096x4096x4096")
+    ap.add_argument("--kernel", default="gemm_bias_relu", help="kernel family")
+    ap.add_argument("--shape", default=None, help="the family's shape text (default: its own)")
+    ap.add_argument("--vendor", default=None, metavar="FILTER",
+                    help="also profile the vendor baseline's kernel matching this ncu -k filter")
     ap.add_argument("--out", type=Path, default=Path("ncu-sections"))
     ap.add_argument("--gpu", default="0")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
     args = ap.parse_args()
-    if not args.params:
-        ap.error("give at least one --params")
-    shape = Shape.parse(args.shape)
+    if not args.params and not args.vendor:
+        ap.error("give at least one --params (or --vendor)")
+    family = get_family(args.kernel)
+    dims = family.parse_dims(args.shape) if args.shape else family.default_dims
     args.out.mkdir(parents=True, exist_ok=True)
     compiler = Compiler(args.cache, arch="sm_90")
     rows = []
     for i, text in enumerate(args.params):
         label = args.label[i] if i < len(args.label) else f"point{i}"
-        rows.append(profile(label, FAMILY.params_from_dict(json.loads(text)), shape, compiler,
-                            args.out, args.gpu))
+        rows.append(profile(label, family, family.params_from_dict(json.loads(text)), dims,
+                            compiler, args.out, args.gpu))
+    if args.vendor:
+        rows.append(profile_vendor(family, dims, args.vendor, args.out, args.gpu))
     (args.out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     for r in rows:
         if "error" in r:
@@ -145,7 +182,9 @@ def main() -> int:
         print(f"{r['label']}: {r['duration_us'] or 0:.1f} us · SM "
               f"{r['sm_throughput_pct'] or 0:.0f}% · memory "
               f"{r['memory_throughput_pct'] or 0:.0f}% · occupancy "
-              f"{r['achieved_occupancy_pct'] or 0:.0f}% · {r['regs']} regs\n"
+              f"{r['achieved_occupancy_pct'] or 0:.0f}% · {r['regs']} regs · grid "
+              f"{r['grid']} x {r['block']} · DRAM {r['dram_read_mb']} MB read, "
+              f"{r['dram_write_mb']} MB written\n"
               f"  pipes: {pipes}\n  stalls (cycles per issued instruction): {stalls}")
     return 0
 

@@ -1,0 +1,114 @@
+"""What in the evaluation child's timing costs a short kernel time? The child's timing, in process.
+
+    python bench/child_timing_check.py --kernel softmax --shape 65536x128 --params '{...}'
+
+``bench/harness_check.py`` found the child timing a 20 us kernel about 1.5 us slower than the
+vendor's harness times the same cubin. This runs the child's own runtime
+(:class:`worker.gpu_child.Runtime`: its poison, flush, events and launch path) in this process
+three ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
+default stream, and ``tf_flush``: a grid-stride loop of scalar read-modify-writes), on a
+non-blocking stream (``CU_STREAM_NON_BLOCKING``), and with the flush done as torch's
+elementwise kernels do it (one float4 a thread, a CTA on each contiguous 4 KB, the same bytes
+and arithmetic), and prints the flushed median of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernels import get_family  # noqa: E402
+from kernels.base import Rejection  # noqa: E402
+from worker import launch_contract as lc  # noqa: E402
+from worker.compile import Compiler, compile_candidate  # noqa: E402
+from worker.evaluate import SUPPORT_SOURCE  # noqa: E402
+from worker.gpu_child import Runtime, cuda  # noqa: E402
+
+BLOCKED_FLUSH = r"""
+extern "C" __global__ void flush_blocked(float4* __restrict__ x, long long n4)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) {
+        float4 v = x[i];
+        v.x = v.x * 0.5f + 1.0f; v.y = v.y * 0.5f + 1.0f;
+        v.z = v.z * 0.5f + 1.0f; v.w = v.w * 0.5f + 1.0f;
+        x[i] = v;
+    }
+}
+"""
+
+
+class BlockedFlush:
+    """Stands in for the child's prepared ``tf_flush``: the same buffer and count, launched
+    one float4 a thread over a grid that covers it (the grid the child passes is ignored)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def prepared_async_call(self, _grid: Any, _block: Any, stream: Any, buf: Any,
+                            n: int) -> None:
+        n4 = n // 4
+        self.fn.prepared_async_call((-(-n4 // 256), 1, 1), (256, 1, 1), stream, buf, n4)
+
+
+def main() -> int:
+    """Time every point on both streams, three rounds, and print a table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--shape", required=True)
+    ap.add_argument("--params", action="append", required=True)
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
+    args = ap.parse_args()
+    family = get_family(args.kernel)
+    dims = family.parse_dims(args.shape)
+    compiler = Compiler(args.cache, arch="sm_90")
+    support = compiler.compile(SUPPORT_SOURCE.read_text())
+    reference = compiler.compile(family.reference_source())
+    rt = Runtime()
+    rt.setup(support.cubin(), reference.cubin(),
+             family.reference_launch(family.edge_shapes[0]).kernel_name)
+    signature = family.signature.resolve(dims)
+    blocked = cuda.module_from_buffer(compiler.compile(BLOCKED_FLUSH).cubin())
+    blocked_fn = blocked.get_function("flush_blocked")
+    blocked_fn.prepare("Pq")
+    child_flush = rt.flush
+    variants = {"the child's": (rt.stream, child_flush),
+                "non-blocking stream": (cuda.Stream(flags=1), child_flush),  # NON_BLOCKING
+                "torch-like flush": (rt.stream, BlockedFlush(blocked_fn))}
+    for text in args.params:
+        params = family.params_from_dict(json.loads(text))
+        compiled = compile_candidate(compiler, family, params)
+        launch = family.launch(params, dims)
+        if compiled.cubin_path is None or isinstance(launch, Rejection):
+            print(f"cannot run {text}")
+            continue
+        ld = launch.to_dict()
+        fn = rt.kernel(compiled.source_hash or text, compiled.cubin(),
+                       launch.kernel_name, launch.dynamic_smem_bytes,
+                       lc.kernel_format(signature))
+        b = rt.fill_inputs(signature, [{"kind": "normal", "scale": 1.0}
+                                       for _ in lc.inputs(signature)], seed=1)
+        rt.sync()
+        medians: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(3):
+            for name, (stream, flush) in variants.items():
+                rt.stream, rt.flush = stream, flush
+                times = rt.time_launches([(fn, ld)], b, signature, args.reps)[0]
+                medians[name].append(statistics.median(times))
+        rt.stream, rt.flush = variants["the child's"]
+        print(f"{family.name} {dims} {text[:60]}")
+        for name, runs in medians.items():
+            print(f"  {name:24s} " + " ".join(f"{v:8.2f}" for v in runs) + " us")
+    rt.context.pop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
