@@ -49,7 +49,7 @@ def test_the_vendor_time_is_cached_per_family_gpu_driver_and_shape(
     assert evaluate.measure_vendor(FAMILY, shape, DEVICE, cache) == (123.0, None)
     assert calls[0][-4:] == ["worker.vendor", "--family", "gemm_bias_relu", "128x64x32"]
     key = evaluate.vendor_cache_key(FAMILY, shape, DEVICE)
-    assert key == "gemm_bias_relu|NVIDIA H200|13000|128x64x32"
+    assert key == "gemm_bias_relu|NVIDIA H200|13000|128x64x32|v2"
     assert json.loads(cache.read_text()) == {key: 123.0}
     assert evaluate.measure_vendor(FAMILY, shape, DEVICE, cache) == (123.0, None)
     assert len(calls) == 1  # the second answer came from the cache

@@ -400,9 +400,17 @@ class GpuEvaluator:
         self.compiler.close()
 
 
+#: The vendor harness's protocol, part of every cached vendor time: ``2`` since 2026-12-02, when
+#: the vendor started to run the child's own poison and flush kernels before each timed call
+#: (``worker/vendor.py``; a short kernel's time moved by ~0.7 us).
+VENDOR_PROTOCOL = 2
+
+
 def vendor_cache_key(family: Any, shape: Dims, device: dict[str, Any]) -> str:
-    """What a vendor time depends on: the family, the GPU and its driver, the shape."""
-    return f"{family.name}|{device.get('name')}|{device.get('driver_version')}|{shape}"
+    """What a vendor time depends on: the family, the GPU and its driver, the shape, and the
+    harness's :data:`VENDOR_PROTOCOL`."""
+    return (f"{family.name}|{device.get('name')}|{device.get('driver_version')}|{shape}"
+            f"|v{VENDOR_PROTOCOL}")
 
 
 def measure_vendor(family: Any, shape: Dims, device: dict[str, Any], cache: Path | None

@@ -57,7 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the host
 else:
     _IMPORT_ERROR = None
 
-FILL_THREADS = 256
+FILL_THREADS = lc.FILL_THREADS
 #: Bytes copied device to device to measure the copy bandwidth at start-up (each way).
 COPY_BYTES = 1 << 30
 COPY_RUNS = 7
@@ -110,7 +110,7 @@ class Runtime:
         self.ref_bad: Any = None
         attrs = cuda.device_attribute
         self.l2_bytes = int(self.device.get_attribute(attrs.L2_CACHE_SIZE))
-        self.flush_n = max(self.l2_bytes * 4, 64 << 20) // 4
+        self.flush_n = lc.flush_elements(self.l2_bytes)
         self.flush_buf = cuda.mem_alloc(self.flush_n * 4)
         self.stats = cuda.mem_alloc(4 * 8)
         self.counts = cuda.mem_alloc(2 * 8)
@@ -257,7 +257,7 @@ class Runtime:
         return found
 
     def _grid1d(self, n: int) -> tuple[int, int, int]:
-        return (max(1, min(-(-n // FILL_THREADS), self.sm_count * 16)), 1, 1)
+        return lc.fill_grid(n, self.sm_count)
 
     def fill_inputs(self, signature: dict[str, Any], fills: list[dict[str, Any]], seed: int,
                     reference_launch: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -34,6 +34,8 @@ import numpy as np
 #: The poison pattern (``worker/support.cu``'s ``TF_POISON``): a quiet NaN with a payload no
 #: arithmetic produces. An output element still holding it after a launch was never written.
 POISON = 0x7FC0DEAD
+#: Threads a CTA of the support kernels (``tf_fill``, ``tf_poison``, ``tf_flush``, ``tf_check``)
+FILL_THREADS = 256
 #: ``tf_fill``'s codes of the fill kinds (``kernels.family.FILL_KINDS``).
 FILL_CODES = {"normal": 0, "uniform": 1, "mixed": 2, "symmetric": 3, "normal_neg_inf": 4,
               "constant": 5}
@@ -54,6 +56,18 @@ REFERENCE_STYLES = ("contract", "same_signature")
 
 Signature = Mapping[str, Any]
 Launch = Mapping[str, Any]
+
+
+def fill_grid(n: int, sm_count: int) -> tuple[int, int, int]:
+    """The grid the support kernels' grid-stride loops run ``n`` elements on: a thread an
+    element up to 16 CTAs an SM (the evaluation child and the vendor harness alike)."""
+    return (max(1, min(-(-n // FILL_THREADS), sm_count * 16)), 1, 1)
+
+
+def flush_elements(l2_bytes: int) -> int:
+    """Floats ``tf_flush`` rewrites before each timed launch: four times the L2, 64 MiB at
+    least."""
+    return max(l2_bytes * 4, 64 << 20) // 4
 
 
 def sub_seed(seed: int, index: int) -> int:

@@ -5,7 +5,9 @@ Runs as a short-lived process (``python -m worker.vendor --family gemm_bias_relu
 family's ``vendor.module`` defines ``prepare(torch, dims) -> fn``: it allocates the inputs and
 returns a function that runs the vendor's operator once (``kernels.family.Vendor``); a function
 with an ``outputs`` attribute (the tensors it writes) has them poisoned before every timed call,
-as the evaluation child poisons a candidate's.
+as the evaluation child poisons a candidate's. The poison and the L2 flush are the child's own
+kernels (``worker/support.cu``, loaded by pycuda into torch's context): both sides run the same
+launches before every timed call (:data:`FLUSH_MODES`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,51 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-#: how the L2 is flushed before each timed call: ``child`` as the evaluation child does
-#: (``worker/support.cu``'s ``tf_flush``: one read-modify-write pass, x = 0.5 x + 1, over
-#: max(4 x L2, 64 MiB)), the default since 2026-12-02; ``legacy`` as this module did before
-#: (two passes, ``mul_`` then ``add_``, over 256 MiB), which leaves the L2 in another state
-#: and cost short kernels 1-2 us more than the child's flush (docs/GPU.md, session 12)
-FLUSH_MODES = ("child", "legacy")
+from worker import launch_contract as lc
+
+#: how the L2 is flushed (and the outputs poisoned) before each timed call: ``child`` runs the
+#: evaluation child's own ``tf_poison`` and ``tf_flush`` (``worker/support.cu``, compiled by the
+#: project's compiler, loaded by pycuda into torch's context, launched on torch's legacy
+#: default stream with the child's grids), the default since 2026-12-02; ``lerp`` (where pycuda
+#: or nvcc is missing) one ``lerp_`` pass of the same arithmetic and bytes and torch's
+#: ``fill_``; ``legacy`` this module's flush before that (two passes, ``mul_`` then ``add_``,
+#: over 256 MiB). The flush's access pattern moves the next short kernel's time by ~0.7 us
+#: (docs/GPU.md, session 12): both sides must run the same kernels.
+FLUSH_MODES = ("child", "lerp", "legacy")
+SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
+
+
+def _support_kernels(torch: Any, dev: Any) -> tuple[Any, Any, int, Any] | None:
+    """``(tf_flush, tf_poison, sm_count, context)`` loaded into torch's (primary) context, or
+    None where pycuda, nvcc or the compile is missing."""
+    try:
+        import pycuda.driver as cuda
+
+        from core.settings import get_settings
+        from worker.compile import compiler_from_settings
+    except ImportError:
+        return None
+    major, minor = torch.cuda.get_device_capability(dev)
+    compiler = compiler_from_settings(get_settings(), arch=f"sm_{major}{minor}")
+    try:
+        result = compiler.compile(SUPPORT_SOURCE.read_text())
+    finally:
+        compiler.close()
+    if result.status != "ok":
+        return None
+    cuda.init()
+    context = cuda.Device(dev.index or 0).retain_primary_context()
+    context.push()
+    module = cuda.module_from_buffer(result.cubin())
+    flush, poison = module.get_function("tf_flush"), module.get_function("tf_poison")
+    flush.prepare("Pq")
+    poison.prepare("Pq")
+    flush._tf_module = module  # keep the module alive with the functions
+    sm_count = int(torch.cuda.get_device_properties(dev).multi_processor_count)
+    return flush, poison, sm_count, context
 
 
 def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
@@ -34,34 +73,61 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
     launch (:data:`FLUSH_MODES`), CUDA events; with ``sustain_ms`` also the rate of
     back-to-back calls (no flush) over at least that long (``sustained_us``).
 
-    The function's ``outputs`` attribute (tensors it writes, when it has one) are filled with
-    NaN before each flush, as the evaluation child poisons a candidate's outputs: the same
-    writes, then the same flush, before every timed call on both sides (``poison=False``
-    leaves them out, for comparison)."""
+    The function's ``outputs`` attribute (tensors it writes, when it has one) are poisoned
+    before each flush, as the evaluation child poisons a candidate's outputs: the same writes,
+    then the same flush, before every timed call on both sides (``poison=False`` leaves them
+    out, for comparison)."""
     import torch
 
     if flush_mode not in FLUSH_MODES:
         raise ValueError(f"flush mode {flush_mode!r}: one of {', '.join(FLUSH_MODES)}")
     run_once = prepare(torch, dims)
-    dev = torch.device("cuda")
-    if flush_mode == "child":
-        l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 0)
-        flush = torch.ones(max(4 * l2, 64 << 20) // 4, dtype=torch.float32, device=dev)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    if torch.cuda.current_stream(dev).cuda_stream != 0:
+        raise RuntimeError("the vendor harness times on torch's legacy default stream")
+    l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 0)
+    outputs = list(getattr(run_once, "outputs", ())) if poison else []
+    support = _support_kernels(torch, dev) if flush_mode == "child" else None
+    if flush_mode == "child" and support is None:
+        flush_mode = "lerp"
+    context = None
+    if support is not None:
+        flush_fn, poison_fn, sm_count, context = support
+        n = lc.flush_elements(l2)
+        flush = torch.ones(n, dtype=torch.float32, device=dev)
+        block = (lc.FILL_THREADS, 1, 1)
+
+        def poison_outputs() -> None:
+            for t in outputs:
+                words = t.numel() * t.element_size() // 4
+                poison_fn.prepared_async_call(lc.fill_grid(words, sm_count), block, None,
+                                              t.data_ptr(), words)
+
+        def flush_l2() -> None:  # the child's tf_flush, on the stream torch times on
+            flush_fn.prepared_async_call(lc.fill_grid(n, sm_count), block, None,
+                                         flush.data_ptr(), n)
+    elif flush_mode == "lerp":
+        flush = torch.ones(lc.flush_elements(l2), dtype=torch.float32, device=dev)
         two = torch.full((), 2.0, dtype=torch.float32, device=dev)
+
+        def poison_outputs() -> None:
+            for t in outputs:
+                t.fill_(float("nan"))
 
         def flush_l2() -> None:
             flush.lerp_(two, 0.5)  # one pass: x + 0.5 (2 - x) = 0.5 x + 1, as tf_flush
     else:
         flush = torch.empty(64 << 20, dtype=torch.float32, device=dev)
 
+        def poison_outputs() -> None:
+            for t in outputs:
+                t.fill_(float("nan"))
+
         def flush_l2() -> None:
             flush.mul_(0.5).add_(1.0)
 
-    outputs = list(getattr(run_once, "outputs", ())) if poison else []
-
     def once() -> float:
-        for t in outputs:  # before the flush, which evicts their lines, as in the child
-            t.fill_(float("nan"))
+        poison_outputs()  # before the flush, which evicts their lines, as in the child
         flush_l2()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -70,27 +136,31 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
         end.synchronize()
         return float(start.elapsed_time(end)) * 1000.0
 
-    once()  # the first call carries the library's set-up (cuBLAS: ~100 ms): it must not size
-    # the runs, or every run would be one launch long
-    warm = max(once(), once())
-    reps = max(1, min(100, int(target_ms * 1000 / warm)))
-    run_medians = [statistics.median(once() for _ in range(reps)) for _ in range(runs)]
-    out = {"backend": "torch", "version": torch.__version__,
-           "device": torch.cuda.get_device_name(), "avg_us": statistics.median(run_medians),
-           "runs_us": run_medians, "reps_per_run": reps, "flush": flush_mode,
-           "poisoned_outputs": len(outputs)}
-    if sustain_ms > 0:
-        count = int(sustain_ms * 1000 / max(min(run_medians), 1.0)) + 1
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(count):
-            run_once()
-        end.record()
-        end.synchronize()
-        total_ms = float(start.elapsed_time(end))
-        out.update(sustained_us=total_ms * 1000.0 / count, sustained_launches=count,
-                   sustained_ms=round(total_ms, 3))
-    return out
+    try:
+        once()  # the first call carries the library's set-up (cuBLAS: ~100 ms): it must not size
+        # the runs, or every run would be one launch long
+        warm = max(once(), once())
+        reps = max(1, min(100, int(target_ms * 1000 / warm)))
+        run_medians = [statistics.median(once() for _ in range(reps)) for _ in range(runs)]
+        out = {"backend": "torch", "version": torch.__version__,
+               "device": torch.cuda.get_device_name(), "avg_us": statistics.median(run_medians),
+               "runs_us": run_medians, "reps_per_run": reps, "flush": flush_mode,
+               "poisoned_outputs": len(outputs)}
+        if sustain_ms > 0:
+            count = int(sustain_ms * 1000 / max(min(run_medians), 1.0)) + 1
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(count):
+                run_once()
+            end.record()
+            end.synchronize()
+            total_ms = float(start.elapsed_time(end))
+            out.update(sustained_us=total_ms * 1000.0 / count, sustained_launches=count,
+                       sustained_ms=round(total_ms, 3))
+        return out
+    finally:
+        if context is not None:  # the primary context pycuda pushed
+            context.pop()
 
 
 def measure(family_name: str, dims_text: str, sustain_ms: float = 0.0,
