@@ -56,7 +56,7 @@ L2_BYTES = 50 * 1024 * 1024
 
 
 #: rows of at least this many columns are offered the bulk-copy point (register-held plans
-#: measured 68-78 % of the copy rate from 65536 columns: docs/GPU.md, session 10)
+#: stay under 90 % of the copy rate from 65536 columns: docs/GPU.md, sessions 10 and 12)
 BULK_MIN_COLS = 32768
 #: rows of at most this many columns are offered the packed bulk-copy point
 BULK_MAX_SHORT_COLS = 256
