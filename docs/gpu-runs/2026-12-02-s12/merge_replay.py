@@ -21,6 +21,10 @@ kept = [r for r in old if r.get("kind") != "meta" and r["shape"] not in redone
 dropped = sum(1 for r in old if r.get("kind") != "meta" and r["shape"] not in redone) - len(kept)
 fresh = [r for r in new if r.get("kind") != "meta"]
 meta = {**meta_old, "device": meta_new["device"], "date": meta_new.get("date"),
+        "domains": meta_new["domains"],
+        "vendor_us": {**meta_old["vendor_us"],
+                      **{k: v for k, v in meta_new["vendor_us"].items() if k in redone}},
+        "commit": f"{meta_old.get('commit')} (six shapes), 04c0286 (the five of call 3)",
         "campaigns": meta_old["campaigns"] - len(redone) + meta_new["campaigns"],
         "measured": len(kept) + len(fresh),
         "note": (f"{meta_old.get('note', '')}; the rows at {', '.join(sorted(redone))} replaced "
