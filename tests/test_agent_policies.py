@@ -4,6 +4,7 @@ against a real OpenAI-compatible HTTP server on the loopback interface."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -181,6 +182,17 @@ def test_make_policy_names_the_known_policies() -> None:
         make_policy("foo")
     with pytest.raises(ValueError, match="TUNEFORGE_LLM_URL"):
         make_policy("llm")
+
+
+def test_a_policy_whose_package_is_missing_is_refused_before_a_campaign(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a GPU host without optuna ran the baseline, then failed with an internal error
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    with pytest.raises(ValueError, match="policy 'optuna' needs the optuna package.*"
+                                         "pip install optuna"):
+        make_policy("optuna")
+    monkeypatch.undo()
+    assert make_policy("optuna").name == "optuna"
 
 
 # ---- the LLM policy against a real HTTP server ------------------------------------------------

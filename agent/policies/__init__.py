@@ -24,6 +24,12 @@ def make_policy(name: str, settings: Any = None) -> Policy:
     if name == "expert":
         return shared_expert()
     if name == "optuna":
+        try:
+            import optuna  # noqa: F401 - the policy imports it when it proposes
+        except ImportError as exc:  # refused before a campaign starts, not after its baseline
+            raise ValueError(f"policy 'optuna' needs the optuna package, which this Python "
+                             f"cannot import ({exc}): pip install optuna, or another policy "
+                             f"({', '.join(n for n in POLICY_NAMES if n != 'optuna')})") from exc
         from agent.policies.optuna_policy import OptunaPolicy
 
         return OptunaPolicy()
