@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -42,13 +42,18 @@ ActionsOpt = Annotated[
 
 @app.command()
 def kernels(
+    db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """List the kernel families: their dimensions, metric, vendor baseline and action space.
+    """List the kernel families: the built-ins (dimensions, metric, vendor baseline, action
+    space), then the team's own families registered in the database (latest version of each;
+    every version: ``tuneforge family show NAME``).
 
     Examples:
 
       tuneforge kernels
+
+      tuneforge kernels --db runs.db          # and the families registered there
 
       tuneforge kernels --json | jq '.[].name'
     """
@@ -58,11 +63,13 @@ def kernels(
     found = []
     for name in family_names():
         try:
-            found.append(describe(get_family(name)))
+            found.append({**describe(get_family(name)), "origin": "builtin"})
         except (ImportError, TypeError, ValueError) as exc:  # a broken plug-in: say so
-            found.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
+            found.append({"name": name, "origin": "builtin",
+                          "error": f"{type(exc).__name__}: {exc}"})
+    team = _team_families(db)
     if as_json:
-        sys.stdout.write(json.dumps(found, indent=1) + "\n")
+        sys.stdout.write(json.dumps(found + team, indent=1) + "\n")
         return
     from rich.table import Table
 
@@ -76,7 +83,40 @@ def kernels(
         dims = ", ".join(d["name"] for d in f["dims"])
         table.add_row(f["name"], f"{dims} ({f['default_shape']})", f["metric"]["unit"],
                       str(len(f["transforms"])), f["description"])
+    for f in team:
+        table.add_row(f"{f['name']} v{f['version']}",
+                      f"{', '.join(f['dims'])} ({f['default_shape']})", f["unit"],
+                      str(f["transforms"]), f"[dim]yours ·[/] {f['description']}")
     console.print(table)
+
+
+def _team_families(db: str | None) -> list[dict[str, Any]]:
+    """The team's own families in ``--db`` (else the default database, where there is one):
+    the latest version of each, as ``GET /families`` lists them. A ``--db`` that is missing or
+    not a database exits 2 naming it; the default one only adds its families when it opens."""
+    from cli.common import database_url, open_database, sqlite_path
+
+    if db is not None:
+        url = database_url(db)
+    else:
+        url = database_url(None, create=True)
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            return []  # no database yet: nobody registered anything (and none is created)
+    try:
+        open_database(url)
+    except typer.Exit:
+        if db is not None:
+            raise
+        return []  # the configured database is down: the built-ins still list
+    from api.routes.families import family_list
+    from core import families
+    from core.db import session_scope
+
+    families.install(url)
+    with session_scope(url) as session:
+        return [f.model_dump(mode="json") for f in family_list(session, None)
+                if f.origin == "team"]
 
 
 @app.command()

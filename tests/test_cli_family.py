@@ -90,6 +90,31 @@ def test_kernel_options_find_the_family(db: str) -> None:
     assert "--kernel: kernel family 'vscale' has no version v7" in err
 
 
+def test_kernels_lists_the_team_families_beside_the_built_ins(db: str,
+                                                               tuneforge_home: Path) -> None:
+    # `tuneforge kernels` listed the built-ins only: a registered family was invisible there
+    code, out, err = run("kernels", "--db", db)
+    assert code == 2
+    assert f"no database at {Path(db).resolve()}" in err
+    assert run("family", "add", str(SPEC_DIR), "--db", db)[0] == 0
+    code, out, err = run("kernels", "--db", db, "--json")
+    assert code == 0, err
+    listed = {f["name"]: f for f in json.loads(out)}
+    assert listed["softmax"]["origin"] == "builtin"
+    assert listed["vscale"]["origin"] == "team"
+    assert listed["vscale"]["key"].startswith("vscale@")
+    code, out, err = run("kernels", "--db", db)
+    assert code == 0, err
+    assert "vscale v1" in out
+    assert "yours ·" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # no --db and no default database yet: the built-ins, and no database is created
+    code, out, err = run("kernels", "--json")
+    assert code == 0, err
+    assert {f["origin"] for f in json.loads(out)} == {"builtin"}
+    assert not list(tuneforge_home.glob("*.db"))
+
+
 @pytest.mark.parametrize(("edit", "words"), [
     (lambda spec: {**spec, "tunables": {"BLOCK": []}}, "error: tunables.BLOCK: "),
     (lambda spec: {**spec, "kernel": {**spec["kernel"], "source": "../kernel.cu"}},
