@@ -141,7 +141,9 @@ class CampaignCreate(_In):
                             "a built-in family's name, or one of the team's own (GET "
                             "/families): NAME (its latest version), NAME@vN or NAME@hash12"))
     shape: ShapeModel
-    tolerance: float = Field(default=1e-4, gt=0, le=0.1, allow_inf_nan=False)
+    tolerance: float | None = Field(
+        default=None, gt=0, le=0.1, allow_inf_nan=False,
+        description="correctness tolerance; default: the one the family declares, else 1e-4")
     budget: BudgetModel = Field(default_factory=BudgetModel)
     policy: Literal["expert", "optuna", "random", "llm"] = "expert"
     accept_threshold_pct: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)

@@ -28,6 +28,7 @@ from cli.common import (
     resolve_shape,
 )
 from core.settings import get_settings
+from kernels.family import campaign_tolerance
 
 
 def _load_leaderboard(path: Path | None) -> list[Any] | None:
@@ -125,7 +126,8 @@ def tune(
     gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
     policy: Annotated[str, typer.Option(help="expert | optuna | random | llm")] = "expert",
     seed: Annotated[int, typer.Option(help="seed of inputs and policies")] = 0,
-    tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
+    tolerance: Annotated[float | None, typer.Option(
+        help="correctness tolerance [default: the family's, else 1e-4]")] = None,
     threshold: Annotated[float, typer.Option(help="accept above this % improvement")] = 0.5,
     profile: Annotated[str, typer.Option(
         help="light (ptxas + occupancy) or full (+ Nsight Compute, ~2.5 s a candidate)")] = "light",
@@ -170,6 +172,7 @@ def tune(
     settings = get_settings()
     family = resolve_family(kernel, db)
     problem = resolve_shape(family, shape)
+    tolerance = campaign_tolerance(family, tolerance)
     try:
         policy_obj = make_policy(policy, settings)
     except ValueError as exc:
@@ -365,7 +368,8 @@ def evaluate(
         "problem shape as the family writes it (4096x4096x4096, rows=8192,cols=32768); "
         "default: the family's"))] = None,
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
-    tolerance: Annotated[float, typer.Option(help="correctness tolerance")] = 1e-4,
+    tolerance: Annotated[float | None, typer.Option(
+        help="correctness tolerance [default: the family's, else 1e-4]")] = None,
     profile: Annotated[str, typer.Option(help="light | full (Nsight Compute)")] = "light",
     seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
     kernel: KernelOpt = None,
@@ -390,6 +394,7 @@ def evaluate(
     settings = get_settings()
     family = resolve_family(kernel, db)
     problem = resolve_shape(family, shape)
+    tolerance = campaign_tolerance(family, tolerance)
     if backend not in ("auto", "gpu", "replay"):
         fail(f"--backend must be auto, gpu or replay, not {backend!r}")
     if profile not in ("light", "full"):

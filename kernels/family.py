@@ -603,6 +603,20 @@ class FamilyBase:
         return node
 
 
+#: The correctness tolerance of a campaign whose family declares none and whose submitter
+#: gave none.
+DEFAULT_TOLERANCE = 1e-4
+
+
+def campaign_tolerance(family: KernelFamily, requested: float | None) -> float:
+    """The tolerance a campaign runs at: the one asked for, else the one the family declares
+    (``correctness.tolerance``: a user's spec says it), else :data:`DEFAULT_TOLERANCE`."""
+    if requested is not None:
+        return float(requested)
+    declared = family.correctness.tolerance
+    return float(declared) if declared is not None else DEFAULT_TOLERANCE
+
+
 def describe(family: KernelFamily) -> dict[str, Any]:
     """What ``tuneforge kernels --json`` and ``GET /families`` show of a family."""
     return {

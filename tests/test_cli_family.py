@@ -90,6 +90,22 @@ def test_kernel_options_find_the_family(db: str) -> None:
     assert "--kernel: kernel family 'vscale' has no version v7" in err
 
 
+def test_a_spec_tolerance_is_its_campaigns_default(tmp_path: Path) -> None:
+    from kernels import get_family
+    from kernels.family import DEFAULT_TOLERANCE, campaign_tolerance
+    from kernels.userspec import build_family, load_spec_dir
+
+    folder = tmp_path / "loose"
+    shutil.copytree(SPEC_DIR, folder)
+    data = json.loads((folder / "family.json").read_text())
+    data["correctness"] = {"rule": "norm", "tolerance": 1e-3}
+    (folder / "family.json").write_text(json.dumps(data))
+    loose = build_family(load_spec_dir(folder))
+    assert campaign_tolerance(loose, None) == 1e-3
+    assert campaign_tolerance(loose, 2e-5) == 2e-5
+    assert campaign_tolerance(get_family("softmax"), None) == DEFAULT_TOLERANCE == 1e-4
+
+
 def test_kernels_lists_the_team_families_beside_the_built_ins(db: str,
                                                                tuneforge_home: Path) -> None:
     # `tuneforge kernels` listed the built-ins only: a registered family was invisible there

@@ -50,6 +50,7 @@ from core import families
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
 from core.statuses import CandidateStatus
+from kernels.family import campaign_tolerance
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"], route_class=StrictJsonRoute)
 
@@ -130,7 +131,7 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
                        for e in body.leaderboard]
     spec = lifecycle.CampaignSpec(
         kernel=family.name, dims=dims,
-        tolerance=body.tolerance, policy=body.policy,
+        tolerance=campaign_tolerance(family, body.tolerance), policy=body.policy,
         accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
         parallel=body.parallel, seed=body.seed, budget_iterations=body.budget.iterations,
         budget_wall_s=body.budget.wall_seconds, budget_gpu_s=body.budget.gpu_seconds,

@@ -132,6 +132,29 @@ def test_a_campaign_checks_its_shape_against_the_family(stack: Stack, team: Team
         assert refused.json()["detail"][0]["loc"] == ["body", "allowed_actions"]
 
 
+def test_a_campaign_takes_the_tolerance_its_family_declares(stack: Stack,
+                                                             team: TeamKey) -> None:
+    """A spec's correctness.tolerance is its campaigns' default (it was ignored: 1e-4)."""
+    loose = spec(correctness={"rule": "norm", "tolerance": 1e-3})
+    with stack.client(team.key) as client:
+        assert client.post("/families", json=loose).status_code in (200, 201)
+        ids = {}
+        for name, body in (("declared", {}), ("asked", {"tolerance": 1e-5})):
+            created = client.post("/campaigns", json={
+                "kernel": "vscale", "shape": {"n": 4096}, "budget": {"iterations": 1}, **body})
+            assert created.status_code == 201, created.text
+            ids[name] = created.json()["id"]
+        builtin = client.post("/campaigns", json={"kernel": "softmax",
+                                                  "shape": {"rows": 64, "cols": 64},
+                                                  "budget": {"iterations": 1}})
+        assert builtin.status_code == 201, builtin.text
+        tolerances = {name: client.get(f"/campaigns/{cid}").json()["tolerance"]
+                      for name, cid in {**ids, "builtin": builtin.json()["id"]}.items()}
+        for cid in [*ids.values(), builtin.json()["id"]]:
+            wait_finished(client, cid, stack=stack)
+    assert tolerances == {"declared": 1e-3, "asked": 1e-5, "builtin": 1e-4}
+
+
 def test_a_replay_fleet_says_it_has_nothing_to_replay(stack: Stack, team: TeamKey) -> None:
     """The agent worker built the family from the database: its reason is the family's (no
     replay dataset), not an unknown kernel."""
