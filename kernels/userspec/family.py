@@ -42,6 +42,7 @@ from kernels.family import (
     RuleContext,
     Scalar,
     Signature,
+    Vendor,
 )
 from kernels.userspec import source as src
 from kernels.userspec.validate import (
@@ -155,7 +156,7 @@ class SpecFamily(FamilyBase):
                          d["doc"])
             for d in spec["distributions"])
         self.edge_shapes = tuple(Dims(e) for e in spec["edge_shapes"])
-        self.vendor = None
+        self.vendor: Vendor | None = None  # a user's family has no vendor baseline (yet)
         self._domains = {t["name"]: tuple(t["values"]) for t in spec["tunables"]}
         self.params_type = params_class(spec["name"], spec["baseline"])
         self.baseline = self.params_type(**spec["baseline"])
