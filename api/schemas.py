@@ -344,6 +344,9 @@ class HistoryEntry(BaseModel):
     candidate_id: str
     campaigns: int
     finished_at: dt.datetime | None
+    #: the family the kernel key belongs to and its version (a built-in: its name, None)
+    family: str | None = None
+    family_version: int | None = None
 
 
 class WorkerRead(BaseModel):

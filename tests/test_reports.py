@@ -125,6 +125,45 @@ def test_history_credits_the_campaign_that_reached_a_tied_best_first(tmp_path: P
         assert entries[0]["campaigns"] == 2
 
 
+def test_history_of_a_team_family_by_name_holds_every_version(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """/history?kernel=NAME named the latest version's campaigns only; each version is its own
+    kernel (other code), so each keeps its own entries, which say their version."""
+    from core import families
+    from kernels.userspec import load_spec_dir
+
+    db = team_database(tmp_path / "versions.db", team="versions")
+    spec = load_spec_dir(Path(__file__).resolve().parent / "data" / "families" / "vscale")
+    with db.sessions.begin() as s:
+        keys = [families.register(s, spec=spec, team_id=db.team_id).key,
+                families.register(s, spec={**spec, "description": "y = 2 x, v2"},
+                                  team_id=db.team_id).key]
+    ids = [create_campaign(db, budget=4), create_campaign(db, budget=4)]
+    for cid in ids:
+        run_campaign(db, cid, faults=False)
+    with db.sessions.begin() as s:  # the two campaigns as campaigns of the two versions
+        for cid, key in zip(ids, keys, strict=True):
+            row = s.get_one(Campaign, cid)
+            row.kernel, row.dims = key, {"n": 4096}
+    monkeypatch.setenv("TUNEFORGE_DATABASE_URL", db.url)
+    get_settings.cache_clear()
+    with served(create_app()) as client:
+        def history(kernel: str) -> list[dict[str, Any]]:
+            got = client.get("/api/v1/history", params={"kernel": kernel},
+                             headers={"X-API-Key": db.key})
+            assert got.status_code == 200, got.text
+            return list(got.json())
+
+        both = history("vscale")
+        assert sorted((e["kernel"], e["family"], e["family_version"]) for e in both) == sorted(
+            [(keys[0], "vscale", 1), (keys[1], "vscale", 2)])
+        assert [e["family_version"] for e in history("vscale@v1")] == [1]
+        assert [e["kernel"] for e in history(keys[1])] == [keys[1]]
+        builtin = history("gemm_bias_relu")
+        assert builtin == []
+
+
 def test_points_need_the_owning_teams_key(client: httpx.Client, done: tuple[TeamDb, str],
                                           tmp_path: Path) -> None:
     db, cid = done

@@ -22,6 +22,7 @@ from api.schemas import (
 from core import families
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
+from kernels import family_names
 
 router = APIRouter(tags=["system"], route_class=StrictJsonRoute)
 
@@ -35,7 +36,9 @@ ShapeText = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE, descr
 def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: ShapeText = None,
             gpu: Name = None) -> list[HistoryEntry]:
     """The team's best result per kernel, shape and GPU, across all its campaigns; of campaigns
-    whose best times tie, the one that finished first is credited (then the one created first)."""
+    whose best times tie, the one that finished first is credited (then the one created first).
+    ``kernel`` a team family's name alone: every version of it (each version is its own kernel,
+    its entries apart); ``NAME@vN`` or its key: that version."""
     wanted = None
     family = None
     if kernel is not None:
@@ -57,10 +60,24 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
                        Campaign.created_at, Campaign.id))
-    for column, value in ((Campaign.kernel, family.name if family else None),
-                          (Campaign.gpu_name, gpu)):
-        if value is not None:
-            query = query.where(column == value)
+    if family is not None:
+        # a team family named without a version: every version of it, each its own entries
+        stored = (families.versions(session, team_id=team.team_id, name=kernel)
+                  if kernel is not None and "@" not in kernel and kernel not in family_names()
+                  else [])
+        keys = [row.key for row in stored] or [family.name]
+        query = query.where(Campaign.kernel.in_(keys))
+    if gpu is not None:
+        query = query.where(Campaign.gpu_name == gpu)
+    named: dict[str, tuple[str, int | None]] = {}
+
+    def family_version(key: str) -> tuple[str, int | None]:
+        """(family name, version) of a campaign's kernel key (a built-in: its name, None)."""
+        if key not in named:
+            row = families.version_of(session, team_id=team.team_id, key=key)
+            named[key] = (row.name, row.version) if row is not None else (key, None)
+        return named[key]
+
     best: dict[tuple[object, ...], HistoryEntry] = {}
     for campaign, cand in session.execute(query).all():
         if wanted is not None and campaign.dims != wanted.as_dict():
@@ -77,7 +94,9 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
                 throughput=round(campaign.throughput(cand.avg_us) or 0.0, 4),
                 unit=campaign.metric.unit,
                 params=cand.params, campaign_id=campaign.id, candidate_id=cand.id,
-                campaigns=count, finished_at=campaign.finished_at)
+                campaigns=count, finished_at=campaign.finished_at,
+                family=family_version(campaign.kernel)[0],
+                family_version=family_version(campaign.kernel)[1])
         else:
             seen.campaigns = count
     return sorted(best.values(), key=lambda e: (e.kernel, tuple(e.shape.values()),
