@@ -280,6 +280,7 @@ def tune(
         finished = s.get(Campaign, campaign_id)
         assert finished is not None
         result = summary(s, finished)
+        result["steps"] = _accepted_path(s, finished)
         out_dir = out / campaign_id[:8]
         try:
             files = best_kernel_files(s, finished, out_dir)
@@ -296,6 +297,7 @@ def tune(
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
+        _print_steps(result)
         _print_summary(result)
     if result["status"] == "failed" or (result.get("sanitizer") or {}).get("status") in (
             "flagged", "error"):
@@ -329,6 +331,52 @@ def _sanitize_best(sessions: Any, campaign_id: str, exe: str | None, gpus: str, 
         print_record(record, f"sanitizer gate · best kernel {best_id[:8]} · "
                              f"compute-sanitizer {record['sanitizer_version']}")
     return {"status": record["status"], "summary": record["summary"], "candidate_id": best_id}
+
+
+def _accepted_path(session: Any, campaign: Any) -> list[dict[str, Any]]:
+    """The campaign's accepted steps, by iteration: the action, why the agent tried it, the
+    rate it reached and its speed-up over the incumbent it replaced."""
+    from agent.exports import accepted_steps, campaign_points, step_speedup
+
+    points, _ = campaign_points(session, campaign)
+    out = []
+    for p in accepted_steps(points):
+        speedup = step_speedup((p.get("decision") or {}).get("improvement_pct"))
+        out.append({"iteration": p["iteration"], "action": p.get("action") or "baseline",
+                    "reason": p.get("reason"), "throughput": p.get("throughput"),
+                    "speedup": round(speedup, 3) if speedup is not None else None})
+    return out
+
+
+#: accepted steps ``tuneforge tune`` prints at most (the largest speed-ups, in order)
+SHOWN_STEPS = 10
+
+
+def _print_steps(r: dict[str, Any]) -> None:
+    """The path to the best, one accepted step a row, the agent's reason under its action; of
+    a long path the :data:`SHOWN_STEPS` steps that paid most, in order."""
+    steps = r.get("steps") or []
+    if not steps:
+        return
+    shown = steps
+    if len(steps) > SHOWN_STEPS:
+        top = sorted(steps, key=lambda st: -(st.get("speedup") or 0.0))[:SHOWN_STEPS]
+        shown = [st for st in steps if st in top]
+    title = ("how it got there: the accepted steps" if shown is steps else
+             f"how it got there: {len(shown)} of {len(steps)} accepted steps, those that "
+             f"paid most (all: tuneforge report {r['campaign_id'][:8]})")
+    table = Table(title=title, title_justify="left")
+    table.add_column("it", justify="right")
+    table.add_column("step · why the agent tried it", overflow="fold")
+    table.add_column(r["unit"], justify="right")
+    table.add_column("×", justify="right")
+    for step in shown:
+        why = step.get("reason")
+        table.add_row(str(step["iteration"]),
+                      step["action"] + (f"\n[dim]{why}[/]" if why else ""),
+                      f"{step['throughput']:.1f}" if step.get("throughput") else "–",
+                      f"{step['speedup']:.2f}" if step.get("speedup") else "–")
+    console.print(table)
 
 
 def _print_summary(r: dict[str, Any]) -> None:

@@ -65,6 +65,18 @@ def test_tune_json_on_replay(tmp_path: Path, tuneforge_home: Path) -> None:
         row = conn.execute(text("SELECT evaluations, best_us, status FROM campaigns WHERE id = "
                                 ":id"), {"id": result["campaign_id"]}).one()
     assert tuple(row) == (15, pytest.approx(best["avg_us"], rel=1e-6), "done")
+    # the path to the best, with the agent's reasons: the baseline, then accepted steps that
+    # each beat their incumbent, the last one the best
+    steps = result["steps"]
+    assert steps[0]["action"] == "baseline"
+    assert len(steps) >= 3
+    assert all(st["speedup"] > 1.0 and st["reason"] for st in steps[1:])
+    assert steps[-1]["iteration"] == best["iteration"]
+    shown = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--budget", "15",
+                      "--seed", "2", "--db", str(db), "--out", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert "how it got there: the accepted steps" in shown.stdout
+    assert steps[1]["action"] in shown.stdout
 
 
 def test_tune_on_a_fresh_machine_creates_its_home(tmp_path: Path) -> None:
