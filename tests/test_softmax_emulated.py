@@ -64,6 +64,18 @@ BULK_POINTS = {
                                                bulk=8, unroll=4, load_hint=2),
     "bulk, the 65536x128 pick": BULK_PICKS["rt8x256"],
 }
+#: clusters whose CTAs push their partials (apply_cluster_push): every pass count, the
+#: bulk-copy path, two warps a CTA (the block's reduction before the push)
+PUSH_POINTS = {
+    "push, cluster 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=4,
+                                        passes=1, chunks=2, push=True),
+    "push, cluster 4, two passes": P(block_threads=32, row_threads=32, cluster=4, vec=4,
+                                     passes=2, unroll=2, load_hint=3, push=True),
+    "push, cluster 8, three passes, scalar": P(block_threads=32, row_threads=32, cluster=8,
+                                               vec=1, passes=3, push=True),
+    "push, bulk, cluster 2": P(block_threads=32, row_threads=32, cluster=2, vec=4, bulk=2,
+                               push=True),
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +101,9 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     source, count = re.subn(r"// ---- cluster-barrier PTX \(sm_90\) ----\n.*?// ---- end of "
                             r"cluster-barrier PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.cluster > 1 else 0)
+    source, count = re.subn(r"// ---- cluster-push PTX \(sm_90\) ----\n.*?// ---- end of "
+                            r"cluster-push PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.push else 0)
     # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
     source, count = re.subn(r"__device__ __forceinline__ float\d? ld_na\(.*?return v; \}\n",
                             "", source, flags=re.S)
@@ -220,6 +235,27 @@ def test_bulk_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
         launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
         assert isinstance(launch, LaunchConfig)
         assert (launch.dynamic_smem_bytes > 0) == (cols * rpc < BULK_SMEM_CAP // 4 * p.cluster)
+        x = inputs(dist, rows, cols, rng)
+        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
+        worst, norm = judge(x, y, rows, cols)
+        assert worst <= TOL, (rows, cols, dist, xoff, yoff, units, worst)
+        assert norm <= TOL, (rows, cols, dist, xoff, yoff, units, norm)
+
+
+@pytest.mark.parametrize("name", list(PUSH_POINTS))
+def test_push_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """A cluster's partials pushed into each CTA's shared memory on mbarriers: one reduction a
+    row, two (three passes), and grids smaller than the rows, so that each CTA runs several
+    reductions and both mbarriers go through several phases."""
+    p = PUSH_POINTS[name]
+    assert FAMILY.validate(p) is None
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    cases: list[tuple[int, int, str, int, int, int | None]] = [
+        (1, 1, "normal", 0, 0, None), (3, 5 * p.cluster, "neg_inf", 1, 1, None),
+        (5, 4098, "large", 0, 0, None), (9, 131, "neg_inf", 1, 1, 2),
+        (7, 1030, "normal", 0, 2, 1), (6, 777, "constant", 0, 0, 4)]
+    for rows, cols, dist, xoff, yoff, units in cases:
         x = inputs(dist, rows, cols, rng)
         y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
         worst, norm = judge(x, y, rows, cols)

@@ -349,6 +349,13 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
                 result = FAMILY.apply(Candidate(start), action)
                 if isinstance(result, Candidate):
                     out.append((str(action), result.params))
+    # the push of a cluster's partials needs a cluster to start from
+    cluster_start = SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4,
+                                  passes=1, chunks=4)
+    for action in FAMILY.transforms.get("apply_cluster_push").actions():
+        pushed = FAMILY.apply(Candidate(cluster_start), action)
+        if isinstance(pushed, Candidate):
+            out.append((str(action), pushed.params))
     out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
     out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
     out += [(f"bulk {name}", p) for name, p in BULK_PICKS.items()]

@@ -8,6 +8,12 @@ max and sum, then read again and write) or 1 (the row held in registers, ``chunk
 thread; a row longer than that capacity takes the two-pass loop of the same kernel, so every
 point runs at every shape).
 
+``push`` changes how a cluster's CTAs combine their parts of a row's (max, sum): each CTA's
+partial is pushed into every CTA's shared memory by ``st.async`` completing bytes on that CTA's
+mbarrier, and each CTA waits on its own mbarrier, instead of a cluster-wide barrier and reads of
+the other CTAs' shared memory (and the last barrier before the CTAs leave goes: nobody reads
+another CTA's memory).
+
 ``bulk`` > 0 stages the row in shared memory instead: a CTA's part of it (its slice of a row
 spread over a cluster, or the ``rows_per_cta`` consecutive rows it packs) comes in with Hopper
 bulk async copies (``cp.async.bulk``), ``bulk`` pieces each completing on its own mbarrier and
@@ -19,6 +25,8 @@ may have runs the same kernel's two-pass loop (the launch then asks for no share
 from __future__ import annotations
 
 import itertools
+import json
+import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -53,15 +61,16 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "load_hint": (0, 1, 2, 3),
     "store_hint": (False, True),
     "bulk": (0, 1, 2, 4, 8),
+    "push": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
-KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0}
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
-    "load_hint": (0,), "store_hint": (False,), "bulk": (0,),
+    "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -81,6 +90,7 @@ class SoftmaxParams:
     load_hint: int = 0
     store_hint: bool = False
     bulk: int = 0
+    push: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -103,7 +113,9 @@ class SoftmaxParams:
     def canonical(self) -> SoftmaxParams:
         """The same kernel with the fields it does not read at their defaults (``chunks`` only
         matters to the one-pass kernel; a bulk-copy point's fallback is the two-pass loop, so
-        its ``passes`` is 2)."""
+        its ``passes`` is 2; ``push`` only to a cluster's reductions)."""
+        if self.push and self.cluster == 1:
+            return replace(self, push=False).canonical()
         if self.bulk and (self.passes, self.chunks) != (2, 1):
             return replace(self, passes=2, chunks=1)
         if self.passes != 1 and self.chunks != 1:
@@ -209,6 +221,10 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
+    if p.push and p.cluster == 1:
+        return Rejection("push_needs_cluster",
+                         "pushing the partial sums to the other CTAs needs a cluster "
+                         "(cluster is 1)", {"push": True, "cluster": 1})
     if p.bulk:
         if arch_number(arch) < 90:
             return Rejection("bulk_copy_needs_sm90",
@@ -260,13 +276,15 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint"),
-    2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
-    3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint"),
+        "store_hint", "push"),
+    2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
+        "push"),
+    3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
+        "push"),
 }
 #: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop)
 BULK_FIELDS = ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint",
-               "store_hint", "bulk")
+               "store_hint", "bulk", "push")
 
 
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
@@ -287,6 +305,11 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
                 yield point
 
 
+#: fields :func:`sample_space` draws from a hash of the rest of the point rather than from the
+#: caller's generator, so that adding them kept the points every seed draws (``push``)
+HASH_DRAWN = ("push",)
+
+
 def sample_space(rng: Any, n: int, arch: str = "sm_90", max_tries: int = 100_000
                  ) -> list[SoftmaxParams]:
     """``n`` distinct valid points drawn uniformly over the fields (invalid draws skipped)."""
@@ -294,8 +317,11 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90", max_tries: int = 100_000
     for _ in range(max_tries):
         if len(out) >= n:
             break
-        point = SoftmaxParams(**{name: rng.choice(dom) for name, dom in DOMAINS.items()})
-        point = point.canonical()
+        drawn = {name: rng.choice(dom) for name, dom in DOMAINS.items()
+                 if name not in HASH_DRAWN}
+        tie = random.Random(json.dumps(drawn, sort_keys=True))
+        point = SoftmaxParams(**drawn, **{name: tie.choice(DOMAINS[name])
+                                          for name in HASH_DRAWN}).canonical()
         if validate(point, arch) is None:
             out[point] = None
     return list(out)

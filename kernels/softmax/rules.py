@@ -16,7 +16,9 @@ In order:
    on its SM (over half its registers) → a cluster twice as large at half the floats, or two
    passes in small CTAs where the rows in flight fit the L2 (the re-read stays on chip);
 4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
-5. the unroll of the streaming loops (two-pass points), then cache hints last.
+5. a cluster's partial sums pushed to each CTA (``apply_cluster_push``) rather than met at a
+   cluster-wide barrier;
+6. the unroll of the streaming loops (two-pass points), then cache hints last.
 
 Right after the plan, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
 :data:`BULK_MAX_SHORT_COLS`, the bulk-copy point of the shape (:func:`bulk_plan`): the CTA's
@@ -136,6 +138,8 @@ def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
              Action("apply_cluster", (want.cluster,)),
+             (Action("apply_cluster_push", (want.push,)) if want.push != params.push
+              and want.cluster > 1 else None),
              Action("apply_vectorize", (want.vec,)),
              (None if want.bulk else Action("apply_register_row", (want.chunks,))
               if want.passes == 1 else Action("set_passes", (want.passes,))),
@@ -197,12 +201,12 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     else:
         held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
                 f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
-    add(asdict(goal), f"plan for {rows}x{cols}: {held}")
+    add({**asdict(goal), "push": p.push}, f"plan for {rows}x{cols}: {held}")
     staged = bulk_plan(rows, cols, sms)
     if staged is not None and p.bulk == 0:
         slice_floats = -(-cols // staged.cluster) if staged.cluster > 1 else (
             staged.rows_per_cta * cols)
-        add(asdict(staged),
+        add({**asdict(staged), "push": p.push},
             f"stage the rows in shared memory by bulk async copies for {rows}x{cols}: "
             f"{slice_floats} floats a CTA ({bulk_smem_bytes(staged, cols) // 1024} KB"
             + (f", a cluster of {staged.cluster} on a row" if staged.cluster > 1 else
@@ -277,6 +281,12 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             add(target, f"{ctas} CTAs for {sms} SMs: {rows} rows over clusters of "
                         f"{new_cluster} CTAs give {rows * new_cluster}")
 
+    # a cluster's reductions without the cluster-wide barrier
+    if p.cluster > 1 and not p.push:
+        add({"push": True},
+            f"{p.cluster} CTAs meet at a cluster-wide barrier for every reduction (each thread "
+            "after a release fence): each CTA pushes its partial into the others' shared "
+            "memory on their mbarriers instead")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "

@@ -161,6 +161,26 @@ def apply_bulk_copy(candidate: Candidate, pieces: int) -> Candidate | Rejection:
     return _step(candidate, Action("apply_bulk_copy", (pieces,)), bulk=pieces)
 
 
+@TRANSFORMS.register(
+    "apply_cluster_push",
+    ArgSpec("push", DOMAINS["push"],
+            "a cluster's CTAs push their partial (max, sum) into each other's shared memory "
+            "by st.async on mbarriers and each waits on its own, instead of a cluster-wide "
+            "barrier and remote reads", "push"),
+    origin="expert",
+)
+def apply_cluster_push(candidate: Candidate, push: bool) -> Candidate | Rejection:
+    """Combine a cluster's partial sums by pushing them (``st.async`` completing bytes on each
+    CTA's mbarrier) rather than through a cluster barrier and DSMEM reads; the kernel's last
+    barrier goes too (no CTA reads another's memory)."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_cluster_push", (push,))
+    if push and p.cluster == 1:
+        return Rejection("push_needs_cluster", "apply_cluster_push(true) needs a cluster: "
+                         "apply_cluster(n) first", {"push": True, "cluster": 1})
+    return _step(candidate, action, push=push)
+
+
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
     """Return to the parent candidate (its own lineage intact, so the chain replays)."""

@@ -20,3 +20,33 @@ struct cluster_group {
 };
 inline cluster_group this_cluster() { return {}; }
 }  // namespace cooperative_groups
+
+// ---- a cluster's pushed partials (the test removes the kernel's cluster-push PTX) ----------
+// An mbarrier's 8 bytes hold its arrivals (bits 0-15), the arrivals a phase expects (16-31:
+// the CTA's own arm and each other CTA's push) and the phases completed (32-63).
+inline void cl_bar_init(uint64_t* bar, unsigned expected)
+{
+    new (bar) std::atomic<uint64_t>((uint64_t)expected << 16);
+}
+inline void simt_cl_arrive(uint64_t* bar)
+{
+    auto* a = reinterpret_cast<std::atomic<uint64_t>*>(bar);
+    uint64_t old = a->load(std::memory_order_relaxed), next;
+    do {
+        const uint64_t arrivals = (old & 0xffff) + 1, expected = (old >> 16) & 0xffff;
+        next = arrivals == expected ? (((old >> 32) + 1) << 32) | (expected << 16)
+                                    : (old & ~0xffffull) | arrivals;
+    } while (!a->compare_exchange_weak(old, next, std::memory_order_acq_rel));
+}
+inline void cl_arm(uint64_t* bar) { simt_cl_arrive(bar); }
+template <typename T> inline void cl_push(T* slot, T v, uint64_t* bar, unsigned rank)
+{
+    cooperative_groups::cluster_group c;
+    *c.map_shared_rank(slot, (int)rank) = v;
+    simt_cl_arrive(c.map_shared_rank(bar, (int)rank));
+}
+inline void cl_wait(uint64_t* bar, unsigned parity)
+{
+    auto* a = reinterpret_cast<std::atomic<uint64_t>*>(bar);
+    while (((a->load(std::memory_order_acquire) >> 32) & 1) == parity) std::this_thread::yield();
+}
