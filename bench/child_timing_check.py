@@ -58,7 +58,7 @@ class BlockedFlush:
 
 
 def main() -> int:
-    """Time every point on both streams, three rounds, and print a table."""
+    """Time every point the three ways, interleaved, three rounds; print a table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--shape", required=True)
