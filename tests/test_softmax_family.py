@@ -273,8 +273,8 @@ def test_points_without_bulk_copies_render_and_key_as_before() -> None:
     assert "cp.async.bulk" not in FAMILY.render(BLOCK_ROW)
     assert "cp.async.bulk" in FAMILY.render(replace(BLOCK_ROW, bulk=2))
     assert FAMILY.params_from_dict({**BLOCK_ROW.to_dict(), "bulk": 0}) == BLOCK_ROW
-    # every point of the replay dataset keeps its key: those measured before the bulk-copy path
-    # without the field, the bulk-copy points session 12 measured with it
+    # every point of the replay dataset keeps its key: those without a bulk copy without the
+    # field, the measured bulk-copy points with it
     import gzip
 
     [dataset] = FAMILY.replay_datasets()

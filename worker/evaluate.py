@@ -400,9 +400,9 @@ class GpuEvaluator:
         self.compiler.close()
 
 
-#: The vendor harness's protocol, part of every cached vendor time: ``2`` since 2026-12-02, when
-#: the vendor started to run the child's own poison and flush kernels before each timed call
-#: (``worker/vendor.py``; a short kernel's time moved by ~0.7 us).
+#: The vendor harness's protocol, part of every cached vendor time: ``2``, the vendor timed after
+#: the child's own poison and flush kernels (``worker/vendor.py``); times cached under another
+#: protocol are measured again.
 VENDOR_PROTOCOL = 2
 
 
