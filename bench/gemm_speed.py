@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:
 
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
+from kernels.gemm_bias_relu.vendor import inputs as vendor_inputs  # noqa: E402
 
 #: how the last prepared composition sums its products (``prepare_composition`` sets it)
 _MODE: dict[str, str] = {}
@@ -40,12 +41,7 @@ _MODE: dict[str, str] = {}
 
 def prepare_composition(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
     """Inputs for ``dims`` split into bf16 parts, and one run of the three-GEMM composition."""
-    m, n, k = dims["m"], dims["n"], dims["k"]
-    dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(0)
-    a = torch.randn(m, k, device=dev, generator=gen)
-    b = torch.randn(k, n, device=dev, generator=gen)
-    bias = torch.randn(n, device=dev, generator=gen)
+    a, b, bias = vendor_inputs(torch, dims)  # the vendor baseline's inputs
     a_hi = a.to(torch.bfloat16)
     a_lo = (a - a_hi.float()).to(torch.bfloat16)
     b_hi = b.to(torch.bfloat16)

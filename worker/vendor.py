@@ -23,14 +23,13 @@ from typing import Any
 
 from worker import launch_contract as lc
 
-#: how the L2 is flushed (and the outputs poisoned) before each timed call: ``child`` runs the
-#: evaluation child's own ``tf_poison`` and ``tf_flush`` (``worker/support.cu``, compiled by the
-#: project's compiler, loaded by pycuda into torch's context, launched on torch's legacy
-#: default stream with the child's grids), the default since 2026-12-02; ``lerp`` (where pycuda
-#: or nvcc is missing) one ``lerp_`` pass of the same arithmetic and bytes and torch's
-#: ``fill_``; ``legacy`` this module's flush before that (two passes, ``mul_`` then ``add_``,
-#: over 256 MiB). The flush's access pattern moves the next short kernel's time by ~0.7 us
-#: (docs/GPU.md, session 12): both sides must run the same kernels.
+#: how the L2 is flushed (and the outputs poisoned) before each timed call: ``child`` (the
+#: default) runs the evaluation child's own ``tf_poison`` and ``tf_flush`` (``worker/support.cu``,
+#: compiled by the project's compiler, loaded by pycuda into torch's context, launched on
+#: torch's legacy default stream with the child's grids); ``lerp`` (where pycuda or nvcc is
+#: missing) one ``lerp_`` pass of the same arithmetic and bytes and torch's ``fill_``;
+#: ``legacy`` two passes, ``mul_`` then ``add_``, over 256 MiB. A flush's access pattern moves
+#: the next short kernel's time (docs/GPU.md): both sides must run the same kernels.
 FLUSH_MODES = ("child", "lerp", "legacy")
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
 
@@ -91,6 +90,11 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
     if flush_mode == "child" and support is None:
         flush_mode = "lerp"
     context = None
+
+    def poison_outputs() -> None:
+        for t in outputs:
+            t.fill_(float("nan"))
+
     if support is not None:
         flush_fn, poison_fn, sm_count, context = support
         n = lc.flush_elements(l2)
@@ -110,18 +114,10 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
         flush = torch.ones(lc.flush_elements(l2), dtype=torch.float32, device=dev)
         two = torch.full((), 2.0, dtype=torch.float32, device=dev)
 
-        def poison_outputs() -> None:
-            for t in outputs:
-                t.fill_(float("nan"))
-
         def flush_l2() -> None:
             flush.lerp_(two, 0.5)  # one pass: x + 0.5 (2 - x) = 0.5 x + 1, as tf_flush
     else:
         flush = torch.empty(64 << 20, dtype=torch.float32, device=dev)
-
-        def poison_outputs() -> None:
-            for t in outputs:
-                t.fill_(float("nan"))
 
         def flush_l2() -> None:
             flush.mul_(0.5).add_(1.0)
