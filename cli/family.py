@@ -139,12 +139,18 @@ def _families(db: str | None, url: str | None, key: str | None) -> list[dict[str
     if kind == "api":
         with target as client:
             return list(call(client, "GET", "/families"))
+    return local_families(target)
+
+
+def local_families(url: str) -> list[dict[str, Any]]:
+    """``GET /families`` of a local database (its URL, migrated): the built-ins, then the
+    latest version of each family registered there."""
     from api.routes.families import family_list
     from core import families
     from core.db import session_scope
 
-    families.install(target)
-    with session_scope(target) as session:
+    families.install(url)
+    with session_scope(url) as session:
         return [f.model_dump(mode="json") for f in family_list(session, None)]
 
 

@@ -109,14 +109,9 @@ def _team_families(db: str | None) -> list[dict[str, Any]]:
         if db is not None:
             raise
         return []  # the configured database is down: the built-ins still list
-    from api.routes.families import family_list
-    from core import families
-    from core.db import session_scope
+    from cli.family import local_families
 
-    families.install(url)
-    with session_scope(url) as session:
-        return [f.model_dump(mode="json") for f in family_list(session, None)
-                if f.origin == "team"]
+    return [f for f in local_families(url) if f["origin"] == "team"]
 
 
 @app.command()

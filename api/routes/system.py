@@ -22,7 +22,6 @@ from api.schemas import (
 from core import families
 from core.models import Campaign, Candidate, WorkerHeartbeat, utcnow
 from core.queues import queue_lengths, redis_client
-from kernels import family_names
 
 router = APIRouter(tags=["system"], route_class=StrictJsonRoute)
 
@@ -60,11 +59,10 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
                        Campaign.created_at, Campaign.id))
-    if family is not None:
-        # a team family named without a version: every version of it, each its own entries
-        stored = (families.versions(session, team_id=team.team_id, name=kernel)
-                  if kernel is not None and "@" not in kernel and kernel not in family_names()
-                  else [])
+    if family is not None and kernel is not None:
+        # a team family named without a version: every version of it, each its own entries (a
+        # built-in's name, NAME@vN or a key names no stored family: just the resolved one)
+        stored = families.versions(session, team_id=team.team_id, name=kernel)
         keys = [row.key for row in stored] or [family.name]
         query = query.where(Campaign.kernel.in_(keys))
     if gpu is not None:
