@@ -33,9 +33,6 @@ from worker.compile import Compiler  # noqa: E402
 from worker.evaluate import GpuEvaluator  # noqa: E402
 from worker.vendor import measure, measure_torch  # noqa: E402
 
-TORCH_DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
-                "bfloat16": "bfloat16"}
-
 
 def prepare_ours(cubin: str, family: KernelFamily, params: Any, dims: Dims) -> Any:
     """A ``prepare(torch, dims)`` for :func:`measure_torch` that launches our cubin by cupy on
@@ -50,7 +47,7 @@ def prepare_ours(cubin: str, family: KernelFamily, params: Any, dims: Dims) -> A
         dev = torch.device("cuda")
         gen = torch.Generator(device=dev).manual_seed(0)
         bufs = [torch.randn(int(b["count"]), device=dev, generator=gen,
-                            dtype=getattr(torch, TORCH_DTYPES[b["dtype"]]))
+                            dtype=getattr(torch, b["dtype"]))  # the signature's names are torch's
                 for b in sig["buffers"]]
         scalars = [int(s["value"]) for s in sig["scalars"]]
         module = cupy.RawModule(path=cubin)

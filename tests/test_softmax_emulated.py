@@ -184,22 +184,34 @@ def shapes(p: SoftmaxParams) -> list[tuple[int, int]]:
     return [(r, c) for r, c in dict.fromkeys(out) if c >= 1]
 
 
+#: (rows, cols, distribution, x offset, y offset, row units or None)
+Case = tuple[int, int, str, int, int, int | None]
+
+
+def check_cases(binary: Path, p: SoftmaxParams, cases: list[Case], rng: random.Random,
+                tmp_path: Path) -> None:
+    """Run ``binary`` on each ``(rows, cols, dist, xoff, yoff, units)`` case (``units``: the
+    grid's row units, None for the launch's own) and hold its output to the float64 rule."""
+    for rows, cols, dist, xoff, yoff, units in cases:
+        x = inputs(dist, rows, cols, rng)
+        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
+        worst, norm = judge(x, y, rows, cols)
+        assert worst <= TOL, (rows, cols, dist, xoff, yoff, units, worst)
+        assert norm <= TOL, (rows, cols, dist, xoff, yoff, units, norm)
+
+
 @pytest.mark.parametrize("name", list(POINTS))
 def test_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
     p = POINTS[name]
     assert FAMILY.validate(p) is None
     binary = build(gxx, p, tmp_path)
     rng = random.Random(zlib.crc32(name.encode()))
-    cases = [(r, c, "normal", 0, 0) for r, c in shapes(p)]
-    cases += [(5, 4098, d, 0, 0) for d in ("large", "neg_inf", "constant")]
+    cases: list[Case] = [(r, c, "normal", 0, 0, None) for r, c in shapes(p)]
+    cases += [(5, 4098, d, 0, 0, None) for d in ("large", "neg_inf", "constant")]
     # a misaligned base (same for x and y), and x and y aligned differently
-    cases += [(3, 1027, "normal", 1, 1), (3, 1027, "neg_inf", 3, 1), (2, 70, "normal", 2, 0)]
-    for rows, cols, dist, xoff, yoff in cases:
-        x = inputs(dist, rows, cols, rng)
-        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path)
-        worst, norm = judge(x, y, rows, cols)
-        assert worst <= TOL, (rows, cols, dist, xoff, yoff, worst)
-        assert norm <= TOL, (rows, cols, dist, xoff, yoff, norm)
+    cases += [(3, 1027, "normal", 1, 1, None), (3, 1027, "neg_inf", 3, 1, None),
+              (2, 70, "normal", 2, 0, None)]
+    check_cases(binary, p, cases, rng, tmp_path)
 
 
 def bulk_cases(p: SoftmaxParams) -> list[tuple[int, int, str, int, int]]:
@@ -228,18 +240,13 @@ def test_bulk_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
     binary = build(gxx, p, tmp_path)
     rng = random.Random(zlib.crc32(name.encode()))
     rpc = p.canonical().rows_per_cta
-    cases: list[tuple[int, int, str, int, int, int | None]] = [
-        (*c, None) for c in bulk_cases(p)]
+    cases: list[Case] = [(*c, None) for c in bulk_cases(p)]
     cases += [(5 * rpc + 1, 131, "neg_inf", 1, 1, 2), (4 * rpc + 3, 36, "normal", 0, 0, 1)]
-    for rows, cols, dist, xoff, yoff, units in cases:
+    for rows, cols, *_ in cases:
         launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
         assert isinstance(launch, LaunchConfig)
         assert (launch.dynamic_smem_bytes > 0) == (cols * rpc < BULK_SMEM_CAP // 4 * p.cluster)
-        x = inputs(dist, rows, cols, rng)
-        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
-        worst, norm = judge(x, y, rows, cols)
-        assert worst <= TOL, (rows, cols, dist, xoff, yoff, units, worst)
-        assert norm <= TOL, (rows, cols, dist, xoff, yoff, units, norm)
+    check_cases(binary, p, cases, rng, tmp_path)
 
 
 @pytest.mark.parametrize("name", list(PUSH_POINTS))
@@ -251,16 +258,11 @@ def test_push_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
     assert FAMILY.validate(p) is None
     binary = build(gxx, p, tmp_path)
     rng = random.Random(zlib.crc32(name.encode()))
-    cases: list[tuple[int, int, str, int, int, int | None]] = [
+    cases: list[Case] = [
         (1, 1, "normal", 0, 0, None), (3, 5 * p.cluster, "neg_inf", 1, 1, None),
         (5, 4098, "large", 0, 0, None), (9, 131, "neg_inf", 1, 1, 2),
         (7, 1030, "normal", 0, 2, 1), (6, 777, "constant", 0, 0, 4)]
-    for rows, cols, dist, xoff, yoff, units in cases:
-        x = inputs(dist, rows, cols, rng)
-        y = run(binary, p, rows, cols, x, xoff, yoff, tmp_path, units)
-        worst, norm = judge(x, y, rows, cols)
-        assert worst <= TOL, (rows, cols, dist, xoff, yoff, units, worst)
-        assert norm <= TOL, (rows, cols, dist, xoff, yoff, units, norm)
+    check_cases(binary, p, cases, rng, tmp_path)
 
 
 def test_points_cover_every_path() -> None:
@@ -283,13 +285,8 @@ def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Pa
     binary = build(gxx, p, tmp_path)
     rng = random.Random(cols)
     cap = p.capacity or 3 * p.group_threads * p.vec * p.unroll
-    for r, c, dist, xoff, yoff in ((1, cap - 3, "neg_inf", 1, 1), (1, cap + 1, "normal", 0, 0),
-                                   (2, 4099, "large", 2, 0)):
-        x = inputs(dist, r, c, rng)
-        y = run(binary, p, r, c, x, xoff, yoff, tmp_path)
-        worst, norm = judge(x, y, r, c)
-        assert worst <= TOL, (r, c, dist, worst)
-        assert norm <= TOL, (r, c, dist, norm)
+    check_cases(binary, p, [(1, cap - 3, "neg_inf", 1, 1, None), (1, cap + 1, "normal", 0, 0, None),
+                            (2, 4099, "large", 2, 0, None)], rng, tmp_path)
 
 
 def test_reference_on_the_host(gxx: str, tmp_path: Path) -> None:
