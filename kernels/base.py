@@ -108,13 +108,15 @@ class Dims(Mapping[str, int]):
 
 
 @dataclass(frozen=True)
-class EpilogueLaunch:
-    """A second kernel of the same module, launched right after the first on the same stream
-    (a GEMM's split-K: sum the partial products in the workspace, add the bias, apply ReLU).
+class AuxLaunch:
+    """Another kernel of the same module, launched on the same stream right before the main one
+    (a prologue: a GEMM's split pass, writing its operands' bf16 parts into the workspace) or
+    right after it (an epilogue: a GEMM's split-K, summing the partial products in the
+    workspace, adding the bias, applying ReLU).
 
     ``args`` names its arguments in order: a signature buffer or scalar by name,
-    ``"workspace"``, or an integer literal (passed as int32). The launcher times both kernels as
-    one (the user pays for both)."""
+    ``"workspace"``, or an integer literal (passed as int32). The launcher times the kernels of
+    a launch as one (the user pays for all of them)."""
 
     kernel_name: str
     grid: tuple[int, int, int]
@@ -132,9 +134,10 @@ class LaunchConfig:
     """How to launch a rendered kernel for one shape.
 
     The kernel takes its family's signature (buffers, then scalars: ``kernels.family``); with
-    ``workspace_bytes`` > 0 it takes a workspace pointer after them, and ``epilogue`` names the
-    kernel launched after it; the launcher allocates the workspace (its contents on entry are
-    undefined: the first kernel writes every element it reads back).
+    ``workspace_bytes`` > 0 it takes a workspace pointer after them; ``prologue`` and
+    ``epilogue`` name the kernels launched before and after it. The launcher allocates the
+    workspace (its contents on entry are undefined: the kernel that reads an element has it
+    written by itself or by a kernel before it in the launch).
     """
 
     kernel_name: str
@@ -143,14 +146,15 @@ class LaunchConfig:
     dynamic_smem_bytes: int
     #: Extra device memory the kernel needs (split-K partial sums), in bytes.
     workspace_bytes: int = 0
-    epilogue: EpilogueLaunch | None = None
+    epilogue: AuxLaunch | None = None
+    prologue: AuxLaunch | None = None
     #: Output rows and columns one CTA computes, where the grid does not say it (a stream-K
     #: grid counts CTAs, not tiles); None: grid x and y cover the output's columns and rows.
     #: Not sent to a GPU.
     tile: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``epilogue`` only when there is one)."""
+        """JSON-ready form (``prologue`` and ``epilogue`` only when there is one)."""
         out: dict[str, Any] = {
             "kernel_name": self.kernel_name,
             "grid": list(self.grid),
@@ -158,6 +162,8 @@ class LaunchConfig:
             "dynamic_smem_bytes": self.dynamic_smem_bytes,
             "workspace_bytes": self.workspace_bytes,
         }
+        if self.prologue is not None:
+            out["prologue"] = self.prologue.to_dict()
         if self.epilogue is not None:
             out["epilogue"] = self.epilogue.to_dict()
         return out

@@ -1,6 +1,6 @@
 """The bf16 split kernels the CPU and GPU tests share: every tile, both pipelines (lockstep and
 warp-specialized with one or two producer warpgroups, loading into registers or staging by
-cp.async), windows, stages, swizzle, split-K and a
+cp.async, or copying the stages a split pass wrote), windows, stages, swizzle, split-K and a
 specialized shape, for bf16x3 and bf16x6."""
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ BF3_LOCKSTEP = replace(BF3, producers=0, stages=1).canonical()
 BF3_STAGED = replace(BF3, stages=1, async_copy=True).canonical()
 #: bf16x6 with one producer (three parts: two stages of 96 KB)
 BF6 = replace(BF3, bf16_split=6, producers=1, stages=1).canonical()
+#: the split pass: both operands split once before the GEMM, whose one producer thread copies
+#: whole stages by cp.async.bulk
+BF3_PASS = replace(BF3, producers=1, split_pass=True).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -39,4 +42,8 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF6, producers=0, wgmma=64, block_y=1, stages=1),
             replace(BF6, producers=0, wgmma=64, block_y=2, stages=1),
             replace(BF6, swizzle=4, split_k=4)]
+    out += [BF3_PASS, replace(BF3_PASS, stages=1), replace(BF3_PASS, block_y=1),
+            replace(BF3_PASS, wgmma=64), replace(BF3_PASS, mma_window=2),
+            replace(BF3_PASS, swizzle=4), replace(BF3_PASS, bf16_split=6, stages=1),
+            replace(BF3_PASS, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))

@@ -17,7 +17,7 @@ from core.evaluation import CompileResult, EvalOptions
 from kernels.base import Dims, LaunchConfig, Rejection
 from kernels.family import DTYPES, FILL_KINDS, Buffer, Distribution, Fill, Scalar, Signature
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.launch import SPLITK_REDUCE_NAME
+from kernels.gemm_bias_relu.launch import SPLIT_PASS_NAME, SPLITK_REDUCE_NAME
 from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
 from worker import launch_contract as lc
@@ -72,7 +72,7 @@ def main_kernel(log: list[tuple[str, Any]], workspace: bool,
     module = FakeModule(log)
     fn = module.get_function("gemm_bias_relu")
     fn._tf_module = module  # type: ignore[attr-defined]
-    fn._tf_epilogues = {}  # type: ignore[attr-defined]
+    fn._tf_aux = {}  # type: ignore[attr-defined]
     fn.prepare(lc.kernel_format(signature, workspace))
     return fn
 
@@ -87,12 +87,12 @@ def test_the_gemm_formats_are_the_ones_its_kernels_were_always_launched_with() -
     launch = FAMILY.launch(replace(SIMT, split_k=16), SHAPE)
     assert isinstance(launch, LaunchConfig)
     assert launch.epilogue is not None
-    assert lc.epilogue_format(GEMM_SIG, launch.epilogue.args) == "PPPiii"
+    assert lc.aux_format(GEMM_SIG, launch.epilogue.args) == "PPPiii"
     assert lc.reference_format(GEMM_SIG) == "PPPPPiii"
     assert lc.kernel_args(GEMM_SIG, BUFS, "WS") == ("A", "B", "bias", "C", 256, 256, 65536, "WS")
     refs = {**BUFS, "C.ref": "R", "C.scale": "S"}
     assert lc.reference_args(GEMM_SIG, refs) == ("A", "B", "bias", "R", "S", 256, 256, 65536)
-    assert lc.epilogue_args(GEMM_SIG, launch.epilogue.args, BUFS, "WS") == (
+    assert lc.aux_args(GEMM_SIG, launch.epilogue.args, BUFS, "WS") == (
         "WS", "bias", "C", 256, 256, 16)
 
 
@@ -103,11 +103,11 @@ def test_a_two_buffer_family_gets_formats_from_its_own_signature() -> None:
     bufs = {"x": "X", "y": "Y", "y.ref": "R", "y.scale": "S"}
     assert lc.kernel_args(ROWS_SIG, bufs) == ("X", "Y", 8, 1000)
     assert lc.reference_args(ROWS_SIG, bufs) == ("X", "R", "S", 8, 1000)
-    assert lc.epilogue_format(ROWS_SIG, ("y", "workspace", "cols", 3)) == "PPii"
-    assert lc.epilogue_args(ROWS_SIG, ("y", "workspace", "cols", 3), bufs, "WS") == (
+    assert lc.aux_format(ROWS_SIG, ("y", "workspace", "cols", 3)) == "PPii"
+    assert lc.aux_args(ROWS_SIG, ("y", "workspace", "cols", 3), bufs, "WS") == (
         "Y", "WS", 1000, 3)
     with pytest.raises(ValueError, match="not a buffer"):
-        lc.epilogue_format(ROWS_SIG, ("z",))
+        lc.aux_format(ROWS_SIG, ("z",))
     assert lc.shape_key(ROWS_SIG) == (("x", "float32", 8000), ("y", "float32", 8000))
     assert lc.buffer_bytes(ROWS_SIG) == 2 * 4 * 8000 + 16 * 8000
 
@@ -188,7 +188,34 @@ def test_a_split_k_launch_is_the_kernel_then_its_epilogue_on_the_workspace() -> 
     assert epi["format"] == "PPPiii"
     assert epi["grid"] == tuple(d["epilogue"]["grid"])
     assert epi["block"] == (256, 1, 1)
-    assert list(fn._tf_epilogues) == [(SPLITK_REDUCE_NAME, "PPPiii")]  # type: ignore[attr-defined]
+    assert list(fn._tf_aux) == [(SPLITK_REDUCE_NAME, "PPPiii")]  # type: ignore[attr-defined]
+
+
+def test_a_split_pass_launch_is_its_prologue_then_the_kernel_on_the_workspace() -> None:
+    """The bf16 split pass writes the workspace the GEMM copies its stages from: it runs first,
+    on the same stream, with the operands, the workspace and the shape."""
+    log: list[tuple[str, Any]] = []
+    point = GemmParams(tf32x3=True, wgmma=128, block_x=128, block_y=2, stages=2, mma_window=4,
+                       producers=1, bf16_split=3, split_pass=True)
+    shape = Shape(300, 200, 1000)
+    launch = FAMILY.launch(point, shape)
+    assert not isinstance(launch, Rejection)
+    d = launch.to_dict()
+    # (3 row tiles of 128 + 2 column tiles of 128) x 16 K tiles of 64, two bf16 parts of 2 bytes
+    assert d["workspace_bytes"] == 2 * 2 * 16 * 64 * (3 * 128 + 2 * 128)
+    assert d["prologue"]["grid"] == [(3 + 2) * 16, 1, 1]
+    sig = FAMILY.signature.resolve(shape)
+    bufs = dict(BUFS)
+    rt = runtime(log, d["workspace_bytes"])
+    fn = main_kernel(log, True, sig)
+    rt.launch(fn, d, bufs, sig)
+    assert [name for name, _ in log] == [SPLIT_PASS_NAME, "gemm_bias_relu"]
+    pro, main = log[0][1], log[1][1]
+    assert pro["args"] == ("A", "B", "WS", 300, 200, 1000)
+    assert pro["format"] == "PPPiii"
+    assert main["args"] == ("A", "B", "bias", "C", 300, 200, 1000, "WS")
+    assert main["grid"] == (2, 3, 1)
+    assert main["block"] == (128, 3, 1)
 
 
 def test_a_split_k_launch_refuses_a_workspace_sized_too_small() -> None:
@@ -264,7 +291,8 @@ REQUEST_KEYS = {
     "op", "tol", "checks", "stop_on_failure", "candidate", "bench", "incumbent", "key", "cubin",
     "kernel", "shape", "dist", "signature", "fills", "launch", "reference_launch", "seed",
     "buffers", "scalars", "name", "dtype", "role", "count", "value", "kind", "scale",
-    "kernel_name", "grid", "block", "dynamic_smem_bytes", "workspace_bytes", "epilogue", "args",
+    "kernel_name", "grid", "block", "dynamic_smem_bytes", "workspace_bytes", "prologue",
+    "epilogue", "args",
     "runs", "target_run_ms", "max_reps", "warmup", "rule", "atol", "recheck",
 }
 

@@ -43,10 +43,14 @@ def test_the_rule_books_tensor_core_path_comes_first() -> None:
     for before, after in itertools.pairwise(path):
         assert rule_moves(before, SHAPE, 1e-4, space)[0] == after
     assert path[-1].producers == 2
-    # one deviation further: the precision splits, on the warp-specialized pipeline
+    # one deviation further: the precision splits, on the warp-specialized pipeline, the split
+    # pass first
     assert any(p.bf16_split == 3 and p.producers for p in points)
     assert any(p.bf16_split == 6 for p in points)  # the rule book at 1e-5
-    assert any(p.bf16_split == 3 and p.async_copy for p in points)
+    assert any(p.bf16_split == 3 and p.split_pass for p in points)
+    # further on, the per-tile producers staged by cp.async
+    later = [p for p, _why in itertools.islice(derive(SHAPE), 80)]
+    assert any(p.bf16_split == 3 and p.async_copy for p in later)
 
 
 def test_neighbours_follow_the_rule_points_and_no_split_means_nothing() -> None:

@@ -222,7 +222,7 @@ class Runtime:
             module = cuda.module_from_buffer(cubin)
             fn = module.get_function(name)
             fn._tf_module = module  # keep the module alive with the function
-            fn._tf_epilogues = {}
+            fn._tf_aux = {}
             fn._tf_format = None
             self.modules[key] = fn
         if fn._tf_format != fmt:
@@ -323,13 +323,14 @@ class Runtime:
         return self.ws
 
     @staticmethod
-    def epilogue(fn: Any, name: str, fmt: str) -> Any:
-        """The epilogue kernel ``name`` of ``fn``'s module, prepared with ``fmt`` (once)."""
-        found = fn._tf_epilogues.get((name, fmt))
+    def aux(fn: Any, name: str, fmt: str) -> Any:
+        """The prologue or epilogue kernel ``name`` of ``fn``'s module, prepared with ``fmt``
+        (once)."""
+        found = fn._tf_aux.get((name, fmt))
         if found is None:
             found = fn._tf_module.get_function(name)
             found.prepare(fmt)
-            fn._tf_epilogues[(name, fmt)] = found
+            fn._tf_aux[(name, fmt)] = found
         return found
 
     def launch(self, fn: Any, launch: dict[str, Any], b: dict[str, Any],
@@ -340,7 +341,7 @@ class Runtime:
         ws_bytes = int(launch.get("workspace_bytes") or 0)
         if ws_bytes > self.ws_bytes:
             raise ValueError(f"launch needs a {ws_bytes} B workspace; {self.ws_bytes} B sized")
-        lc.enqueue(fn, lambda name, fmt: self.epilogue(fn, name, fmt), launch, signature, b,
+        lc.enqueue(fn, lambda name, fmt: self.aux(fn, name, fmt), launch, signature, b,
                    self.ws if ws_bytes else None, self.stream)
 
     def sync(self) -> None:

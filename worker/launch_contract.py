@@ -7,8 +7,8 @@ import, so every launcher stays lean. What it takes is plain JSON made by the pa
 - a resolved signature (``kernels.family.Signature.resolve``): ``{"buffers": [{name, dtype,
   role, count}], "scalars": [{name, dtype, value}]}``;
 - a launch (``kernels.base.LaunchConfig.to_dict``): grid, block, dynamic shared memory,
-  ``workspace_bytes`` and an optional ``epilogue`` whose ``args`` name signature buffers or
-  scalars, ``"workspace"``, or are integer literals;
+  ``workspace_bytes`` and an optional ``prologue`` and ``epilogue`` whose ``args`` name
+  signature buffers or scalars, ``"workspace"``, or are integer literals;
 - fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
 
 The contract (``kernels.family``'s module doc): a candidate takes the buffers in order, then
@@ -47,7 +47,7 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32,
                 "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64}
-#: The name an epilogue's ``args`` give the workspace.
+#: The name a prologue's or epilogue's ``args`` give the workspace.
 WORKSPACE = "workspace"
 #: Correctness rules :func:`judge` applies (``kernels.family.RULES``).
 RULES = ("scaled", "norm", "abs_rel", "exact")
@@ -133,9 +133,9 @@ def kernel_args(signature: Signature, bufs: Mapping[str, Any], workspace: Any = 
     return tuple(args)
 
 
-def epilogue_format(signature: Signature, args: Sequence[str | int]) -> str:
-    """pycuda format of an epilogue whose arguments are ``args`` (a GEMM's split-K reduction
-    ``(workspace, bias, C, M, N, splits)``: ``PPPiii``)."""
+def aux_format(signature: Signature, args: Sequence[str | int]) -> str:
+    """pycuda format of a prologue or epilogue kernel whose arguments are ``args`` (a GEMM's
+    split-K reduction ``(workspace, bias, C, M, N, splits)``: ``PPPiii``)."""
     out = []
     for arg in args:
         if isinstance(arg, int) and not isinstance(arg, bool):
@@ -145,28 +145,29 @@ def epilogue_format(signature: Signature, args: Sequence[str | int]) -> str:
         elif (sc := _scalar(signature, str(arg))) is not None:
             out.append(DTYPES[sc["dtype"]][1])
         else:
-            raise ValueError(f"epilogue argument {arg!r} is not a buffer, a scalar, "
+            raise ValueError(f"prologue/epilogue argument {arg!r} is not a buffer, a scalar, "
                              f"{WORKSPACE!r} or an integer")
     return "".join(out)
 
 
-def epilogue_args(signature: Signature, args: Sequence[str | int], bufs: Mapping[str, Any],
-                  workspace: Any) -> tuple[Any, ...]:
-    """An epilogue's argument values, in the order its launch names them."""
+def aux_args(signature: Signature, args: Sequence[str | int], bufs: Mapping[str, Any],
+             workspace: Any) -> tuple[Any, ...]:
+    """A prologue's or epilogue's argument values, in the order its launch names them."""
     out: list[Any] = []
     for arg in args:
         if isinstance(arg, int) and not isinstance(arg, bool):
             out.append(int(arg))
         elif arg == WORKSPACE:
             if workspace is None:
-                raise ValueError("the epilogue takes the workspace, but the launch has none")
+                raise ValueError("a prologue or epilogue takes the workspace, but the launch has "
+                                 "none")
             out.append(workspace)
         elif _buffer(signature, str(arg)) is not None:
             out.append(bufs[str(arg)])
         elif (sc := _scalar(signature, str(arg))) is not None:
             out.append(sc["value"])
         else:
-            raise ValueError(f"epilogue argument {arg!r} is not a buffer, a scalar, "
+            raise ValueError(f"prologue/epilogue argument {arg!r} is not a buffer, a scalar, "
                              f"{WORKSPACE!r} or an integer")
     return tuple(out)
 
@@ -213,22 +214,31 @@ def scale_terms(rule: Mapping[str, Any] | None, tol: float) -> tuple[float, floa
     return 0.0, 1.0
 
 
-def enqueue(fn: Any, epilogue: Callable[[str, str], Any], launch: Launch,
+def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
             signature: Signature, bufs: Mapping[str, Any], workspace: Any, stream: Any
             ) -> None:
-    """Enqueue one launch of a candidate on ``stream``: its kernel and, when the launch has
-    one, its epilogue right after it (``epilogue(name, format)`` gives the prepared function).
-    ``workspace`` must be sized for the launch's ``workspace_bytes`` (None when it has none)."""
+    """Enqueue one launch of a candidate on ``stream``: its prologue when it has one, its
+    kernel, its epilogue when it has one (``aux(name, format)`` gives the prepared function of
+    a prologue or epilogue). ``workspace`` must be sized for the launch's ``workspace_bytes``
+    (None when it has none)."""
     ws = workspace if int(launch.get("workspace_bytes") or 0) else None
+    enqueue_aux(aux, launch.get("prologue"), signature, bufs, ws, stream)
     fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), stream,
                            *kernel_args(signature, bufs, ws),
                            shared_size=int(launch["dynamic_smem_bytes"]))
-    epi = launch.get("epilogue")
-    if epi:
-        args = list(epi["args"])
-        epilogue(epi["kernel_name"], epilogue_format(signature, args)).prepared_async_call(
-            tuple(epi["grid"]), tuple(epi["block"]), stream,
-            *epilogue_args(signature, args, bufs, ws))
+    enqueue_aux(aux, launch.get("epilogue"), signature, bufs, ws, stream)
+
+
+def enqueue_aux(aux: Callable[[str, str], Any], step: Mapping[str, Any] | None,
+                signature: Signature, bufs: Mapping[str, Any], workspace: Any, stream: Any
+                ) -> None:
+    """Enqueue a launch's prologue or epilogue ``step`` (nothing when it is None)."""
+    if not step:
+        return
+    args = list(step["args"])
+    aux(step["kernel_name"], aux_format(signature, args)).prepared_async_call(
+        tuple(step["grid"]), tuple(step["block"]), stream,
+        *aux_args(signature, args, bufs, workspace))
 
 
 def check_fills(signature: Signature, fills: Sequence[Mapping[str, Any]]) -> None:

@@ -121,7 +121,7 @@ def run(spec: dict[str, Any]) -> int:
             if smem > 48 * 1024:
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
-            def epilogue(name: str, fmt: str) -> Any:
+            def aux(name: str, fmt: str) -> Any:
                 found = module.get_function(name)
                 found.prepare(fmt)
                 return found
@@ -145,7 +145,7 @@ def run(spec: dict[str, Any]) -> int:
                             cuda.memcpy_dtoh(out32, bufs[buf["name"]])
                             host_refs[buf["name"]] = out32.astype(np.float64)
                         lc.poison_outputs(cuda, signature, bufs)
-                lc.enqueue(fn, epilogue, launch, signature, bufs, ws, None)
+                lc.enqueue(fn, aux, launch, signature, bufs, ws, None)
             except cuda.LogicError as exc:  # refused before running (resources)
                 emit({"status": "launch_error", "error": str(exc)[:400], "launches": done})
                 return 3

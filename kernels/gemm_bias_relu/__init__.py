@@ -33,6 +33,8 @@ from kernels.gemm_bias_relu.launch import (
     REDUCE_THREADS,
     SK_FIXUP_NAME,
     SK_HEADER_FLOATS,
+    SPLIT_PASS_NAME,
+    SPLIT_PASS_THREADS,
     SPLITK_REDUCE_NAME,
     compile_arch,
     launch_config,
@@ -213,6 +215,8 @@ class GemmBiasRelu(FamilyBase):
             terms=BF16_TERMS[p.bf16_split],
             nbuf=p.wg_buffers,
             batches=p.bf16_batches,
+            split_pass_name=SPLIT_PASS_NAME,
+            split_pass_threads=SPLIT_PASS_THREADS,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

@@ -1,13 +1,20 @@
-"""Launch of GEMM points: grid, block, shared memory, and split-K's or stream-K's workspace and
-epilogue kernel; the arch a point is built for."""
+"""Launch of GEMM points: grid, block, shared memory, split-K's or stream-K's workspace and
+epilogue kernel, the bf16 split pass's workspace and prologue kernel; the arch a point is built
+for."""
 
 from __future__ import annotations
 
-from kernels.base import DEFAULT_SM_COUNT, EpilogueLaunch, LaunchConfig, Rejection
+from kernels.base import DEFAULT_SM_COUNT, AuxLaunch, LaunchConfig, Rejection
 from kernels.gemm_bias_relu.arch import MAX_GRID_Y, SMEM_PER_SM, SMEM_RESERVED_PER_CTA
 from kernels.gemm_bias_relu.params import KERNEL_NAME, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
-from kernels.gemm_bias_relu.validity import shape_mismatch, workspace_bytes, workspace_limit
+from kernels.gemm_bias_relu.validity import (
+    shape_mismatch,
+    split_pass_limit,
+    split_pass_workspace_bytes,
+    workspace_bytes,
+    workspace_limit,
+)
 
 #: The split-K epilogue kernel (same module): partial sums + bias + ReLU.
 SPLITK_REDUCE_NAME = "gemm_bias_relu_splitk_reduce"
@@ -20,6 +27,10 @@ REDUCE_MAX_BLOCKS = 8192
 SK_FIXUP_NAME = "gemm_bias_relu_sk_fixup"
 #: Floats before the stream-K part-tile slots in the workspace (its header: 128 bytes).
 SK_HEADER_FLOATS = 32
+#: The bf16 split pass (same module): A's and B's bf16 parts into the workspace, before the GEMM.
+SPLIT_PASS_NAME = "gemm_bias_relu_split_pass"
+#: Threads per block of the split pass (one block per (tile, K tile) of A or of B^T).
+SPLIT_PASS_THREADS = 256
 #: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
 #: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
 SK_MAX_PARTS = 8
@@ -65,7 +76,7 @@ def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
         block=(params.block_x, params.block_y, 1),
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=stream_k_workspace_bytes(params, ctas),
-        epilogue=EpilogueLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
+        epilogue=AuxLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
                                 (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
         tile=(params.block_m, params.block_n),
     )
@@ -84,10 +95,12 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
     Split-K (``split_k > 1``): grid z is the number of splits, ``min(split_k, K tiles)`` (every
     split gets at least one K tile, whatever the shape), each split writes its partial sums to a
     ``splits x M x N`` fp32 workspace, and the epilogue kernel sums them in split order, adds the
-    bias and applies ReLU. Stream-K (``stream_k``): grid (S, R) with S the CTAs ``sm_count``
-    SMs hold at once (:func:`stream_k_slots`), R - 1 rows of whole tiles and one row that shares
-    the rest's K iterations, then the fix-up kernel (see :class:`GemmParams`). A
-    shape-specialized kernel is refused at any other shape.
+    bias and applies ReLU. The bf16 split pass (``split_pass``): the prologue kernel splits A
+    and B into a workspace of ``(row tiles + column tiles) x K tiles`` blocks, one CTA a block,
+    and the GEMM copies its stages from there. Stream-K (``stream_k``): grid (S, R) with S the
+    CTAs ``sm_count`` SMs hold at once (:func:`stream_k_slots`), R - 1 rows of whole tiles and
+    one row that shares the rest's K iterations, then the fix-up kernel (see
+    :class:`GemmParams`). A shape-specialized kernel is refused at any other shape.
     """
     fixed = params.fixed_shape
     if fixed is not None and fixed != shape:
@@ -104,6 +117,20 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         )
     if params.stream_k:
         return _stream_k_launch(params, shape, grid_x * grid_y, sm_count)
+    if params.split_pass:
+        rejection = split_pass_limit(params, shape)
+        if rejection is not None:
+            return rejection
+        k_tiles = -(-shape.k // params.tile_k)
+        return LaunchConfig(
+            kernel_name=KERNEL_NAME,
+            grid=(grid_x, grid_y, 1),
+            block=(params.block_x, params.block_y + params.producers, 1),
+            dynamic_smem_bytes=params.smem_bytes,
+            workspace_bytes=split_pass_workspace_bytes(params, shape),
+            prologue=AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
+                               (SPLIT_PASS_THREADS, 1, 1), ("A", "B", "workspace", "M", "N", "K")),
+        )
     if params.split_k == 1:
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
@@ -124,6 +151,6 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         block=(params.block_x, params.block_y + params.producers, 1),
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=workspace_bytes(splits, shape),
-        epilogue=EpilogueLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
+        epilogue=AuxLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
                                 (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
     )

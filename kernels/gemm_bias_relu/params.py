@@ -67,6 +67,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # parts, three products), 3 = bf16x3 (hi + lo bf16, three products), 6 = bf16x6 (hi + mid +
     # lo bf16, the six largest products); see PRECISION_SCHEMES
     "bf16_split": (0, 3, 6),
+    # the bf16 split kernel's operands split once, by a pass before the GEMM, into a workspace
+    # laid out as the stages are: the producer copies whole stages by cp.async.bulk
+    "split_pass": (False, True),
 }
 
 #: The precision-split schemes by name, and the ``bf16_split`` value of each.
@@ -79,7 +82,7 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
                                          "lane_quads": False, "stream_k": 0,
-                                         "bf16_split": 0}
+                                         "bf16_split": 0, "split_pass": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -238,6 +241,14 @@ class GemmParams:
     #: operands from shared memory (the split threads transpose B on the way in): block
     #: (128, W) is W consumer warpgroups of 64 rows of C each, ``wgmma`` the columns.
     bf16_split: int = 0
+    #: the bf16 split kernel's split made once, by a pass before the GEMM (warp-specialized,
+    #: one producer warpgroup): a prologue kernel reads A and B once, splits every value into
+    #: its bf16 parts and writes them to the workspace tile by tile, each (row tile, K tile) of
+    #: A and (column tile, K tile) of B^T in the byte layout of a stage (128-byte swizzle, zeros
+    #: past the edges); the GEMM's producer thread then copies a whole stage by two
+    #: ``cp.async.bulk`` on the stage's mbarrier. A value is split once, not once per CTA
+    #: that reads its tile, and no register of the GEMM's producers holds it.
+    split_pass: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -439,9 +450,9 @@ class GemmParams:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
             return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0,
-                           bf16_split=0)
+                           bf16_split=0, split_pass=False)
         point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
-                        producers=0, bf16_split=0)
+                        producers=0, bf16_split=0, split_pass=False)
         if point.smem:
             # the prefetching kernel unrolls its tile's steps whole: the unroll factor is moot
             return replace(point, unroll=1) if point.frag_prefetch else point

@@ -18,8 +18,9 @@ Each rule yields a move only when its signal is present:
    with lane quads and its register blocks;
 8. on the tensor-core kernels: wgmma where the arch has it, deeper pipelines, larger warp tiles,
    block swizzle, warp specialization; on a wgmma kernel, the most preferred precision split that
-   fits the tolerance (bf16x3, else bf16x6, else tf32x3), and on a warp-specialized bf16 kernel
-   producers staging their tiles by cp.async;
+   fits the tolerance (bf16x3, else bf16x6, else tf32x3), on a bf16 kernel with the MMA
+   pipeline the split pass first, and on a warp-specialized bf16 kernel producers staging
+   their tiles by cp.async;
 9. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
    occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
    (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
@@ -288,7 +289,15 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
         if producers and p.stages > 1 and not p.bf16_split:
             moves.append(("apply_double_buffer(1)", "with producers, three stages ahead "
                           "measured faster than four (docs/GPU.md, 2026-11-30)"))
-        if producers and p.bf16_split and not p.async_copy:
+        split_pass = getattr(p, "split_pass", False)
+        if p.bf16_split and not split_pass and getattr(p, "mma_window", 1) > 1 \
+                and "apply_split_pass" in ctx.family.transforms:
+            moves.insert(0, ("apply_split_pass(true)", "every CTA of a column of tiles splits "
+                             "the same A tile again, and the splitting threads' loads, "
+                             "conversions and stores hold the tensor pipe to a third of its "
+                             "time: split each operand once by a pass before the GEMM and copy "
+                             "whole split stages by cp.async.bulk"))
+        if producers and p.bf16_split and not p.async_copy and not split_pass:
             moves.append(("apply_async_copy(true)", "the register-loading producers keep two "
                           "32-byte chunks a thread in flight (ptxas spills past that at their "
                           "register count): copy the next fp32 tile by cp.async into a "

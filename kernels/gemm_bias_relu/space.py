@@ -4,6 +4,8 @@ uniform sampling of valid canonical points."""
 from __future__ import annotations
 
 import itertools
+import json
+import random
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -39,6 +41,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "lane_quads": (False,),
     "stream_k": (0,),
     "bf16_split": (0,),
+    "split_pass": (False,),
 }
 
 
@@ -77,7 +80,26 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "lane_quads": (False,),
     "stream_k": (0,),
     "bf16_split": (0,),
+    "split_pass": (False,),
 }
+
+#: Fields a path's points take beside :data:`PATH_FIELDS`, valid for few of its points (the
+#: split pass: bf16 kernels with one producer): enumerated as twins of the points they fit and
+#: drawn from a hash of the other fields, so that adding them left the path sizes, and the
+#: points a seed draws, as they were.
+TWIN_FIELDS: dict[str, tuple[str, ...]] = {"wgmma": ("split_pass",)}
+
+
+def _twins(path: str, point: GemmParams, domains: Mapping[str, tuple[Any, ...]],
+           arch: str) -> list[GemmParams]:
+    """The valid points that differ from ``point`` in :data:`TWIN_FIELDS` only."""
+    out = []
+    for name in TWIN_FIELDS.get(path, ()):
+        for value in domains[name]:
+            twin = replace(point, **{name: value}).canonical()
+            if twin != point and validate(twin, arch) is None:
+                out.append(twin)
+    return out
 
 
 def _path_size(path: str, domains: Mapping[str, tuple[Any, ...]]) -> int:
@@ -115,6 +137,7 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
             if replay and not in_replay_space(point):
                 continue
             yield point
+            yield from _twins(path, point, domains, arch)
 
 
 def sample_space(rng: Any, n: int, arch: str = "sm_90",
@@ -136,5 +159,9 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90",
         if path == "wgmma" and not point.wgmma:
             continue
         if validate(point, arch) is None:
+            twins = _twins(path, point, domains, arch)
+            if twins:  # the point or one of its twins, chosen by a hash of the point
+                tie = random.Random(json.dumps(point.to_dict(), sort_keys=True))
+                point = tie.choice([point, *twins])
             out[point] = None
     return list(out)

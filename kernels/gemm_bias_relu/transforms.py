@@ -411,6 +411,29 @@ def apply_precision_split(candidate: Candidate, scheme: int) -> Candidate | Reje
 
 
 @TRANSFORMS.register(
+    "apply_split_pass",
+    ArgSpec("on", DOMAINS["split_pass"], "split the bf16 kernel's operands once, by a pass "
+            "before the GEMM into a workspace in the stages' layout, copied by cp.async.bulk "
+            "(true), or once per tile by the producers (false)", "split_pass"),
+    origin="expert",
+)
+def apply_split_pass(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Split a warp-specialized bf16 kernel's operands once, by a prologue kernel that writes
+    every value's bf16 parts to a workspace, block by block in the byte layout of a stage; the
+    GEMM's one producer warpgroup then copies whole stages by ``cp.async.bulk`` on their
+    mbarriers. A value is split once instead of once per CTA that reads it, and the
+    producers hold nothing in registers; the pass reads A and B once and writes their parts.
+    On, it sets the one producer warpgroup (``producers=1``, no ``async_copy``) it needs."""
+    action = Action("apply_split_pass", (on,))
+    rejection = _needs_wgmma(candidate, action)
+    if rejection is not None:
+        return rejection
+    if not on:
+        return _step(candidate, action, split_pass=False)
+    return _step(candidate, action, split_pass=True, producers=1, async_copy=False)
+
+
+@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),

@@ -103,6 +103,10 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             "kernel (producers=0) has no producers: apply_warp_specialization first",
             {"bf16_split": params.bf16_split, "async_copy": True, "producers": 0},
         )
+    if params.split_pass:
+        rejection = _validate_split_pass(params)
+        if rejection is not None:
+            return rejection
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
             "mma_window_frag_global",
@@ -196,6 +200,29 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
     return None
 
 
+def split_pass_workspace_bytes(params: GemmParams, shape: Shape) -> int:
+    """Bytes of the bf16 split pass's workspace: each operand's parts, tile by tile, padded to
+    whole tiles (``bf16_parts`` x 2 bytes x 64-deep K tiles x (A's rows + B's columns))."""
+    k_pad = params.k_tiles(shape.k) * params.tile_k
+    m_pad = -(-shape.m // params.tc_block_m) * params.tc_block_m
+    n_pad = -(-shape.n // params.tc_block_n) * params.tc_block_n
+    return params.bf16_parts * 2 * k_pad * (m_pad + n_pad)
+
+
+def split_pass_limit(params: GemmParams, shape: Shape) -> Rejection | None:
+    """Why the split pass's workspace at ``shape`` is too large, or None."""
+    need = split_pass_workspace_bytes(params, shape)
+    if need > MAX_WORKSPACE_BYTES:
+        return Rejection(
+            "workspace_limit",
+            f"the bf16 split pass at {shape} needs a {need} B workspace of split operands; "
+            f"the limit is {MAX_WORKSPACE_BYTES} B",
+            {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES,
+             "m": shape.m, "n": shape.n, "k": shape.k},
+        )
+    return None
+
+
 def workspace_bytes(splits: int, shape: Shape) -> int:
     """Bytes of the split-K workspace: ``splits`` fp32 partial products of C."""
     return 4 * splits * shape.m * shape.n
@@ -226,6 +253,8 @@ def check_at_shape(params: GemmParams, shape: Shape) -> Rejection | None:
         rejection = workspace_limit(p.split_k, shape)
         if rejection is not None:
             return rejection
+    if p.split_pass:
+        return split_pass_limit(p, shape)
     return None
 
 
@@ -253,6 +282,30 @@ def workspace_limit(splits: int, shape: Shape) -> Rejection | None:
 def _wrong_fields(params: GemmParams, needs: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of ``params`` that differ from what ``needs`` asks, with their values."""
     return {k: getattr(params, k) for k, v in needs.items() if getattr(params, k) != v}
+
+
+def _validate_split_pass(params: GemmParams) -> Rejection | None:
+    if not params.bf16_split:
+        return Rejection(
+            "split_pass_needs_bf16",
+            "split_pass splits a bf16 split kernel's operands before the GEMM, and bf16_split is "
+            "0 (tf32x3): apply_precision_split(3) or (6) first",
+            {"split_pass": True, "bf16_split": 0})
+    if params.producers != 1 or params.async_copy:
+        return Rejection(
+            "split_pass_producer",
+            "with the split pass one producer warpgroup copies whole stages by cp.async.bulk: "
+            f"producers must be 1 (is {params.producers}) and async_copy off "
+            f"(is {params.async_copy})",
+            {"split_pass": True, "producers": params.producers,
+             "async_copy": params.async_copy})
+    if params.split_k > 1:
+        return Rejection(
+            "split_pass_split_k",
+            f"the split pass's workspace holds the split operands; split_k={params.split_k} "
+            "would need one for its partial sums as well: choose one",
+            {"split_pass": True, "split_k": params.split_k})
+    return None
 
 
 def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
