@@ -22,6 +22,8 @@ BF6 = replace(BF3, bf16_split=6, producers=1, stages=1).canonical()
 #: the split pass: both operands split once before the GEMM, whose one producer thread copies
 #: whole stages by cp.async.bulk
 BF3_PASS = replace(BF3, producers=1, split_pass=True).canonical()
+#: the same in clusters of two CTAs along N, each copying half the shared A block multicast
+BF3_CLUSTER = replace(BF3_PASS, pass_cluster=2).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -46,4 +48,6 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_PASS, wgmma=64), replace(BF3_PASS, mma_window=2),
             replace(BF3_PASS, swizzle=4), replace(BF3_PASS, bf16_split=6, stages=1),
             replace(BF3_PASS, shape_m=4096, shape_n=4096, shape_k=4096)]
+    out += [BF3_CLUSTER, replace(BF3_CLUSTER, swizzle=4), replace(BF3_CLUSTER, stages=1),
+            replace(BF3_CLUSTER, block_y=1, wgmma=64), replace(BF3_CLUSTER, bf16_split=6, stages=1)]
     return list(dict.fromkeys(p.canonical() for p in out))

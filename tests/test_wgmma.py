@@ -114,7 +114,8 @@ def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     bf16x3 = tiles * 7 // 8 * 3 + tiles * 2 * 2
     bf16x6 = tiles * 4 // 8 * 3 + tiles * 7 // 8 * 2 * 2
     # the split pass: one producer, two windows, no split-K (its workspace holds the parts)
-    passes = tiles // 6 * 2 + tiles // 6 * 7 // 8 * 2
+    # (and each of them in clusters of two)
+    passes = 2 * (tiles // 6 * 2 + tiles // 6 * 7 // 8 * 2)
     assert len(hopper) == tf32x3 + bf16x3 + bf16x6 + passes
     assert len(set(hopper)) == len(hopper)
     assert not [p for p in enumerate_space("sm_80", tensor_cores) if p.wgmma]

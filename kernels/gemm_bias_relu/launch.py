@@ -122,6 +122,7 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         if rejection is not None:
             return rejection
         k_tiles = -(-shape.k // params.tile_k)
+        grid_x = -(-grid_x // params.pass_cluster) * params.pass_cluster  # whole clusters
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
             grid=(grid_x, grid_y, 1),

@@ -70,6 +70,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the bf16 split kernel's operands split once, by a pass before the GEMM, into a workspace
     # laid out as the stages are: the producer copies whole stages by cp.async.bulk
     "split_pass": (False, True),
+    # the split pass's GEMM in clusters of this many CTAs along N, the A block they share
+    # copied once, a part by each CTA multicast into all of them (1: no cluster)
+    "pass_cluster": (1, 2),
 }
 
 #: The precision-split schemes by name, and the ``bf16_split`` value of each.
@@ -82,7 +85,8 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0
                                          "wgmma": 0, "frag_global": False, "async_copy": False,
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
                                          "lane_quads": False, "stream_k": 0,
-                                         "bf16_split": 0, "split_pass": False}
+                                         "bf16_split": 0, "split_pass": False,
+                                         "pass_cluster": 1}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -249,6 +253,12 @@ class GemmParams:
     #: ``cp.async.bulk`` on the stage's mbarrier. A value is split once, not once per CTA
     #: that reads its tile, and no register of the GEMM's producers holds it.
     split_pass: bool = False
+    #: the split pass's GEMM in thread-block clusters of this many CTAs (1 or 2) side by side
+    #: along N: they read the same A block each K tile, so each CTA's producer copies its share
+    #: of it by a multicast ``cp.async.bulk`` into every CTA of the cluster (and its own B^T
+    #: block alone), and each consumer warp releases a stage to every producer of the cluster.
+    #: Half the A traffic from L2; the grid's columns are padded to whole clusters.
+    pass_cluster: int = 1
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -450,9 +460,9 @@ class GemmParams:
             return replace(self, **TC_FIXED, **WG_FIXED)
         if self.tf32x3:
             return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0,
-                           bf16_split=0, split_pass=False)
+                           bf16_split=0, split_pass=False, pass_cluster=1)
         point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
-                        producers=0, bf16_split=0, split_pass=False)
+                        producers=0, bf16_split=0, split_pass=False, pass_cluster=1)
         if point.smem:
             # the prefetching kernel unrolls its tile's steps whole: the unroll factor is moot
             return replace(point, unroll=1) if point.frag_prefetch else point

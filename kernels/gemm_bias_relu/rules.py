@@ -19,8 +19,8 @@ Each rule yields a move only when its signal is present:
 8. on the tensor-core kernels: wgmma where the arch has it, deeper pipelines, larger warp tiles,
    block swizzle, warp specialization; on a wgmma kernel, the most preferred precision split that
    fits the tolerance (bf16x3, else bf16x6, else tf32x3), on a bf16 kernel with the MMA
-   pipeline the split pass first, and on a warp-specialized bf16 kernel producers staging
-   their tiles by cp.async;
+   pipeline the split pass first (then its clusters of two sharing A), and on a
+   warp-specialized bf16 kernel producers staging their tiles by cp.async;
 9. a grid with fewer CTAs than the GPU holds at once (SMs x resident CTAs per SM, from the
    occupancy figures) and many K tiles → ``apply_split_k`` with the smallest split that fills it
    (each split keeping at least :data:`MIN_K_TILES_PER_SPLIT` tiles), and the split below it;
@@ -297,6 +297,12 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
                              "conversions and stores hold the tensor pipe to a third of its "
                              "time: split each operand once by a pass before the GEMM and copy "
                              "whole split stages by cp.async.bulk"))
+        if split_pass and getattr(p, "pass_cluster", 1) == 1 \
+                and "apply_pass_cluster" in ctx.family.transforms:
+            moves.insert(0, ("apply_pass_cluster(2)", "the stages' copies from L2 (64 KB a "
+                             "128x128x64 step for ~1536 cycles of bf16 MMA) bound the split-pass "
+                             "kernel: the two CTAs of a cluster along N read the same A block, "
+                             "so copy it once, half by each, multicast"))
         if producers and p.bf16_split and not p.async_copy and not split_pass:
             moves.append(("apply_async_copy(true)", "the register-loading producers keep two "
                           "32-byte chunks a thread in flight (ptxas spills past that at their "

@@ -84,21 +84,21 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
 }
 
 #: Fields a path's points take beside :data:`PATH_FIELDS`, valid for few of its points (the
-#: split pass: bf16 kernels with one producer): enumerated as twins of the points they fit and
-#: drawn from a hash of the other fields, so that adding them left the path sizes, and the
-#: points a seed draws, as they were.
-TWIN_FIELDS: dict[str, tuple[str, ...]] = {"wgmma": ("split_pass",)}
+#: split pass and its clusters: bf16 kernels with one producer): enumerated as twins of the
+#: points they fit and drawn from a hash of the other fields, so that adding them left the
+#: path sizes, and the points a seed draws, as they were.
+TWIN_FIELDS: dict[str, tuple[str, ...]] = {"wgmma": ("split_pass", "pass_cluster")}
 
 
 def _twins(path: str, point: GemmParams, domains: Mapping[str, tuple[Any, ...]],
            arch: str) -> list[GemmParams]:
     """The valid points that differ from ``point`` in :data:`TWIN_FIELDS` only."""
+    names = TWIN_FIELDS.get(path, ())
     out = []
-    for name in TWIN_FIELDS.get(path, ()):
-        for value in domains[name]:
-            twin = replace(point, **{name: value}).canonical()
-            if twin != point and validate(twin, arch) is None:
-                out.append(twin)
+    for values in itertools.product(*(domains[name] for name in names)):
+        twin = replace(point, **dict(zip(names, values, strict=True))).canonical()
+        if twin != point and validate(twin, arch) is None:
+            out.append(twin)
     return out
 
 

@@ -434,6 +434,22 @@ def apply_split_pass(candidate: Candidate, on: bool) -> Candidate | Rejection:
 
 
 @TRANSFORMS.register(
+    "apply_pass_cluster",
+    ArgSpec("ctas", DOMAINS["pass_cluster"], "CTAs of a cluster along N that share each A "
+            "block of the split pass, each copying its part multicast to all (1: none)",
+            "pass_cluster"),
+    origin="expert",
+)
+def apply_pass_cluster(candidate: Candidate, ctas: int) -> Candidate | Rejection:
+    """Run the split pass's GEMM in clusters of ``ctas`` CTAs side by side along N: the A block
+    they all read each K tile is copied once, a part by each CTA's producer multicast into
+    every CTA of the cluster, and each consumer warp releases the stage to every producer.
+    Shared-memory fills from L2 fall by a quarter at two CTAs (128x128 tiles)."""
+    action = Action("apply_pass_cluster", (ctas,))
+    return _needs_wgmma(candidate, action) or _step(candidate, action, pass_cluster=ctas)
+
+
+@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),

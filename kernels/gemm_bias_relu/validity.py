@@ -103,6 +103,12 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             "kernel (producers=0) has no producers: apply_warp_specialization first",
             {"bf16_split": params.bf16_split, "async_copy": True, "producers": 0},
         )
+    if params.pass_cluster > 1 and not params.split_pass:
+        return Rejection(
+            "pass_cluster_needs_split_pass",
+            f"pass_cluster={params.pass_cluster} shares the split pass's A blocks in a cluster, "
+            "and split_pass is off: apply_split_pass(true) first",
+            {"pass_cluster": params.pass_cluster, "split_pass": False})
     if params.split_pass:
         rejection = _validate_split_pass(params)
         if rejection is not None:
@@ -202,10 +208,12 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
 
 def split_pass_workspace_bytes(params: GemmParams, shape: Shape) -> int:
     """Bytes of the bf16 split pass's workspace: each operand's parts, tile by tile, padded to
-    whole tiles (``bf16_parts`` x 2 bytes x 64-deep K tiles x (A's rows + B's columns))."""
+    whole tiles (``bf16_parts`` x 2 bytes x 64-deep K tiles x (A's rows + B's columns), the
+    columns to whole clusters)."""
     k_pad = params.k_tiles(shape.k) * params.tile_k
     m_pad = -(-shape.m // params.tc_block_m) * params.tc_block_m
-    n_pad = -(-shape.n // params.tc_block_n) * params.tc_block_n
+    cluster_n = params.tc_block_n * params.pass_cluster  # whole clusters of column tiles
+    n_pad = -(-shape.n // cluster_n) * cluster_n
     return params.bf16_parts * 2 * k_pad * (m_pad + n_pad)
 
 
