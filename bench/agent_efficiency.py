@@ -65,7 +65,7 @@ def _load() -> dict[str, Any]:
         from kernels import get_family
 
         family = get_family("gemm_bias_relu")
-        dataset = ReplayDataset(family.replay_datasets()[0])
+        dataset = ReplayDataset(family.replay_datasets()[0]).complete_space()
         shape = dataset.shapes()[0]
         ok = [r for (_k, s), r in dataset.points.items()
               if s == shape and r["status"] == "ok" and r.get("perf")]

@@ -130,7 +130,7 @@ def main() -> None:
     from kernels import get_family
 
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_datasets()[0])
+    dataset = ReplayDataset(family.replay_datasets()[0]).complete_space()
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "kt-cache-h200-4096.json")
     data = export_kt_cache(dataset, dataset.shapes()[0], out)
     print(f"{out}: {len(data['cache'])} configurations of {data['tune_params_keys']}")

@@ -100,7 +100,7 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
     from worker.evaluate import ReplayEvaluator
 
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_datasets()[0])
+    dataset = ReplayDataset(family.replay_datasets()[0]).complete_space()
     shape = dataset.shapes()[0]
     m, n, k = (int(x) for x in shape.split("x"))
     evaluator = ReplayEvaluator(family, dataset)

@@ -221,8 +221,8 @@ def tune(
         err_console.print(Panel(
             f"No GPU here ({why_not_gpu or 'replay asked for'}).\n"
             f"Replaying real measurements of [bold]{device.get('name')}[/] taken on "
-            f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commit "
-            f"{ev.dataset.meta.get('commit')}): {len(ev.dataset.points)} points at "
+            f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commits "
+            f"{ev.dataset.provenance()[1]}): {len(ev.dataset.points)} points at "
             f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
     else:
         space = FullSpace(family, settings.arch)

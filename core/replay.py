@@ -5,6 +5,7 @@ and the benchmarks."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from pathlib import Path
@@ -50,6 +51,33 @@ class ReplayDataset:
     def get(self, params: dict[str, Any], shape: Dims) -> dict[str, Any] | None:
         """The measurement of a point, or None when it was not measured."""
         return self.points.get((self._key(params), str(shape)))
+
+    def complete_space(self) -> ReplayDataset:
+        """The rows of the sub-space measured whole (the meta line's ``space_domains``: every
+        point of their product measured), without the rows merged in later from campaigns; the
+        tuner-efficiency benchmarks and Kernel Tuner's cache compare strategies on it. The
+        dataset itself when it has no ``space_domains`` (it is all one measured space)."""
+        space = self.meta.get("space_domains")
+        if not space:
+            return self
+        out = copy.copy(self)
+        out.meta = {**self.meta, "domains": space}
+        out.points = {key: row for key, row in self.points.items()
+                      if all(name in space and value in space[name]
+                             for name, value in row["params"].items())}
+        out._shapes = None
+        return out
+
+    def provenance(self) -> tuple[str, str]:
+        """When and from which commits the rows were measured: the meta line's date and commit,
+        then those of every later merge into it (``meta["merged"]``), each listed once."""
+        dates: list[str] = []
+        commits: list[str] = []
+        for entry in [self.meta, *self.meta.get("merged", [])]:
+            for into, value in ((dates, entry.get("date")), (commits, entry.get("commit"))):
+                if value and str(value) not in into:
+                    into.append(str(value))
+        return " and ".join(dates) or "an unknown date", ", ".join(commits) or "unknown"
 
     def shapes(self) -> list[str]:
         """Shapes present in the dataset (listed once: a replay compile asks for every

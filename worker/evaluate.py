@@ -462,7 +462,7 @@ class ReplayEvaluator:
         device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
         self.device = with_datasheet(device)
         self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
-        self.measured_on = dataset.meta.get("date")
+        self.measured_on = dataset.provenance()[0]
 
     def compile(self, params: Any) -> Future[CompileResult]:
         """The recorded compile figures (a rejection is decided the same way as on a GPU)."""
