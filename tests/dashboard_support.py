@@ -1,6 +1,7 @@
 """A team's replay campaign in an SQLite file, for the dashboard, report and export tests.
 
-The campaign runs through the real embedded loop on the shipped H200 replay dataset. Every point of
+The campaign runs through the real embedded loop on the shipped H200 replay dataset (its SIMT
+sub-space measured whole, `ReplayDataset.complete_space`). Every point of
 that dataset passed, so :class:`FaultyReplay` turns some evaluations into the failures a GPU gives
 (compile error, wrong answer, crash, timeout): the plots and exports must show every status.
 """
@@ -109,7 +110,7 @@ def team_database(path: Path, team: str = "dashboard-team") -> TeamDb:
 def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> str:
     """A queued replay campaign of the team at 4096³."""
     family = get_family("gemm_bias_relu")
-    ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]))
+    ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]).complete_space())
     with db.sessions.begin() as s:
         campaign = lifecycle.create_campaign(
             s, lifecycle.CampaignSpec(kernel="gemm_bias_relu",
@@ -125,7 +126,7 @@ def run_campaign(db: TeamDb, campaign_id: str, *, policy: str = "expert",
     """Run a created campaign to its end, with the failures of :class:`FaultyReplay` (none
     with ``faults=False``)."""
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_datasets()[0])
+    dataset = ReplayDataset(family.replay_datasets()[0]).complete_space()
     ev = FaultyReplay(family, dataset, delay_s=delay_s, faults=faults)
     runner = EmbeddedRunner(db.sessions, [ev], policy=make_policy(policy),
                             space=ReplaySpace(family, dataset, SHAPE))

@@ -1,4 +1,5 @@
-"""Helpers for the agent tests: embedded campaigns on the shipped H200 replay dataset.
+"""Helpers for the agent tests: embedded campaigns on the shipped H200 replay dataset (its
+sub-space measured whole, ``ReplayDataset.complete_space``).
 
 Every campaign runs through the real loop (``EmbeddedRunner``, the engine, ``ReplayEvaluator``)
 on an SQLite file whose schema comes from the Alembic migrations.
@@ -58,7 +59,9 @@ class Replay:
 def replay() -> Replay:
     """Loaded once per test process (the dataset is read-only)."""
     family = get_family("gemm_bias_relu")
-    dataset = ReplayDataset(family.replay_datasets()[0])
+    # the SIMT sub-space measured whole: these tests hold the engine to decisions on it (the
+    # campaigns' tensor-core rows merged later are the CLI's and the service's replay)
+    dataset = ReplayDataset(family.replay_datasets()[0]).complete_space()
     ReplayEvaluator(family, dataset)  # keys the rows by the family's canonical parameters
     return Replay(family, dataset, ReplaySpace(family, dataset, SHAPE))
 

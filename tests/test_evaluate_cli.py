@@ -39,8 +39,9 @@ def test_evaluate_prints_one_valid_feedback_record(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["--actions", "apply_tf32x3(true)"],  # a point the dataset has not measured
-    ["--params", '{"tf32x3": true}'],
+    # a point the dataset has not measured (the campaigns measured 128-row tiles)
+    ["--actions", "apply_tf32x3(true) ; apply_wgmma(64) ; apply_block_swizzle(2)"],
+    ["--params", '{"tf32x3": true, "wgmma": 64, "block_x": 128, "block_y": 1}'],
     ["--shape", "1024x1024x1024"],  # a measured point, at a shape the dataset does not have
 ], ids=["point-by-actions", "point-by-params", "shape"])
 def test_evaluate_says_not_measured_instead_of_inventing(tmp_path: Path,

@@ -54,6 +54,8 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_lane_quads": [("on", (False, True))],
     "apply_stream_k": [("waves", (0, 1, 2))],
     "apply_precision_split": [("scheme", (0, 3, 6))],
+    "apply_split_pass": [("on", (False, True))],
+    "apply_pass_cluster": [("ctas", (1, 2))],
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 from agent.policies.base import key_of
 from agent.spaces import FullSpace, ReplaySpace
@@ -27,9 +28,15 @@ from worker.evaluate import ReplayEvaluator
 SHAPE = Shape(4096, 4096, 4096)
 
 
+def whole_space() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The shipped dataset's sub-space measured whole (the SIMT kernels; the campaigns'
+    tensor-core rows merged since are left out): meta line and rows."""
+    whole = ReplayDataset(FAMILY.replay_datasets()[0]).complete_space()
+    return whole.meta, list(whole.points.values())
+
+
 def test_the_rule_books_tensor_core_path_comes_first() -> None:
-    shipped = {key_of(FAMILY.params_from_dict(r["params"]))
-               for r in read_dataset(FAMILY.replay_datasets()[0])[1]}
+    shipped = {key_of(FAMILY.params_from_dict(r["params"])) for r in whole_space()[1]}
     first = list(itertools.islice(derive(SHAPE), 40))
     points = [p for p, _why in first]
     assert all(p.tf32x3 and FAMILY.validate(p, "sm_90") is None for p in points)
@@ -81,7 +88,7 @@ def test_rows_merge_into_the_dataset_and_replay_as_measured(tmp_path: Path) -> N
                              "reps_per_run": 30, "vendor_us": 2725.9},
                        profile={"regs_per_thread": 168}, gpu_seconds=1.25)
     broken = CompileResult("error", 0.5, error="ptxas fatal: out of registers")
-    base_meta, base_rows = read_dataset(FAMILY.replay_datasets()[0])
+    base_meta, base_rows = whole_space()
     rows = [row_of(bf16, SHAPE, compiled, fake), row_of(tf32, SHAPE, broken, None),
             {**base_rows[1], "status": "wrong"}]  # a point the dataset has: its row stays
     assert rows[0]["compile"]["regs_per_thread"] == 168
