@@ -219,16 +219,9 @@ def split_pass_workspace_bytes(params: GemmParams, shape: Shape) -> int:
 
 def split_pass_limit(params: GemmParams, shape: Shape) -> Rejection | None:
     """Why the split pass's workspace at ``shape`` is too large, or None."""
-    need = split_pass_workspace_bytes(params, shape)
-    if need > MAX_WORKSPACE_BYTES:
-        return Rejection(
-            "workspace_limit",
-            f"the bf16 split pass at {shape} needs a {need} B workspace of split operands; "
-            f"the limit is {MAX_WORKSPACE_BYTES} B",
-            {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES,
-             "m": shape.m, "n": shape.n, "k": shape.k},
-        )
-    return None
+    return _over_workspace_limit(split_pass_workspace_bytes(params, shape),
+                                 f"the bf16 split pass at {shape}", "split operands",
+                                 {"m": shape.m, "n": shape.n, "k": shape.k})
 
 
 def workspace_bytes(splits: int, shape: Shape) -> int:
@@ -275,16 +268,19 @@ def shape_mismatch(fixed: Shape, shape: Shape) -> Rejection:
 
 
 def workspace_limit(splits: int, shape: Shape) -> Rejection | None:
-    need = workspace_bytes(splits, shape)
-    if need > MAX_WORKSPACE_BYTES:
-        return Rejection(
-            "workspace_limit",
-            f"split_k {splits} at {shape} needs a {need} B workspace of partial sums; "
-            f"the limit is {MAX_WORKSPACE_BYTES} B",
-            {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES,
-             "split_k": splits, "m": shape.m, "n": shape.n},
-        )
-    return None
+    return _over_workspace_limit(workspace_bytes(splits, shape), f"split_k {splits} at {shape}",
+                                 "partial sums", {"split_k": splits, "m": shape.m, "n": shape.n})
+
+
+def _over_workspace_limit(need: int, what: str, holding: str, details: dict[str, Any]
+                          ) -> Rejection | None:
+    """``workspace_limit`` when ``need`` bytes (of ``holding``, for ``what``) are too many."""
+    if need <= MAX_WORKSPACE_BYTES:
+        return None
+    return Rejection(
+        "workspace_limit",
+        f"{what} needs a {need} B workspace of {holding}; the limit is {MAX_WORKSPACE_BYTES} B",
+        {"workspace_bytes": need, "max_workspace_bytes": MAX_WORKSPACE_BYTES, **details})
 
 
 def _wrong_fields(params: GemmParams, needs: Mapping[str, Any]) -> dict[str, Any]:
