@@ -218,6 +218,24 @@ def test_a_split_pass_launch_is_its_prologue_then_the_kernel_on_the_workspace() 
     assert main["block"] == (128, 3, 1)
 
 
+def test_the_launchers_enqueue_a_split_pass_launch_through_their_module() -> None:
+    """The sanitizer's launcher enqueues with ``module_aux`` (the ncu launcher its prologue):
+    the prologue, then the kernel, each prepared with the format its arguments need."""
+    log: list[tuple[str, Any]] = []
+    point = GemmParams(tf32x3=True, wgmma=128, block_x=128, block_y=2, stages=2, mma_window=4,
+                       producers=1, bf16_split=3, split_pass=True)
+    shape = Shape(300, 200, 1000)
+    launch = FAMILY.launch(point, shape)
+    assert not isinstance(launch, Rejection)
+    sig = FAMILY.signature.resolve(shape)
+    module = FakeModule(log)
+    fn = module.get_function("gemm_bias_relu")
+    fn.prepare(lc.kernel_format(sig, True))
+    lc.enqueue(fn, lc.module_aux(module), launch.to_dict(), sig, dict(BUFS), "WS", None)
+    assert [(name, call["format"]) for name, call in log] == [
+        (SPLIT_PASS_NAME, "PPPiii"), ("gemm_bias_relu", "PPPPiiiP")]
+
+
 def test_a_split_k_launch_refuses_a_workspace_sized_too_small() -> None:
     log: list[tuple[str, Any]] = []
     launch = FAMILY.launch(replace(SIMT, split_k=4), SHAPE)

@@ -229,6 +229,16 @@ def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
     enqueue_aux(aux, launch.get("epilogue"), signature, bufs, ws, stream)
 
 
+def module_aux(module: Any) -> Callable[[str, str], Any]:
+    """``aux(name, format)`` for :func:`enqueue`: the prologue or epilogue kernel ``name`` of
+    ``module``, prepared with ``format``."""
+    def aux(name: str, fmt: str) -> Any:
+        found = module.get_function(name)
+        found.prepare(fmt)
+        return found
+    return aux
+
+
 def enqueue_aux(aux: Callable[[str, str], Any], step: Mapping[str, Any] | None,
                 signature: Signature, bufs: Mapping[str, Any], workspace: Any, stream: Any
                 ) -> None:

@@ -42,12 +42,7 @@ def main(argv: list[str]) -> int:
     fn.prepare(lc.kernel_format(signature, workspace is not None))
     if smem > 48 * 1024:
         fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-
-    def aux(name: str, fmt: str) -> object:
-        found = module.get_function(name)
-        found.prepare(fmt)
-        return found
-
+    aux = lc.module_aux(module)
     for _ in range(2):
         lc.enqueue_aux(aux, launch.get("prologue"), signature, bufs, workspace, None)
         fn.prepared_call(tuple(launch["grid"]), tuple(launch["block"]),

@@ -121,11 +121,6 @@ def run(spec: dict[str, Any]) -> int:
             if smem > 48 * 1024:
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
-            def aux(name: str, fmt: str) -> Any:
-                found = module.get_function(name)
-                found.prepare(fmt)
-                return found
-
             start = time.perf_counter()
             host_refs: dict[str, np.ndarray] = {}
             try:
@@ -145,7 +140,7 @@ def run(spec: dict[str, Any]) -> int:
                             cuda.memcpy_dtoh(out32, bufs[buf["name"]])
                             host_refs[buf["name"]] = out32.astype(np.float64)
                         lc.poison_outputs(cuda, signature, bufs)
-                lc.enqueue(fn, aux, launch, signature, bufs, ws, None)
+                lc.enqueue(fn, lc.module_aux(module), launch, signature, bufs, ws, None)
             except cuda.LogicError as exc:  # refused before running (resources)
                 emit({"status": "launch_error", "error": str(exc)[:400], "launches": done})
                 return 3

@@ -77,7 +77,7 @@ def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=stream_k_workspace_bytes(params, ctas),
         epilogue=AuxLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
-                                (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
+                           (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
         tile=(params.block_m, params.block_n),
     )
 
@@ -121,7 +121,7 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         rejection = split_pass_limit(params, shape)
         if rejection is not None:
             return rejection
-        k_tiles = -(-shape.k // params.tile_k)
+        k_tiles = params.k_tiles(shape.k)
         grid_x = -(-grid_x // params.pass_cluster) * params.pass_cluster  # whole clusters
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
@@ -153,5 +153,5 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=workspace_bytes(splits, shape),
         epilogue=AuxLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
-                                (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
+                           (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
     )
