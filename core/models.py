@@ -165,7 +165,7 @@ class Candidate(Base):
     campaign_id: Mapped[str] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
     iteration: Mapped[int] = mapped_column(Integer)
     parent_id: Mapped[str | None] = mapped_column(String(32))
-    action: Mapped[str | None] = mapped_column(String(200))
+    action: Mapped[str | None] = mapped_column(Text)
     proposed_by: Mapped[str | None] = mapped_column(String(32))
     reason: Mapped[str | None] = mapped_column(Text)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
