@@ -65,6 +65,10 @@ HEADLINE = {
     "regs": "launch__registers_per_thread",
     "grid": "launch__grid_size",
     "block": "launch__block_size",
+    "clusters_max_active": "launch__cluster_max_active",
+    "sm_active_cycles_min": "sm__cycles_active.min",
+    "sm_active_cycles_avg": "sm__cycles_active.avg",
+    "sm_active_cycles_max": "sm__cycles_active.max",
 }
 #: byte units as ncu writes them, in MB
 BYTE_UNIT_MB = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "KB": 1e-3, "MB": 1.0,
@@ -97,6 +101,19 @@ def summarize(values: dict[str, str], units: dict[str, str]) -> dict[str, Any]:
             stalls[m.group(1)] = round(v, 3)
     out["stalls_cycles_per_issue"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
     return out
+
+
+def sm_activity(row: dict[str, Any]) -> str:
+    """How evenly the SMs were busy: the mean SM's active cycles against the busiest one's, the
+    idlest SM's, and the clusters that fit the GPU at once (a cluster launch leaves the SMs idle
+    that its GPCs cannot fill with whole clusters)."""
+    lo, avg, hi = (row.get(f"sm_active_cycles_{k}") for k in ("min", "avg", "max"))
+    if not hi or avg is None or lo is None:
+        return "SM activity: not reported"
+    clusters = row.get("clusters_max_active")
+    return (f"SM activity: mean {100 * avg / hi:.1f} % of the busiest SM's cycles, idlest "
+            f"{100 * lo / hi:.1f} %" + (f"; at most {clusters:.0f} clusters active"
+                                         if clusters else ""))
 
 
 def run_ncu(label: str, kernel_filter: str, program: list[str], out: Path, gpu: str,
@@ -185,6 +202,7 @@ def main() -> int:
               f"{r['achieved_occupancy_pct'] or 0:.0f}% · {r['regs']} regs · grid "
               f"{r['grid']} x {r['block']} · DRAM {r['dram_read_mb']} MB read, "
               f"{r['dram_write_mb']} MB written\n"
+              f"  {sm_activity(r)}\n"
               f"  pipes: {pipes}\n  stalls (cycles per issued instruction): {stalls}")
     return 0
 
