@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 
 def git_commit() -> str:
-    """The checkout's short commit, or 'unknown' (the device copy may have no .git)."""
+    """``$TUNEFORGE_COMMIT`` when set (a device copy of a working tree has no .git, or a stale
+    one: the script that ships the tree names its commit), else the checkout's short commit,
+    else 'unknown'."""
+    named = os.environ.get("TUNEFORGE_COMMIT", "").strip()
+    if named:
+        return named
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=5).stdout.strip() or "unknown"
