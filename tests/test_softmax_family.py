@@ -558,6 +558,24 @@ def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
                 if destination(q, t).passes == 2 and not destination(q, t).bulk]
 
 
+def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> None:
+    # 256x262144: the plan's 512-thread CTAs of a cluster of 8 hold 64 floats a thread (92
+    # registers, one CTA an SM) and the cluster cannot grow: 1024 threads at 32 floats
+    p = plan(256, 262144)
+    assert (p.cluster, p.block_threads, p.chunks * p.vec) == (8, 512, 64)
+    found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
+    wide = [(t, r) for t, r in found if destination(p, t).block_threads == 1024]
+    assert wide, found
+    q = destination(p, wide[0][0])
+    assert (q.row_threads, q.cluster, q.chunks, q.passes) == (1024, 8, 8, 1)
+    assert q.capacity == p.capacity == 262144
+    assert "twice the warps" in wide[0][1] and "92 registers" in wide[0][1]
+    # a CTA that shares its SM is not offered it
+    r = plan(1024, 131072)
+    assert not [t for t, _ in moves(r, 1024, 131072, feedback={"compile": {"regs_per_thread": 62}})
+                if destination(r, t).block_threads == 1024]
+
+
 @pytest.mark.parametrize(("rows", "cols"), [r for r in SWEEP if r[1] >= BULK_MIN_COLS])
 def test_long_rows_are_offered_the_bulk_copy_point_after_the_plan(rows: int, cols: int) -> None:
     for start in (FAMILY.baseline, plan(rows, cols)):

@@ -13,8 +13,9 @@ In order:
 2. the single steps of that plan (vectorize, threads per row, rows per CTA, one pass, cluster),
    so that a plan rejected by measurement still leaves its parts to try;
 3. spills or a register-limited CTA → fewer floats a thread, more threads a row; a CTA alone
-   on its SM (over half its registers) → a cluster twice as large at half the floats, or two
-   passes in small CTAs where the rows in flight fit the L2 (the re-read stays on chip);
+   on its SM (over half its registers) → a cluster twice as large at half the floats (at the
+   largest cluster, a CTA twice as large at half the floats), or two passes in small CTAs where
+   the rows in flight fit the L2 (the re-read stays on chip);
 4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
 5. a cluster's partial sums pushed to each CTA (``apply_cluster_push``) rather than met at a
    cluster-wide barrier;
@@ -129,11 +130,21 @@ def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
 
 def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None:
     """Transforms from ``params`` to its fields updated by ``target``, each changing the
-    kernel (a no-op is left out), or None when the way is rejected."""
-    node = Candidate(params)
+    kernel (a no-op is left out), or None when the way is rejected. The floats a thread holds
+    change after the threads a row, or first where the other order passes through a point over
+    the register limit (twice the threads at the old floats a thread)."""
     want = SoftmaxParams(**{**params.to_dict(), **target}).canonical()
+    first = _steps(params, want, registers_first=False)
+    return first if first is not None else _steps(params, want, registers_first=True)
+
+
+def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
+           ) -> list[Action] | None:
+    node = Candidate(params)
     steps: list[Action] = []
-    order = [Action("apply_bulk_copy", (0,)) if params.bulk and not want.bulk else None,
+    held = (None if want.bulk else Action("apply_register_row", (want.chunks,))
+            if want.passes == 1 else Action("set_passes", (want.passes,)))
+    order = [held if registers_first else None,Action("apply_bulk_copy", (0,)) if params.bulk and not want.bulk else None,
              Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
@@ -141,8 +152,7 @@ def _chain(params: SoftmaxParams, target: dict[str, Any]) -> list[Action] | None
              (Action("apply_cluster_push", (want.push,)) if want.push != params.push
               and want.cluster > 1 else None),
              Action("apply_vectorize", (want.vec,)),
-             (None if want.bulk else Action("apply_register_row", (want.chunks,))
-              if want.passes == 1 else Action("set_passes", (want.passes,))),
+             None if registers_first else held,
              Action("apply_unroll", (want.unroll,)),
              Action("apply_cache_hints", (want.load_hint, want.store_hint)),
              Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None]
@@ -264,6 +274,12 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             add({"cluster": p.cluster * 2, "chunks": p.chunks // 2},
                 f"{why}; a cluster of {p.cluster * 2} holds the row at "
                 f"{p.chunks * p.vec // 2} floats a thread")
+        elif p.chunks > 1 and p.row_threads == p.block_threads and p.block_threads < 1024:
+            add({"row_threads": p.block_threads * 2, "block_threads": p.block_threads * 2,
+                 "chunks": p.chunks // 2},
+                f"{why}, and the cluster is at its {MAX_CLUSTER} CTAs: twice the threads at "
+                f"{p.chunks * p.vec // 2} floats each hold the same row with twice the warps "
+                "to cover the loads' latency")
         in_flight = min(rows, 2 * sms // max(1, p.cluster)) * cols * 4
         if in_flight <= L2_BYTES:
             add({"passes": 2, "unroll": 4},
