@@ -91,8 +91,7 @@ def main() -> int:
             continue
         ld = launch.to_dict()
         fn = rt.kernel(compiled.source_hash or text, compiled.cubin(),
-                       launch.kernel_name, launch.dynamic_smem_bytes,
-                       lc.kernel_format(signature))
+                       launch.kernel_name, ld, lc.kernel_format(signature))
         b = rt.fill_inputs(signature, [{"kind": "normal", "scale": 1.0}
                                        for _ in lc.inputs(signature)], seed=1)
         rt.sync()

@@ -152,9 +152,13 @@ class LaunchConfig:
     #: grid counts CTAs, not tiles); None: grid x and y cover the output's columns and rows.
     #: Not sent to a GPU.
     tile: tuple[int, int] | None = None
+    #: CTAs of the thread-block cluster the kernel declares (``__cluster_dims__``) where the
+    #: launcher must allow it first: over 8, a non-portable size (sm_90 runs up to 16). 1: no
+    #: cluster, or a portable one the launch needs nothing for.
+    cluster_size: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``prologue`` and ``epilogue`` only when there is one)."""
+        """JSON-ready form (``prologue``, ``epilogue`` and ``cluster_size`` only when set)."""
         out: dict[str, Any] = {
             "kernel_name": self.kernel_name,
             "grid": list(self.grid),
@@ -166,6 +170,8 @@ class LaunchConfig:
             out["prologue"] = self.prologue.to_dict()
         if self.epilogue is not None:
             out["epilogue"] = self.epilogue.to_dict()
+        if self.cluster_size > 1:
+            out["cluster_size"] = self.cluster_size
         return out
 
 

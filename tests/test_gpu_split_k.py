@@ -113,8 +113,7 @@ REPEAT_SCRIPT = textwrap.dedent('''
     sig = spec["signature"]
     entries = []
     for e in spec["kernels"]:
-        fn = rt.kernel(e["key"], open(e["cubin"], "rb").read(), "gemm_bias_relu",
-                       int(e["launch"]["dynamic_smem_bytes"]),
+        fn = rt.kernel(e["key"], open(e["cubin"], "rb").read(), "gemm_bias_relu", e["launch"],
                        kernel_format(sig, bool(e["launch"].get("workspace_bytes"))))
         entries.append((fn, e["launch"]))
     b = rt.fill_inputs(sig, spec["fills"], 11, spec["reference_launch"])

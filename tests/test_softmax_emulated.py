@@ -75,6 +75,10 @@ PUSH_POINTS = {
                                                vec=1, passes=3, push=True),
     "push, bulk, cluster 2": P(block_threads=32, row_threads=32, cluster=2, vec=4, bulk=2,
                                push=True),
+    "push, cluster 16, held": P(block_threads=32, row_threads=32, cluster=16, vec=4, passes=1,
+                                chunks=2, load_hint=1, store_hint=True, push=True),
+    "cluster 16, two passes": P(block_threads=32, row_threads=32, cluster=16, vec=2, passes=2,
+                                unroll=2),
 }
 
 

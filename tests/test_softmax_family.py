@@ -465,17 +465,17 @@ def test_short_rows_head_for_a_warp_a_row_packed_in_one_pass() -> None:
 def test_long_rows_with_few_of_them_head_for_a_cluster() -> None:
     found = moves(FAMILY.baseline, 16, 262144)
     first = destination(FAMILY.baseline, found[0][0])
-    assert first.cluster == 8
+    assert first.cluster == 16  # 16 rows x 16 CTAs fill the 132 SMs
     assert first.passes == 1
     assert first.capacity >= 262144
-    assert "apply_cluster(8)" in found[0][0]
+    assert "apply_cluster(16)" in found[0][0]
 
 
 def test_rows_past_every_capacity_take_two_passes() -> None:
     found = moves(FAMILY.baseline, 3, 1000003)
     first = destination(FAMILY.baseline, found[0][0])
     assert first.passes == 2
-    assert first.cluster == 8
+    assert first.cluster == 16
 
 
 def test_every_sweep_plan_is_valid_and_holds_its_row() -> None:
@@ -543,10 +543,10 @@ def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
 
 
 def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
-    p = plan(256, 262144)
+    p = plan(64, 524288)
     assert p.passes == 1
     assert p.block_threads * p.estimated_registers > 32768
-    found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
+    found = moves(p, 64, 524288, feedback={"compile": {"regs_per_thread": 92}})
     two = [(t, r) for t, r in found
            if destination(p, t).passes == 2 and not destination(p, t).bulk]
     assert two
@@ -558,20 +558,45 @@ def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
                 if destination(q, t).passes == 2 and not destination(q, t).bulk]
 
 
-def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> None:
-    # 256x262144: the plan's 512-thread CTAs of a cluster of 8 hold 64 floats a thread (92
-    # registers, one CTA an SM) and the cluster cannot grow: 1024 threads at 32 floats
+def test_a_cluster_of_16_is_a_non_portable_launch() -> None:
+    # 256x262144: 16 CTAs of 512 threads at 32 floats hold the row at two CTAs an SM
     p = plan(256, 262144)
-    assert (p.cluster, p.block_threads, p.chunks * p.vec) == (8, 512, 64)
-    found = moves(p, 256, 262144, feedback={"compile": {"regs_per_thread": 92}})
+    assert (p.cluster, p.block_threads, p.chunks * p.vec, p.passes) == (16, 512, 32, 1)
+    launch = FAMILY.launch(p, dims(256, 262144))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.cluster_size == 16
+    assert launch.to_dict()["cluster_size"] == 16
+    assert launch.grid == (256 * 16, 1, 1)
+    source = FAMILY.render(p)
+    assert "__cluster_dims__(CL, 1, 1)" in source
+    assert "#define CL 16" in source
+    # a portable cluster's launch says nothing of it (its JSON as before)
+    q = replace(p, cluster=8, chunks=16)
+    launch8 = FAMILY.launch(q, dims(256, 262144))
+    assert isinstance(launch8, LaunchConfig)
+    assert launch8.cluster_size == 1
+    assert "cluster_size" not in launch8.to_dict()
+    # random samples draw the clusters they drew before 16 joined the domain
+    from kernels.softmax.params import sample_space
+    assert all(s.cluster <= 8 for s in sample_space(random.Random(3), 300))
+
+
+def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> None:
+    # 64x524288: the plan's 512-thread CTAs of a cluster of 16 hold 64 floats a thread (92
+    # registers, one CTA an SM) and the cluster cannot grow: 1024 threads at 32 floats
+    p = plan(64, 524288)
+    assert (p.cluster, p.block_threads, p.chunks * p.vec) == (16, 512, 64)
+    found = moves(p, 64, 524288, feedback={"compile": {"regs_per_thread": 92}})
     wide = [(t, r) for t, r in found if destination(p, t).block_threads == 1024]
     assert wide, found
     q = destination(p, wide[0][0])
-    assert (q.row_threads, q.cluster, q.chunks, q.passes) == (1024, 8, 8, 1)
-    assert q.capacity == p.capacity == 262144
-    assert "twice the warps" in wide[0][1] and "92 registers" in wide[0][1]
+    assert (q.row_threads, q.cluster, q.chunks, q.passes) == (1024, 16, 8, 1)
+    assert q.capacity == p.capacity == 524288
+    assert "twice the warps" in wide[0][1]
+    assert "92 registers" in wide[0][1]
     # a CTA that shares its SM is not offered it
     r = plan(1024, 131072)
+    assert (r.cluster, r.block_threads, r.chunks * r.vec) == (8, 512, 32)
     assert not [t for t, _ in moves(r, 1024, 131072, feedback={"compile": {"regs_per_thread": 62}})
                 if destination(r, t).block_threads == 1024]
 

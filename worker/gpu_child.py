@@ -210,9 +210,11 @@ class Runtime:
             self.reference_fns[fmt] = fn
         return fn
 
-    def kernel(self, key: str, cubin: bytes | None, name: str, smem: int, fmt: str) -> Any:
+    def kernel(self, key: str, cubin: bytes | None, name: str, launch: dict[str, Any],
+               fmt: str) -> Any:
         """The loaded function for ``key`` (loading ``cubin`` the first time), prepared with
-        the pycuda format ``fmt`` (:func:`worker.launch_contract.kernel_format`)."""
+        the pycuda format ``fmt`` (:func:`worker.launch_contract.kernel_format`) and configured
+        for ``launch`` (:func:`worker.launch_contract.configure`)."""
         fn = self.modules.get(key)
         if fn is None:
             if cubin is None:
@@ -228,16 +230,14 @@ class Runtime:
         if fn._tf_format != fmt:
             fn.prepare(fmt)
             fn._tf_format = fmt
-        if smem > 48 * 1024:
-            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        lc.configure(cuda, fn, launch)
         return fn
 
     def candidate(self, entry: dict[str, Any], launch: dict[str, Any],
                   signature: dict[str, Any]) -> Any:
         """The function of a request's candidate (or incumbent) for ``launch``."""
         fmt = lc.kernel_format(signature, bool(launch.get("workspace_bytes")))
-        return self.kernel(entry["key"], entry.get("cubin"), entry["kernel"],
-                           int(launch["dynamic_smem_bytes"]), fmt)
+        return self.kernel(entry["key"], entry.get("cubin"), entry["kernel"], launch, fmt)
 
     # -- buffers -------------------------------------------------------------------------------
     def bufs(self, signature: dict[str, Any]) -> dict[str, Any]:

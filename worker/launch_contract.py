@@ -229,6 +229,25 @@ def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
     enqueue_aux(aux, launch.get("epilogue"), signature, bufs, ws, stream)
 
 
+#: ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`` (cuda.h), which pycuda's
+#: ``function_attribute`` does not name
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+#: the largest cluster a launch may use without the attribute
+PORTABLE_CLUSTER_SIZE = 8
+
+
+def configure(cuda: Any, fn: Any, launch: Launch) -> None:
+    """Set on ``fn`` what ``launch`` needs before its first launch: dynamic shared memory over
+    the default 48 KB, and a non-portable cluster size (``cluster_size`` over 8)."""
+    smem = int(launch.get("dynamic_smem_bytes") or 0)
+    if smem > 48 * 1024:
+        fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    if int(launch.get("cluster_size") or 1) > PORTABLE_CLUSTER_SIZE:
+        attribute = getattr(cuda.function_attribute, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", None)
+        fn.set_attribute(attribute if attribute is not None else
+                         cuda.function_attribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED), 1)
+
+
 def module_aux(module: Any) -> Callable[[str, str], Any]:
     """``aux(name, format)`` for :func:`enqueue`: the prologue or epilogue kernel ``name`` of
     ``module``, prepared with ``format``."""

@@ -40,8 +40,7 @@ def main(argv: list[str]) -> int:
     module = cuda.module_from_file(spec["cubin"])
     fn = module.get_function(spec["kernel"])
     fn.prepare(lc.kernel_format(signature, workspace is not None))
-    if smem > 48 * 1024:
-        fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    lc.configure(cuda, fn, launch)
     aux = lc.module_aux(module)
     for _ in range(2):
         lc.enqueue_aux(aux, launch.get("prologue"), signature, bufs, workspace, None)

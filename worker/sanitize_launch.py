@@ -109,7 +109,6 @@ def run(spec: dict[str, Any]) -> int:
         for entry in spec["launches"]:
             shape = list(entry["shape"])
             signature, launch = entry["signature"], entry["launch"]
-            smem = int(launch["dynamic_smem_bytes"])
             ws_bytes = int(launch.get("workspace_bytes") or 0)
             fn = module.get_function(launch["kernel_name"])
             fn.prepare(lc.kernel_format(signature, bool(ws_bytes)))
@@ -118,8 +117,7 @@ def run(spec: dict[str, Any]) -> int:
             lc.upload_inputs(cuda, signature, bufs, rng)
             lc.poison_outputs(cuda, signature, bufs)
             ws = cuda.mem_alloc(ws_bytes) if ws_bytes else None
-            if smem > 48 * 1024:
-                fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            lc.configure(cuda, fn, launch)
 
             start = time.perf_counter()
             host_refs: dict[str, np.ndarray] = {}

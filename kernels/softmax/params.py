@@ -2,8 +2,9 @@
 
 A point says how threads map onto rows (``row_threads`` threads of a CTA on one row,
 ``block_threads / row_threads`` rows packed in a CTA, or ``cluster`` CTAs of a thread-block
-cluster on one row, reducing through distributed shared memory), how wide the global accesses
-are, and how many passes over global memory the kernel makes: 3 (max, sum, write), 2 (online
+cluster on one row, reducing through distributed shared memory; 16, over the portable 8, is
+allowed by the launcher), how wide the global accesses are, and how many passes over global
+memory the kernel makes: 3 (max, sum, write), 2 (online
 max and sum, then read again and write) or 1 (the row held in registers, ``chunks`` vectors a
 thread; a row longer than that capacity takes the two-pass loop of the same kernel, so every
 point runs at every shape).
@@ -34,6 +35,9 @@ from typing import Any
 from kernels.base import DEFAULT_SM_COUNT, Dims, LaunchConfig, Rejection
 
 KERNEL_NAME = "softmax"
+#: the largest cluster every sm_90 launch may use; 16 is non-portable (the launch config says
+#: so, and the launcher allows it on the function)
+PORTABLE_CLUSTER = 8
 #: 64K 32-bit registers an SM (and a CTA) has on sm_70..sm_90
 REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
@@ -53,7 +57,7 @@ BULK_SMEM_CAP = 227 * 1024 - 2048
 DOMAINS: dict[str, tuple[Any, ...]] = {
     "block_threads": (32, 64, 128, 256, 512, 1024),
     "row_threads": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-    "cluster": (1, 2, 4, 8),
+    "cluster": (1, 2, 4, 8, 16),
     "vec": (1, 2, 4),
     "passes": (1, 2, 3),
     "chunks": (1, 2, 4, 8, 16, 32),
@@ -67,6 +71,10 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False}
+#: clusters a random sample draws from: the sizes the sampler drew before 16 (non-portable)
+#: joined the domain, so that every seed keeps the points it drew; transforms and the rule book
+#: reach 16
+SAMPLED_CLUSTERS = (1, 2, 4, 8)
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
@@ -270,7 +278,8 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     if p.bulk:
         need = bulk_smem_bytes(p, dims["cols"])
         smem = need if need <= BULK_SMEM_CAP else 0
-    return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem)
+    return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem,
+                        cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER else 1)
 
 
 #: the fields each kernel path reads
@@ -317,8 +326,8 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90", max_tries: int = 100_000
     for _ in range(max_tries):
         if len(out) >= n:
             break
-        drawn = {name: rng.choice(dom) for name, dom in DOMAINS.items()
-                 if name not in HASH_DRAWN}
+        drawn = {name: rng.choice(SAMPLED_CLUSTERS if name == "cluster" else dom)
+                 for name, dom in DOMAINS.items() if name not in HASH_DRAWN}
         tie = random.Random(json.dumps(drawn, sort_keys=True))
         point = SoftmaxParams(**drawn, **{name: tie.choice(DOMAINS[name])
                                           for name in HASH_DRAWN}).canonical()

@@ -7,9 +7,9 @@ In order:
 1. the planned point for the shape in one move (:func:`plan`): float4 accesses and the row held
    in registers, read once: part of a warp for rows of up to 128 columns, a warp (8 rows a CTA)
    up to 1024, a CTA of 128..512 threads at 16 floats a thread up to 8192, then clusters of up
-   to 8 CTAs of 512 threads at 32 floats a thread (two CTAs an SM) reducing through DSMEM, 64
-   floats a thread up to 262144; clusters widened while ``rows x cluster`` is under the SM
-   count; two passes on 8-CTA clusters past every capacity;
+   to 16 CTAs (16: a non-portable size) of 512 threads at 32 floats a thread (two CTAs an SM)
+   reducing through DSMEM, 64 floats a thread up to 524288; clusters widened while
+   ``rows x cluster`` is under the SM count; two passes on 16-CTA clusters past every capacity;
 2. the single steps of that plan (vectorize, threads per row, rows per CTA, one pass, cluster),
    so that a plan rejected by measurement still leaves its parts to try;
 3. spills or a register-limited CTA → fewer floats a thread, more threads a row; a CTA alone
@@ -50,7 +50,10 @@ WIDE_FLOATS = 32
 #: most floats a thread holds (64: ~92 registers, one 512-thread CTA an SM) before the row
 #: takes two passes
 MAX_FLOATS_PER_THREAD = 64
-MAX_CLUSTER = 8
+#: the largest cluster (non-portable past 8: the launch config asks the launcher to allow it).
+#: A cluster of 8 at one CTA an SM leaves 12 of the H200's 132 SMs idle (15 clusters fit);
+#: at 256x262144 a cluster of 16 holds the row at two CTAs an SM (docs/GPU.md, session 14)
+MAX_CLUSTER = 16
 #: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
 #: SM, its load, reduction and store phases one after another
 SM_REGISTERS = 65536
@@ -144,7 +147,8 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
     steps: list[Action] = []
     held = (None if want.bulk else Action("apply_register_row", (want.chunks,))
             if want.passes == 1 else Action("set_passes", (want.passes,)))
-    order = [held if registers_first else None,Action("apply_bulk_copy", (0,)) if params.bulk and not want.bulk else None,
+    order = [held if registers_first else None,
+             Action("apply_bulk_copy", (0,)) if params.bulk and not want.bulk else None,
              Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
