@@ -1,12 +1,13 @@
-"""Merge session 14's softmax campaigns into the shipped replay dataset (run once per input,
-call 3's file, then call 4's): at each shape the new file measured, the dataset drops the
-``push`` rows of earlier sessions (their kernels render other bytes since c76fa3f: the relaxed
-first cluster arrival) and the points the new file measured again, keeps the rest, and adds the
-new rows; the other shapes keep their rows (no push point was measured there). Written gzip with
-mtime 0, so the same inputs give the same bytes.
+"""Merge session 14's softmax campaigns into the shipped replay dataset (run once per input:
+call 3's file, then call 4's, then call 5's, onto the dataset of 0b1bd65). At each shape the
+new file measured, the dataset drops the ``push`` rows of earlier sessions (their kernels render
+other bytes since c76fa3f: the relaxed first cluster arrival) and the points the new file
+measured again, keeps the rest, and adds the new rows; the other shapes keep their rows (no
+push point was measured there). Written gzip with mtime 0 and no name, so the same inputs give
+the same bytes.
 
     d=docs/gpu-runs/2026-12-02-s14 r=kernels/softmax/replay-h200.jsonl.gz
-    for f in call3/replay-s14.jsonl.gz call4/replay-s14b.jsonl.gz; do
+    for f in call3/replay-s14.jsonl.gz call4/replay-s14b.jsonl.gz call5/replay-s14c.jsonl.gz; do
       python $d/merge_replay_s14.py $r $d/$f $r
     done
 """
@@ -78,6 +79,6 @@ meta = {**meta_old, "device": meta_new["device"], "date": meta_new.get("date"),
                  f"(other bytes), its rows added, a point both measured keeping the new row "
                  f"({where}); vendor_us there the new torch times")}
 text = "".join(json.dumps(r) + "\n" for r in [meta, *rows])
-with open(out_path, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) as gz:
-    gz.write(text.encode())
+with open(out_path, "wb") as fh:
+    fh.write(gzip.compress(text.encode(), mtime=0))
 sys.stdout.write(f"{len(rows)} rows ({where})\n")
