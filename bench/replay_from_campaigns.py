@@ -63,7 +63,10 @@ def collect(urls: list[str], kernel: str) -> tuple[dict[str, Any], list[dict[str
                         "campaign_id": campaign.id, "iteration": cand.iteration})
     domains: dict[str, list[Any]] = {}
     for row in rows.values():
-        for name, value in row["params"].items():
+        # every field's value, those a point's JSON leaves out at their defaults included
+        point = family.params_from_dict(row["params"])
+        for name in family.domains():
+            value = getattr(point, name)
             if value not in domains.setdefault(name, []):
                 domains[name].append(value)
     meta = {

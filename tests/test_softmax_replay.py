@@ -51,3 +51,17 @@ def test_an_expert_replay_reaches_the_measured_best(tmp_path: Path, shape: str) 
     assert report["vendor"] == "torch.softmax"
     statuses = {c.status for c in candidates(sessions, cid)}
     assert statuses <= {"ok", "wrong", "not_measured", "rejected", "compile_error"}
+
+
+@pytest.mark.parametrize("family_name", ["softmax", "gemm_bias_relu"])
+def test_every_shipped_dataset_lists_the_values_its_points_take(family_name: str) -> None:
+    # the domains a replay space offers moves in (agent/spaces.py): a field a point's JSON
+    # leaves out at its default must still list that default, or no move could go back to it
+    family = get_family(family_name)
+    for path in family.replay_datasets():
+        dataset = ReplayDataset(path)
+        domains = dataset.meta["domains"]
+        for (_key, _shape), row in dataset.points.items():
+            point = family.params_from_dict(row["params"])
+            for name in family.domains():
+                assert getattr(point, name) in domains[name], (path.name, name, row["params"])

@@ -90,7 +90,7 @@ def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParam
     if cols <= WIDE_THREADS * FLOATS_PER_THREAD:  # up to 8192: one CTA, 16 floats a thread
         threads = max(128, _pow2_at_least(vectors / (FLOATS_PER_THREAD // vec)))
         per_thread = _pow2_at_least(vectors / threads)
-    else:  # 512-thread CTAs of 32 floats a thread, a cluster of them; 64 floats past 8 CTAs
+    else:  # 512-thread CTAs of 32 floats a thread, a cluster of them; 64 floats past 16 CTAs
         threads = WIDE_THREADS
         cluster = min(MAX_CLUSTER, _pow2_at_least(cols / (threads * WIDE_FLOATS)))
         per_thread = _pow2_at_least(vectors / (threads * cluster))

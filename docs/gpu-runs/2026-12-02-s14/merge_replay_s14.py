@@ -58,8 +58,10 @@ for shape in redone:
 assert len({key(r) for r in rows}) == len(rows)
 
 domains: dict = {}
-for r in rows:
-    for name, value in r["params"].items():
+for r in rows:  # every field's value, those a point's JSON leaves out at their defaults too
+    point = FAMILY.params_from_dict(r["params"])
+    for name in FAMILY.domains():
+        value = getattr(point, name)
         if value not in domains.setdefault(name, []):
             domains[name].append(value)
 left = {r["campaign_id"] for r in rows}
