@@ -1,0 +1,18 @@
+"""bench/family_quality.py's table header says how long the sustained runs lasted, read from a
+recorded H200 run (session 14, call 4), not the length they were sized for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.family_quality import sustained_lengths
+
+RUN = Path(__file__).resolve().parents[1] / "docs/gpu-runs/2026-12-02-s14/call4/quality.json"
+
+
+def test_the_header_gives_the_lengths_the_runs_lasted() -> None:
+    rows = json.loads(RUN.read_text())["rows"]
+    assert sustained_lengths(rows, 200) == ("sustained runs sized for 200 ms: ours 118-195 ms, "
+                                            "vendor 156-199 ms")
+    assert sustained_lengths([], 300) == "sustained runs sized for 300 ms"
