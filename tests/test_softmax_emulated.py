@@ -290,7 +290,7 @@ def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Pa
     binary = build(gxx, p, tmp_path)
     rng = random.Random(cols)
     cap = p.capacity or 3 * p.group_threads * p.vec * p.unroll
-    cases = [(1, cap + 1, "normal", 0, 0, None)]
+    cases: list[Case] = [(1, cap + 1, "normal", 0, 0, None)]
     if p.passes == 1:
         cases += [(1, cap - 3, "neg_inf", 1, 1, None), (2, 4099, "large", 2, 0, None)]
     check_cases(binary, p, cases, rng, tmp_path)
