@@ -39,6 +39,7 @@ from agent.policies.expert import ExpertPolicy  # noqa: E402
 from agent.spaces import FullSpace  # noqa: E402
 from bench import git_commit  # noqa: E402
 from core.evaluation import CompileResult, EvalOptions, Measurement  # noqa: E402
+from core.replay import domains_of as replay_domains  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY, GemmParams  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 
@@ -138,16 +139,8 @@ def row_of(params: GemmParams, shape: Shape, compiled: CompileResult,
 
 def domains_of(rows: Iterable[dict[str, Any]],
                start: dict[str, list[Any]] | None = None) -> dict[str, list[Any]]:
-    """Every value each parameter takes in ``rows`` (all fields, defaults included), added to
-    ``start``: the replay space's domains."""
-    out = {k: list(v) for k, v in (start or {}).items()}
-    for row in rows:
-        params = FAMILY.params_from_dict(row["params"])
-        for name in FAMILY.domains():
-            value = getattr(params, name)
-            if value not in out.setdefault(name, []):
-                out[name].append(value)
-    return {k: sorted(v, key=lambda x: (str(type(x)), x)) for k, v in out.items()}
+    """The GEMM's replay domains of ``rows`` (:func:`core.replay.domains_of`)."""
+    return replay_domains(FAMILY, rows, start)
 
 
 def read_dataset(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

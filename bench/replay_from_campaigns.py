@@ -28,6 +28,7 @@ from sqlalchemy import select  # noqa: E402
 from bench import git_commit  # noqa: E402
 from core.db import session_factory  # noqa: E402
 from core.models import Campaign, Candidate  # noqa: E402
+from core.replay import domains_of  # noqa: E402
 from core.statuses import CANDIDATE_FINAL  # noqa: E402
 from kernels import get_family  # noqa: E402
 
@@ -61,20 +62,12 @@ def collect(urls: list[str], kernel: str) -> tuple[dict[str, Any], list[dict[str
                         "perf": cand.perf, "profile": cand.profile, "error": cand.error,
                         "gpu_seconds": round(cand.gpu_seconds or 0.0, 4),
                         "campaign_id": campaign.id, "iteration": cand.iteration})
-    domains: dict[str, list[Any]] = {}
-    for row in rows.values():
-        # every field's value, those a point's JSON leaves out at their defaults included
-        point = family.params_from_dict(row["params"])
-        for name in family.domains():
-            value = getattr(point, name)
-            if value not in domains.setdefault(name, []):
-                domains[name].append(value)
+    domains = domains_of(family, rows.values())
     meta = {
         "kind": "meta", "family": kernel, "gpu": device.get("name"), "device": device,
         "driver": device.get("driver_version"), "date": dt.date.today().isoformat(),
         "commit": git_commit(), "vendor_us": vendor, "vendor": family.vendor.name
-        if family.vendor else None, "domains": {k: sorted(v, key=str) for k, v in
-                                                domains.items()},
+        if family.vendor else None, "domains": domains,
         "shapes": sorted({r["shape"] for r in rows.values()}), "campaigns": campaigns,
         "measured": len(rows),
         "method": "the candidates GPU campaigns measured (bench/replay_from_campaigns.py): "

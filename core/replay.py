@@ -8,10 +8,26 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kernels.base import Dims, params_key
+
+
+def domains_of(family: Any, rows: Iterable[dict[str, Any]],
+               start: dict[str, list[Any]] | None = None) -> dict[str, list[Any]]:
+    """Every value each of ``family``'s fields takes in ``rows`` (their ``params``: the fields
+    a point's JSON leaves out at their defaults included), added to ``start``, each list sorted
+    (numbers as numbers): a replay meta line's domains, the moves a replay space offers."""
+    out = {k: list(v) for k, v in (start or {}).items()}
+    for row in rows:
+        point = family.params_from_dict(row["params"])
+        for name in family.domains():
+            value = getattr(point, name)
+            if value not in out.setdefault(name, []):
+                out[name].append(value)
+    return {k: sorted(v, key=lambda x: (str(type(x)), x)) for k, v in out.items()}
 
 
 class ReplayDataset:

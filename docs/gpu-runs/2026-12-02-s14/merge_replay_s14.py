@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from core.replay import domains_of  # noqa: E402
 from kernels.base import params_key  # noqa: E402
 from kernels.softmax import FAMILY  # noqa: E402
 
@@ -57,18 +58,12 @@ for shape in redone:
     counts[shape] = (len(here), len(kept), len(added))
 assert len({key(r) for r in rows}) == len(rows)
 
-domains: dict = {}
-for r in rows:  # every field's value, those a point's JSON leaves out at their defaults too
-    point = FAMILY.params_from_dict(r["params"])
-    for name in FAMILY.domains():
-        value = getattr(point, name)
-        if value not in domains.setdefault(name, []):
-            domains[name].append(value)
+domains = domains_of(FAMILY, rows)  # every field's values, key-omitted defaults too
 left = {r["campaign_id"] for r in rows}
 gone = {r["campaign_id"] for r in old_rows} - left
 where = ", ".join(f"{s} {k} kept of {b} + {a} new" for s, (b, k, a) in sorted(counts.items()))
 meta = {**meta_old, "device": meta_new["device"], "date": meta_new.get("date"),
-        "domains": {k: sorted(v, key=str) for k, v in domains.items()},
+        "domains": domains,
         "vendor_us": {**meta_old["vendor_us"],
                       **{k: v for k, v in meta_new["vendor_us"].items() if k in redone}},
         "shapes": sorted({r["shape"] for r in rows}),
