@@ -129,6 +129,11 @@ class AuxLaunch:
                 "block": list(self.block), "args": list(self.args)}
 
 
+#: CTAs a thread-block cluster may have on every sm_90 launch; sm_90 runs up to 16, but a size
+#: over this one is non-portable: the launcher must allow it on the function first
+PORTABLE_CLUSTER_SIZE = 8
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """How to launch a rendered kernel for one shape.
@@ -153,8 +158,8 @@ class LaunchConfig:
     #: Not sent to a GPU.
     tile: tuple[int, int] | None = None
     #: CTAs of the thread-block cluster the kernel declares (``__cluster_dims__``) where the
-    #: launcher must allow it first: over 8, a non-portable size (sm_90 runs up to 16). 1: no
-    #: cluster, or a portable one the launch needs nothing for.
+    #: launcher must allow it first: over :data:`PORTABLE_CLUSTER_SIZE`. 1: no cluster, or a
+    #: portable one the launch needs nothing for.
     cluster_size: int = 1
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,8 +7,9 @@ import, so every launcher stays lean. What it takes is plain JSON made by the pa
 - a resolved signature (``kernels.family.Signature.resolve``): ``{"buffers": [{name, dtype,
   role, count}], "scalars": [{name, dtype, value}]}``;
 - a launch (``kernels.base.LaunchConfig.to_dict``): grid, block, dynamic shared memory,
-  ``workspace_bytes`` and an optional ``prologue`` and ``epilogue`` whose ``args`` name
-  signature buffers or scalars, ``"workspace"``, or are integer literals;
+  ``workspace_bytes``, a ``cluster_size`` where the kernel's cluster is non-portable, and an
+  optional ``prologue`` and ``epilogue`` whose ``args`` name signature buffers or scalars,
+  ``"workspace"``, or are integer literals;
 - fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
 
 The contract (``kernels.family``'s module doc): a candidate takes the buffers in order, then
@@ -230,22 +231,19 @@ def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
 
 
 #: ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`` (cuda.h), which pycuda's
-#: ``function_attribute`` does not name
+#: ``function_attribute`` does not name (an enum value built from the number works)
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
-#: the largest cluster a launch may use without the attribute
-PORTABLE_CLUSTER_SIZE = 8
 
 
 def configure(cuda: Any, fn: Any, launch: Launch) -> None:
     """Set on ``fn`` what ``launch`` needs before its first launch: dynamic shared memory over
-    the default 48 KB, and a non-portable cluster size (``cluster_size`` over 8)."""
+    the default 48 KB, and a non-portable cluster size (a launch names ``cluster_size`` only
+    then: ``kernels.base.LaunchConfig``)."""
     smem = int(launch.get("dynamic_smem_bytes") or 0)
     if smem > 48 * 1024:
         fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    if int(launch.get("cluster_size") or 1) > PORTABLE_CLUSTER_SIZE:
-        attribute = getattr(cuda.function_attribute, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", None)
-        fn.set_attribute(attribute if attribute is not None else
-                         cuda.function_attribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED), 1)
+    if int(launch.get("cluster_size") or 1) > 1:
+        fn.set_attribute(cuda.function_attribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED), 1)
 
 
 def module_aux(module: Any) -> Callable[[str, str], Any]:

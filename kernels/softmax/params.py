@@ -32,12 +32,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from kernels.base import DEFAULT_SM_COUNT, Dims, LaunchConfig, Rejection
+from kernels.base import DEFAULT_SM_COUNT, PORTABLE_CLUSTER_SIZE, Dims, LaunchConfig, Rejection
 
 KERNEL_NAME = "softmax"
-#: the largest cluster every sm_90 launch may use; 16 is non-portable (the launch config says
-#: so, and the launcher allows it on the function)
-PORTABLE_CLUSTER = 8
 #: 64K 32-bit registers an SM (and a CTA) has on sm_70..sm_90
 REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
@@ -71,10 +68,10 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False}
-#: clusters a random sample draws from: the sizes the sampler drew before 16 (non-portable)
-#: joined the domain, so that every seed keeps the points it drew; transforms and the rule book
-#: reach 16
-SAMPLED_CLUSTERS = (1, 2, 4, 8)
+#: the domains a random sample draws from: clusters the sizes the sampler drew before 16
+#: (non-portable) joined, so that every seed keeps the points it drew; transforms and the rule
+#: book reach 16
+SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {**DOMAINS, "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
@@ -279,7 +276,7 @@ def launch_config(params: SoftmaxParams, dims: Dims,
         need = bulk_smem_bytes(p, dims["cols"])
         smem = need if need <= BULK_SMEM_CAP else 0
     return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem,
-                        cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER else 1)
+                        cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER_SIZE else 1)
 
 
 #: the fields each kernel path reads
@@ -326,8 +323,8 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90", max_tries: int = 100_000
     for _ in range(max_tries):
         if len(out) >= n:
             break
-        drawn = {name: rng.choice(SAMPLED_CLUSTERS if name == "cluster" else dom)
-                 for name, dom in DOMAINS.items() if name not in HASH_DRAWN}
+        drawn = {name: rng.choice(dom) for name, dom in SAMPLED_DOMAINS.items()
+                 if name not in HASH_DRAWN}
         tie = random.Random(json.dumps(drawn, sort_keys=True))
         point = SoftmaxParams(**drawn, **{name: tie.choice(DOMAINS[name])
                                           for name in HASH_DRAWN}).canonical()
