@@ -99,7 +99,7 @@ def live_gpus(session: Session, arch: str, settings: Settings) -> list[dict[str,
 
 
 def prepare(session: Session, campaign: Campaign, settings: Settings) -> str | None:
-    """Fill the campaign's device (and cuBLAS time) before it starts; the reason it cannot
+    """Fill the campaign's device (and vendor time) before it starts; the reason it cannot
     run, if it cannot (e.g. a replay fleet has no measurement at its shape)."""
     shape = campaign.problem
     try:

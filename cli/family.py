@@ -27,7 +27,8 @@ from cli.common import (
 from core.settings import get_settings
 
 family_app = typer.Typer(
-    help="Your own kernel families: a directory with the CUDA source, its tunables, "
+    help="Your own kernel families, registered without Python.\n\n"
+         "A family is a directory with the CUDA source, its tunables, "
          "dimensions, signature, reference kernel and correctness rule (docs/FAMILIES.md). "
          "Registered in the local database (--db), or in your team on the service "
          "(--url/--key; TUNEFORGE_API_KEY picks the service).\n\n"

@@ -15,14 +15,14 @@ app = typer.Typer(
     name="tuneforge",
     help="Auto-tune CUDA kernels with an agent in a closed loop.\n\n"
     "Examples:\n\n"
-    "  tuneforge tune --budget 200 --db runs.db      # a campaign here (GPU, or a replay)\n\n"
-    "  tuneforge family add DIR --db runs.db         # your own kernel (then --kernel NAME)\n\n"
-    "  tuneforge report ID --db runs.db              # plots and a Markdown summary\n\n"
-    "  tuneforge export ID --db runs.db --format kt  # for Kernel Tuner (also cu, json, t4)\n\n"
-    "  tuneforge sanitize ID --db runs.db            # compute-sanitizer on the best kernel\n\n"
-    "  tuneforge serve                               # the API and the dashboard on :8000\n\n"
-    "  tuneforge actions --json\n\n"
-    "  tuneforge render --params '{\"smem\": true, \"coalesced\": true}'\n\n"
+    "  tuneforge tune --budget 200 --db runs.db    # a campaign (GPU or replay)\n\n"
+    "  tuneforge family add DIR --db runs.db       # your kernel: --kernel NAME\n\n"
+    "  tuneforge report ID --db runs.db            # plots and a summary\n\n"
+    "  tuneforge export ID --db runs.db --format kt   # Kernel Tuner cache\n\n"
+    "  tuneforge sanitize ID --db runs.db          # compute-sanitizer\n\n"
+    "  tuneforge serve                             # API + dashboard on :8000\n\n"
+    "  tuneforge kernels                           # the kernel families\n\n"
+    "  tuneforge actions --kernel NAME --json      # its transforms\n\n"
     "Every command has --help with examples.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -45,9 +45,11 @@ def kernels(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """List the kernel families: the built-ins (dimensions, metric, vendor baseline, action
-    space), then the team's own families registered in the database (latest version of each;
-    every version: ``tuneforge family show NAME``).
+    """List the kernel families: the built-ins, then the team's own.
+
+    For each: its dimensions, default shape, metric, vendor baseline and number of transforms.
+    The team's families registered in the database come after the built-ins, the latest version
+    of each (every version: `tuneforge family show NAME`).
 
     Examples:
 

@@ -262,7 +262,7 @@ def open_source(db: str | None, url: str | None, key: str | None) -> Source:
 def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
               as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False
               ) -> None:
-    """List campaigns: id, status, shape, evaluations, best TFLOP/s, % of cuBLAS.
+    """List campaigns: id, status, kernel and shape, evaluations, best, % of the vendor.
 
     Examples:
 
@@ -321,9 +321,10 @@ def report(
 ) -> None:
     """Write a campaign's report: convergence plots (PNG) and a Markdown summary.
 
-    The plots show best-so-far TFLOP/s against iteration and against time, with the cuBLAS and
-    FP32-peak lines; the summary has the best, the baseline, the speedup, % of cuBLAS, the
-    accepted steps with their reasons and the transforms that paid.
+    The plots show the best so far in the family's metric (TFLOP/s, GB/s) against iteration and
+    against time, with the vendor baseline's and the peak's lines; the summary has the best, the
+    baseline, the speedup, % of the vendor, the accepted steps with their reasons and the
+    transforms that paid.
 
     Examples:
 

@@ -100,14 +100,15 @@ def sanitize(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the record as JSON")] = False,
 ) -> None:
-    """Check a campaign's best kernel with compute-sanitizer on this host's GPU and store the
-    result with the candidate (its API record and `export --format json` show it).
+    """Check a campaign's best kernel with compute-sanitizer on this host's GPU.
 
-    Each tool runs the compiled candidate in its own process, killed at the time limit. By
-    default at 1x1x1, 131x257x61 and 515x516x204 (tails, scalar and vector paths, several
-    tiles in every direction for every tile of the space); memcheck also at the campaign's
-    shape. Exit 0 when every tool passed, 1 when one flagged the kernel, 2 for bad input or no
-    GPU / compute-sanitizer / best kernel, 3 when a tool's run could not be judged (timeout,
+    The result is stored with the candidate (its API record and `export --format json` show
+    it). Each tool runs the compiled candidate in its own process, killed at the time limit, at
+    the sanitizer shapes its family gives for that point (tails, scalar and vector paths,
+    several tiles or rows in every direction); memcheck also at the campaign's shape.
+
+    Exit 0 when every tool passed, 1 when one flagged the kernel, 2 for bad input or no GPU /
+    compute-sanitizer / best kernel, 3 when a tool's run could not be judged (timeout,
     incomplete report; stored too: never a pass).
 
     Examples:

@@ -262,8 +262,9 @@ def watch(
     campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
-    """Follow a campaign's progress (server-sent events) until it finishes; the agent's notes
-    (an injected action it did not try, say) are printed as they come.
+    """Follow a campaign's progress (server-sent events) until it finishes.
+
+    The agent's notes (an injected action it did not try, say) are printed as they come.
 
     Examples:
 
