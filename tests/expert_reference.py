@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from itertools import chain
 
 from agent.policies.base import HistoryItem, PolicyContext, Proposal, key_of, take_unique
-from agent.policies.expert import ExpertPolicy
+from agent.policies.expert import ExpertPolicy, local_search_reason
 from kernels.base import Rejection
 
 
@@ -60,8 +60,8 @@ class ReferenceExpertPolicy(ExpertPolicy):
             scored.append((mean + bonus + rng.random() * 0.01, action, params))
         scored.sort(key=lambda t: -t[0])
         return [Proposal(params, str(action),
-                         f"local search from #{start.iteration}: {action.name} has paid "
-                         f"{payoffs.get(action.name, (0.0, 0))[0]:+.1f}% on average",
+                         local_search_reason(start.iteration, action.name,
+                                             payoffs.get(action.name, (0.0, 0))),
                          self.name, start.id)
                 for _, action, params in scored]
 

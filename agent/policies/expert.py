@@ -219,6 +219,18 @@ def _all_moves(ctx: PolicyContext, params: Any) -> list[_Move]:
     return out
 
 
+def local_search_reason(iteration: int, action: str, payoff: tuple[float, int]) -> str:
+    """Why a local-search move was offered: the transform's record so far in the campaign (the
+    mean share of the incumbent's time each try saved, clipped to +-50 %, said as the change of
+    time, as the decisions say it), or that none of its tries was timed yet."""
+    mean, count = payoff
+    if not count:
+        return f"local search from #{iteration}: {action}, no timed try of it yet in this campaign"
+    tries = "try" if count == 1 else "tries"
+    return (f"local search from #{iteration}: {action}, whose {count} {tries} so far "
+            f"changed the time by {(-mean or 0.0):+.1f}% on average")
+
+
 class ExpertPolicy:
     """Profile-driven rules from the seed, then local search (see the module docstring).
 
@@ -341,9 +353,9 @@ class ExpertPolicy:
             scored.append((mean + bonus + rng.random() * 0.01, move))
         scored.sort(key=lambda t: -t[0])
         return [_Offer(Proposal(move.params, str(move.action),
-                                f"local search from #{start.iteration}: {move.action.name} has "
-                                f"paid {payoffs.get(move.action.name, (0.0, 0))[0]:+.1f}% on "
-                                "average", self.name, start.id), move.key)
+                                local_search_reason(start.iteration, move.action.name,
+                                                    payoffs.get(move.action.name, (0.0, 0))),
+                                self.name, start.id), move.key)
                 for _, move in scored]
 
     def _two_step(self, ctx: PolicyContext, memory: _Memory) -> list[tuple[Proposal, str]]:
