@@ -27,8 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
+## a worker a core, four at most; a file's tests on one worker, tests/service/ on one (conftest)
+XDIST ?= -n auto --maxprocesses 4 --dist loadgroup
 unit: $(STAMP) browser
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## Debian's Chromium for the dashboard tests (driven headless by Playwright): installed with
 ## apt-get where it can be (root), else the command to run; the tests fail without it, as in CI

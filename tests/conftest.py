@@ -15,6 +15,8 @@ import pytest
 from core.settings import get_settings
 from worker.compile import Compiler
 
+TESTS = Path(__file__).resolve().parent
+
 
 @pytest.fixture(autouse=True)
 def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -31,12 +33,30 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     get_settings.cache_clear()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test`` runs the suite on a worker
+    a core): a file's tests run on one worker, so that its module fixtures (a campaign, a
+    browser, a server) are built once, and every test under ``tests/service/`` on one worker,
+    so that one service stack (API, Celery workers, a Postgres and a Redis database) serves
+    them all. Without ``-n`` the marks change nothing."""
+    for item in items:
+        path = item.path.relative_to(TESTS)
+        group = "service" if path.parts[0] == "service" else path.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def compiler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compiler]:
-    """One nvcc pool and one on-disk cache for the whole session (skips without nvcc)."""
+    """One nvcc pool and one on-disk cache for the whole session (skips without nvcc); the
+    workers of an xdist run share the cache (its entries are written by atomic renames)."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
-    comp = Compiler(tmp_path_factory.mktemp("nvcc-cache"), workers=os.cpu_count() or 1)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "nvcc-cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("nvcc-cache")
+    comp = Compiler(cache, workers=os.cpu_count() or 1)
     yield comp
     comp.close()
 
