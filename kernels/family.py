@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection, TransformRegistry
-from kernels.expr import evaluate_int, names
+from kernels.expr import ExpressionError, evaluate, evaluate_int, names
 
 #: Bytes and pycuda argument codes of the element types a signature may use.
 DTYPES: dict[str, tuple[int, str]] = {
@@ -136,6 +136,15 @@ class Buffer:
         return self.elements(dims) * DTYPES[self.dtype][0]
 
 
+#: The values a scalar of each type can take (a float's must also be finite).
+SCALAR_RANGES: dict[str, tuple[float, float]] = {
+    "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
+    "uint32": (0, (1 << 32) - 1), "uint64": (0, (1 << 64) - 1),
+    "float32": (-3.4028234663852886e38, 3.4028234663852886e38),
+    "float64": (-1.7976931348623157e308, 1.7976931348623157e308),
+}
+
+
 @dataclass(frozen=True)
 class Scalar:
     """A scalar argument after the buffers: name, type and value (expression of the dims)."""
@@ -143,6 +152,21 @@ class Scalar:
     name: str
     value: str
     dtype: str = "int32"
+
+    def at(self, dims: Mapping[str, Any]) -> int | float:
+        """The value at ``dims``: an integer for an integer type, a float for a float type
+        (``ExpressionError`` for a value of the wrong kind, or one the type cannot hold)."""
+        if self.dtype.startswith("float"):
+            found = evaluate(self.value, dims)
+            if isinstance(found, bool) or not isinstance(found, int | float):
+                raise ExpressionError(f"expression {self.value!r} is {found!r}, not a number")
+            value: int | float = float(found)
+        else:
+            value = evaluate_int(self.value, dims)
+        lo, hi = SCALAR_RANGES[self.dtype]
+        if not lo <= value <= hi:  # also refuses a NaN
+            raise ExpressionError(f"{self.name}={value} does not fit {self.dtype}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -193,8 +217,8 @@ class Signature:
         return {
             "buffers": [{"name": b.name, "dtype": b.dtype, "role": b.role,
                          "count": b.elements(dims)} for b in self.buffers],
-            "scalars": [{"name": s.name, "dtype": s.dtype,
-                         "value": evaluate_int(s.value, dims)} for s in self.scalars],
+            "scalars": [{"name": s.name, "dtype": s.dtype, "value": s.at(dims)}
+                        for s in self.scalars],
         }
 
     def nbytes(self, dims: Mapping[str, int]) -> int:

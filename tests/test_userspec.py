@@ -321,6 +321,61 @@ def test_a_jinja_family_renders_in_the_sandbox_and_compiles(compiler: Compiler) 
     assert compiler.compile(fam.reference_source()).status == "ok"
 
 
+FLOAT_KERNEL = r'''
+extern "C" __global__ void scale_add(const float* __restrict__ x, float* __restrict__ y,
+                                     float scale, double shift, int n)
+{
+    const long long i = (long long)blockIdx.x * {{ block }} + threadIdx.x;
+    if (i < n) y[i] = scale * x[i] + (float)shift;
+}
+'''
+FLOAT_REFERENCE = r'''
+extern "C" __global__ void scale_add_ref(const float* x, double* y, float scale, double shift,
+                                         int n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) y[i] = (double)scale * x[i] + shift;
+}
+'''
+
+
+def test_float_scalars_reach_the_kernel_and_the_reference_as_floats(compiler: Compiler) -> None:
+    """A scale and a shift (an epsilon, a temperature) are scalars of a float type: their
+    value expressions may read the dimensions, they are packed with pycuda's ``f`` and ``d``
+    (what the GPU child's fill kernel takes its float by), and a value out of bounds or not a
+    number is refused with the scalar's field."""
+    spec = jinja_spec()
+    spec.update(name="scale_shift", files={"k.cu.j2": FLOAT_KERNEL, "ref.cu": FLOAT_REFERENCE},
+                tunables={"block": [64, 128, 256]},
+                launch={"grid": ["ceil_div(n, block)"], "block": ["block"]},
+                correctness={"rule": "abs_rel", "tolerance": 1e-6, "atol": 1e-7})
+    spec["reference"]["outputs_dtype"] = "float64"
+    spec["signature"]["scalars"] = [{"name": "scale", "dtype": "float32", "value": "2.5"},
+                                    {"name": "shift", "dtype": "float64", "value": "1 / n"},
+                                    {"name": "n", "value": "n"}]
+    fam = build_family(spec)
+    resolved = fam.signature.resolve(Dims({"n": 8}))
+    assert [(s["name"], s["value"]) for s in resolved["scalars"]] == [
+        ("scale", 2.5), ("shift", 0.125), ("n", 8)]
+    assert isinstance(resolved["scalars"][2]["value"], int)
+    assert lc.kernel_format(resolved) == "PPfdi"
+    assert lc.kernel_args(resolved, {"x": 1, "y": 2})[2:] == (2.5, 0.125, 8)
+    style = fam.reference_style
+    assert lc.reference_format(resolved, style) == "PPfdi"
+    assert compiler.compile(fam.render(fam.baseline), entry=fam.name).status == "ok"
+    assert compiler.compile(fam.reference_source()).status == "ok"
+    huge = copy.deepcopy(spec)
+    huge["signature"]["scalars"][0]["value"] = "n * 1e30"  # expressions stay within 2**64
+    with pytest.raises(SpecError) as refused:
+        build_family(huge)
+    assert refused.value.field == "signature.scalars[0].value"
+    assert "exceeds 2**64" in str(refused.value)
+    word = copy.deepcopy(spec)
+    word["signature"]["scalars"][0]["value"] = "n > 3"
+    with pytest.raises(SpecError, match="not a number"):
+        build_family(word)
+
+
 KT_SOURCE = r'''
 extern "C" __global__ void vector_add(float* c, const float* a, const float* b, int n)
 {

@@ -49,7 +49,6 @@ from kernels.userspec.validate import (
     MAX_BLOCK,
     MAX_GRID,
     MAX_THREADS,
-    SCALAR_RANGES,
     canonical_json,
     validate_spec,
 )
@@ -333,11 +332,10 @@ class SpecFamily(FamilyBase):
                 return Rejection("grid_limit", f"grid {grid} at {dims} is outside the GPU's "
                                  f"limits {MAX_GRID}", {"grid": list(grid)})
         for scalar in self.signature.scalars:
-            lo, hi = SCALAR_RANGES[scalar.dtype]
-            value = evaluate_int(scalar.value, dims)
-            if not lo <= value <= hi:
-                return Rejection("scalar_range", f"{scalar.name}={value} does not fit "
-                                 f"{scalar.dtype} at {dims}", {scalar.name: value})
+            try:
+                scalar.at(dims)
+            except ExpressionError as exc:
+                return Rejection("scalar_range", f"{exc} at {dims}", {"scalar": scalar.name})
         x, y, z = grid
         return LaunchConfig(self.spec["kernel"]["name"], (x, y, z), block,
                             self.dynamic_smem_bytes(params))

@@ -20,7 +20,16 @@ from typing import Any
 
 from kernels import BUILTIN
 from kernels.expr import FUNCTIONS, ExpressionError, evaluate, evaluate_int, names, parse
-from kernels.family import DTYPES, FILL_KINDS, METRIC_KINDS, PEAK_KINDS, Dim, make_dims
+from kernels.family import (
+    DTYPES,
+    FILL_KINDS,
+    METRIC_KINDS,
+    PEAK_KINDS,
+    SCALAR_RANGES,
+    Dim,
+    Scalar,
+    make_dims,
+)
 from kernels.userspec import source as src
 from kernels.userspec.errors import SpecError
 from kernels.userspec.files import (
@@ -50,9 +59,8 @@ USER_RULES = ("norm", "abs_rel", "exact")
 TEMPLATES = ("macros", "jinja")
 #: The evaluation child fills and checks float32 buffers.
 BUFFER_DTYPES = ("float32",)
-SCALAR_DTYPES = ("int32", "int64", "uint32", "uint64")
-SCALAR_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
-                 "uint32": (0, (1 << 32) - 1), "uint64": (0, (1 << 64) - 1)}
+#: Scalars: every type of :data:`kernels.family.SCALAR_RANGES` (an epsilon, a scale, a size).
+SCALAR_DTYPES = tuple(SCALAR_RANGES)
 OUTPUT_DTYPES = ("float64", "float32")
 #: A CUDA block's limits: threads, and each dimension.
 MAX_THREADS = 1024
@@ -343,7 +351,7 @@ def _signature(value: Any, dims: set[str]) -> dict[str, Any]:
         field = f"signature.scalars[{i}]"
         s = _obj(raw, field, ("name", "dtype", "value"), ("name", "value"))
         name, dtype = _argument(s, field, seen, "scalar", "int32", SCALAR_DTYPES,
-                                f"scalars are integers ({', '.join(SCALAR_DTYPES)})")
+                                f"scalars are numbers ({', '.join(SCALAR_DTYPES)})")
         scalars.append({"name": name, "dtype": dtype,
                         "value": _expr(s["value"], f"{field}.value", dims, "a scalar value")})
     return {"buffers": buffers, "scalars": scalars}
@@ -688,11 +696,10 @@ def _check_at_shapes(spec: dict[str, Any]) -> None:
                 raise SpecError(f"signature.buffers[{i}].count", f"is {count} {where} (at "
                                                                  "least 1)")
         for i, sc in enumerate(spec["signature"]["scalars"]):
-            value = _at_int(sc["value"], dims, f"signature.scalars[{i}].value", where)
-            lo, hi = SCALAR_RANGES[sc["dtype"]]
-            if not lo <= value <= hi:
-                raise SpecError(f"signature.scalars[{i}].value",
-                                f"{value} does not fit {sc['dtype']} {where}")
+            try:
+                Scalar(sc["name"], sc["value"], sc["dtype"]).at(dims)
+            except ExpressionError as exc:
+                raise SpecError(f"signature.scalars[{i}].value", f"{where}: {exc}") from None
         work = _at_int(spec["metric"]["work"], dims, "metric.work", where)
         if work <= 0:
             raise SpecError("metric.work", f"is {work} {where} (must be positive)")
