@@ -22,7 +22,7 @@ from kernels import family_names, get_family, register_family, unregister_family
 from kernels.base import Candidate, Dims, LaunchConfig, Rejection
 from kernels.family import DTYPES, FILL_KINDS, KernelFamily, describe
 from kernels.userspec import build_family, load_spec_dir
-from worker.compile import Compiler
+from worker.compile import Compiler, candidate_params, reference_params
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from families.scale_add import FAMILY as SCALE_ADD  # noqa: E402
@@ -152,14 +152,16 @@ def test_points_launch_at_any_shape_or_say_why(name: str, data: st.DataObject) -
 def test_baseline_samples_and_reference_compile_with_nvcc(name: str, compiler: Compiler) -> None:
     family = get_family(name)
     points = [family.baseline, *family.sample(random.Random(7), 3)]
+    # with the kernel's parameters held against the signature's (worker.cubin_params)
     jobs = [compiler.submit(family.render(p), entry=family.name,
                             dynamic_smem_bytes=family.dynamic_smem_bytes(p),
-                            arch=family.compile_arch(p, compiler.arch))
+                            arch=family.compile_arch(p, compiler.arch),
+                            params=candidate_params(family, p))
             for p in points if family.validate(p, compiler.arch) is None]
     for job in jobs:
         result = job.result()
         assert result.status == "ok", result.error
-    reference = compiler.compile(family.reference_source())
+    reference = compiler.compile(family.reference_source(), params=reference_params(family))
     assert reference.status == "ok", reference.error
 
 

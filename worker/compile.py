@@ -9,6 +9,7 @@ climbs with ``..`` or is computed by a macro is refused before nvcc runs (:func:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from core.evaluation import CompileResult
+from kernels.base import Rejection
+from kernels.family import reference_setup
+from worker import launch_contract as lc
+from worker.cubin_params import ParamsCheck, params_mismatch
 
 BASE_FLAGS: tuple[str, ...] = ("-cubin", "-O3", "-Xptxas", "-v", "-lineinfo")
 ERROR_SUMMARY_CHARS = 400
@@ -178,10 +183,24 @@ class Compiler:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def compile(self, source: str, *, entry: str | None = None,
-                dynamic_smem_bytes: int = 0, arch: str | None = None) -> CompileResult:
+                dynamic_smem_bytes: int = 0, arch: str | None = None,
+                params: ParamsCheck | None = None) -> CompileResult:
         """Compile ``source`` for ``arch`` (default the compiler's; a kernel that uses the
         ``a`` features of its GPU asks for ``sm_90a``, say); a hit in the cache costs no nvcc
-        run; a source with an unsafe ``#include`` is ``rejected`` without one."""
+        run; a source with an unsafe ``#include`` is ``rejected`` without one. With ``params``,
+        a cubin whose kernel declares other parameters than the launch passes is an ``error``
+        that says both (the cache keeps the compile itself)."""
+        result = self._compile(source, entry=entry, dynamic_smem_bytes=dynamic_smem_bytes,
+                               arch=arch)
+        if params is None or result.status != "ok" or result.cubin_path is None:
+            return result
+        mismatch = params_mismatch(Path(result.cubin_path).read_bytes(), params)
+        if mismatch is None:
+            return result
+        return dataclasses.replace(result, status="error", error=mismatch, cubin_path=None)
+
+    def _compile(self, source: str, *, entry: str | None, dynamic_smem_bytes: int,
+                 arch: str | None) -> CompileResult:
         refusal = unsafe_include(source)
         if refusal is not None:
             result = CompileResult.rejected(refusal, dynamic_smem_bytes)
@@ -272,13 +291,15 @@ class Compiler:
 
     # ---- the pool ------------------------------------------------------------------------
     def submit(self, source: str, *, entry: str | None = None,
-               dynamic_smem_bytes: int = 0, arch: str | None = None) -> Future[CompileResult]:
+               dynamic_smem_bytes: int = 0, arch: str | None = None,
+               params: ParamsCheck | None = None) -> Future[CompileResult]:
         """Compile in the background (one nvcc per pool thread; nvcc runs outside the GIL)."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nvcc")
         return self._pool.submit(self.compile, source, entry=entry,
-                                 dynamic_smem_bytes=dynamic_smem_bytes, arch=arch)
+                                 dynamic_smem_bytes=dynamic_smem_bytes, arch=arch,
+                                 params=params)
 
     def compile_many(self, sources: Iterable[str], *, entry: str | None = None
                      ) -> list[CompileResult]:
@@ -320,10 +341,31 @@ def compiler_from_settings(settings: Any, *, arch: str | None = None) -> Compile
     )
 
 
+def candidate_params(family: Any, params: Any) -> ParamsCheck | None:
+    """What the launch contract passes ``params``' kernel: the signature's buffers and scalars,
+    then a workspace pointer when its launch has one (either is taken: the launch decides per
+    shape); ``None`` when the point launches at neither its own shape nor the default one."""
+    dims = family.fixed_dims(params) or family.default_dims
+    launch = family.launch(params, dims)
+    if isinstance(launch, Rejection):
+        return None
+    base = lc.kernel_format(family.signature.resolve(dims))
+    return ParamsCheck(launch.kernel_name, (base, base + "P"))
+
+
+def reference_params(family: Any) -> ParamsCheck:
+    """What the launch contract passes the family's reference kernel (its style's format)."""
+    dims = family.edge_shapes[0]
+    style = reference_setup(family)["style"]
+    return ParamsCheck(family.reference_launch(dims).kernel_name,
+                       (lc.reference_format(family.signature.resolve(dims), style),))
+
+
 def compile_candidate(compiler: Compiler, family: Any, params: Any) -> CompileResult:
     """Validate ``params`` for the compiler's arch, render and compile (entry: the family's
-    kernel name, dynamic shared memory: the family's figure for ``params``); a point the space
-    refuses comes back ``rejected`` with its numbers and no nvcc run."""
+    kernel name, dynamic shared memory: the family's figure for ``params``, parameters: the
+    signature's, :func:`candidate_params`); a point the space refuses comes back ``rejected``
+    with its numbers and no nvcc run."""
     dynamic = int(family.dynamic_smem_bytes(params))
     rejection = family.validate(params, compiler.arch)
     if rejection is not None:
@@ -332,4 +374,5 @@ def compile_candidate(compiler: Compiler, family: Any, params: Any) -> CompileRe
         return CompileResult.rejected(data, dynamic)
     return compiler.compile(family.render(params), entry=family.name,
                             dynamic_smem_bytes=dynamic,
-                            arch=target_arch(family, params, compiler.arch))
+                            arch=target_arch(family, params, compiler.arch),
+                            params=candidate_params(family, params))

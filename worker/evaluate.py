@@ -27,7 +27,13 @@ from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.replay import ReplayDataset
 from kernels.base import Dims, LaunchConfig, Rejection
 from kernels.family import reference_setup
-from worker.compile import Compiler, compile_candidate, target_arch
+from worker.compile import (
+    Compiler,
+    candidate_params,
+    compile_candidate,
+    reference_params,
+    target_arch,
+)
 from worker.gpu_runner import GpuChild
 
 __all__ = [
@@ -183,7 +189,7 @@ class GpuEvaluator:
         self.options = options or EvalOptions()
         self.vendor_cache = vendor_cache
         support = compiler.compile(SUPPORT_SOURCE.read_text())
-        reference = compiler.compile(family.reference_source())
+        reference = compiler.compile(family.reference_source(), params=reference_params(family))
         for what, result in (("support kernels", support), ("reference kernel", reference)):
             if result.status != "ok":
                 raise RuntimeError(f"cannot compile the {what}: {result.error}")
@@ -213,7 +219,8 @@ class GpuEvaluator:
         return self.compiler.submit(
             self.family.render(params), entry=self.family.name,
             dynamic_smem_bytes=int(self.family.dynamic_smem_bytes(params)),
-            arch=target_arch(self.family, params, self.compiler.arch))
+            arch=target_arch(self.family, params, self.compiler.arch),
+            params=candidate_params(self.family, params))
 
     def _launches(self, params: Any, shapes: Iterable[Dims]) -> dict[Dims, LaunchConfig]:
         out: dict[Dims, LaunchConfig] = {}

@@ -36,7 +36,14 @@ from core.replay import ReplayDataset
 from core.settings import Settings
 from kernels import get_family
 from kernels.base import Dims, params_key
-from worker.compile import Compiler, compile_candidate, compiler_from_settings, target_arch
+from worker.compile import (
+    Compiler,
+    candidate_params,
+    compile_candidate,
+    compiler_from_settings,
+    reference_params,
+    target_arch,
+)
 from worker.evaluate import ReplayEvaluator
 
 
@@ -406,11 +413,13 @@ def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
     params = family.params_from_dict(job.params)
     compiled = runtime.compiler.compile(
         job.source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
-        arch=target_arch(family, params, runtime.compiler.arch))
+        arch=target_arch(family, params, runtime.compiler.arch),
+        params=candidate_params(family, params))
     if compiled.status != "ok":
         return error_record(f"the source did not compile again: {compiled.status}: "
                             f"{compiled.error}")
-    reference = runtime.compiler.compile(family.reference_source())
+    reference = runtime.compiler.compile(family.reference_source(),
+                                         params=reference_params(family))
     if reference.status != "ok":
         return error_record(f"the reference kernel did not compile: {reference.error}")
     settings = runtime.settings

@@ -481,11 +481,11 @@ def plan_launches(family: Any, params: Any, tool: str, campaign_shape: Dims | No
 def reference_cubin(family: Any, arch: str, nvcc: str = "nvcc") -> bytes:
     """The family's float64 reference kernel compiled for ``arch`` (cached on disk);
     :class:`SanitizerUnavailable` when it does not compile."""
-    from worker.compile import Compiler
+    from worker.compile import Compiler, reference_params
 
     compiler = Compiler(Path(tempfile.gettempdir()) / "tuneforge-reference-cubins", nvcc=nvcc,
                         arch=arch.removesuffix("a"), workers=1)
-    result = compiler.compile(family.reference_source())
+    result = compiler.compile(family.reference_source(), params=reference_params(family))
     if result.status != "ok":
         raise SanitizerUnavailable(f"the {family.name} reference kernel does not compile: "
                                    f"{result.error}")
