@@ -27,10 +27,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-## a worker a core, four at most; a file's tests on one worker, tests/service/ on one (conftest)
-XDIST ?= -n auto --maxprocesses 4 --dist loadgroup
+## a worker a core, four at most, a file's tests on one worker (its module fixtures built once);
+## the API fuzz test on its own, without workers: its cases share one node id (tests/conftest.py)
+XDIST ?= -n auto --maxprocesses 4 --dist loadfile
+FUZZ := tests/service/test_fuzz_api.py
 unit: $(STAMP) browser
-	$(BIN)/pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(XDIST) --ignore=$(FUZZ) $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(FUZZ) $(PYTEST_ARGS)
 
 ## Debian's Chromium for the dashboard tests (driven headless by Playwright): installed with
 ## apt-get where it can be (root), else the command to run; the tests fail without it, as in CI

@@ -15,8 +15,6 @@ import pytest
 from core.settings import get_settings
 from worker.compile import Compiler
 
-TESTS = Path(__file__).resolve().parent
-
 
 @pytest.fixture(autouse=True)
 def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -33,16 +31,21 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     get_settings.cache_clear()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test`` runs the suite on a worker
-    a core): a file's tests run on one worker, so that its module fixtures (a campaign, a
-    browser, a server) are built once, and every test under ``tests/service/`` on one worker,
-    so that one service stack (API, Celery workers, a Postgres and a Redis database) serves
-    them all. Without ``-n`` the marks change nothing."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n``), refuse items that share a node id: xdist schedules by node
+    id and runs one of them only (schemathesis gives each API operation of
+    ``tests/service/test_fuzz_api.py`` its test's id: 1 of 16 operations would run).
+    ``make test`` runs that file on its own, without ``-n``."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    seen: dict[str, int] = {}
     for item in items:
-        path = item.path.relative_to(TESTS)
-        group = "service" if path.parts[0] == "service" else path.as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    shared = sorted(nodeid for nodeid, count in seen.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(
+            f"{len(shared)} node id(s) stand for several tests, which xdist would run once: "
+            f"{', '.join(shared)}; run them without -n (make test does)")
 
 
 @pytest.fixture(scope="session")
