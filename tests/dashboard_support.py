@@ -186,8 +186,8 @@ def start_server(db_url: str, home: Path, log: Path) -> Server:
 
 @lru_cache(maxsize=1)
 def finished_campaign(root: Path) -> tuple[TeamDb, str]:
-    """One finished 40-evaluation campaign with failures, made once per test process (the tests
-    only read it)."""
+    """One finished 40-evaluation campaign with failures in a new database under ``root`` (a
+    folder of the caller's own: a server may hold the file open)."""
     root.mkdir(parents=True, exist_ok=True)
     db = team_database(root / "dashboard.db")
     campaign_id = create_campaign(db, budget=40)

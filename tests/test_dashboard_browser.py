@@ -57,8 +57,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
 
 @pytest.fixture(scope="module")
 def done(tmp_path_factory: pytest.TempPathFactory) -> tuple[TeamDb, str]:
-    """The finished campaign with failures (shared with tests/test_reports.py)."""
-    return finished_campaign(tmp_path_factory.getbasetemp() / "dashboard-campaign")
+    """The finished campaign with failures (tests/test_reports.py makes its own)."""
+    return finished_campaign(tmp_path_factory.mktemp("dashboard-campaign"))
 
 
 @pytest.fixture(scope="module")

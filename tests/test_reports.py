@@ -39,8 +39,9 @@ STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
 
 @pytest.fixture(scope="module")
 def done(tmp_path_factory: pytest.TempPathFactory) -> tuple[TeamDb, str]:
-    """The finished campaign with failures (shared with the browser tests)."""
-    return finished_campaign(tmp_path_factory.getbasetemp() / "dashboard-campaign")
+    """A finished campaign with failures, in a folder of its own (the browser tests' server
+    holds theirs open: a second team and campaign written into it lost theirs under xdist)."""
+    return finished_campaign(tmp_path_factory.mktemp("reports-campaign"))
 
 
 @pytest.fixture
