@@ -427,3 +427,20 @@ def test_the_nsight_launcher_gets_the_signature_and_the_workspace(monkeypatch: p
     assert spec["launch"]["grid"] == [2, 2, 4]
     assert spec["launch"]["workspace_bytes"] == launch.workspace_bytes
     assert lc.kernel_format(spec["signature"], True) == "PPPPiiiP"
+
+
+def test_a_sustained_run_that_fell_short_is_made_again_at_its_own_rate() -> None:
+    from worker.launch_contract import MAX_SUSTAINED_LAUNCHES, sustained_again, sustained_count
+    # sized at 23.6 us a launch from five, the 8476 launches ran 20 us each: 169.5 ms of 200
+    count = sustained_count(200.0, 23.6)
+    assert count == 8476
+    again = sustained_again(count, 169.5, 200.0)
+    assert again is not None
+    assert again * 169.5 / count >= 1.05 * 200.0 - 0.1  # at the measured rate, 5 % long
+    assert sustained_again(again, 212.0, 200.0) is None
+    # long enough, or at the cap: done
+    assert sustained_again(count, 200.0, 200.0) is None
+    assert sustained_again(MAX_SUSTAINED_LAUNCHES, 10.0, 200.0) is None
+    # a run never shrinks, and a tiny estimate is bounded
+    assert sustained_again(10, 0.0, 200.0) == MAX_SUSTAINED_LAUNCHES
+    assert sustained_count(200.0, 0.0) == MAX_SUSTAINED_LAUNCHES

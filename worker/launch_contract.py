@@ -230,6 +230,25 @@ def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
     enqueue_aux(aux, launch.get("epilogue"), signature, bufs, ws, stream)
 
 
+#: most launches one sustained run makes
+MAX_SUSTAINED_LAUNCHES = 1_000_000
+
+
+def sustained_count(min_ms: float, per_launch_us: float) -> int:
+    """Launches that last at least ``min_ms`` at ``per_launch_us`` each (at least 2)."""
+    return int(min(MAX_SUSTAINED_LAUNCHES,
+                   math.ceil(min_ms * 1000.0 / max(per_launch_us, 1e-3)) + 1))
+
+
+def sustained_again(count: int, total_ms: float, min_ms: float) -> int | None:
+    """After a sustained run of ``count`` launches lasting ``total_ms``: the count of a run
+    again at its measured rate, 5 % long, when it fell short of ``min_ms`` (the estimate that
+    sized it, from a few launches, ran slower than back-to-back launches do), else None."""
+    if total_ms >= min_ms or count >= MAX_SUSTAINED_LAUNCHES:
+        return None
+    return max(count + 1, sustained_count(1.05 * min_ms, total_ms * 1000.0 / count))
+
+
 #: ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`` (cuda.h), which pycuda's
 #: ``function_attribute`` does not name (an enum value built from the number works)
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
