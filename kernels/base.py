@@ -161,9 +161,14 @@ class LaunchConfig:
     #: launcher must allow it first: over :data:`PORTABLE_CLUSTER_SIZE`. 1: no cluster, or a
     #: portable one the launch needs nothing for.
     cluster_size: int = 1
+    #: The kernel loops over its work (a grid-stride loop) and runs best with no more CTAs
+    #: than are resident at once: the launcher cuts grid x to that many (a whole number of
+    #: clusters), from the driver's occupancy for this block and shared memory.
+    persistent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``prologue``, ``epilogue`` and ``cluster_size`` only when set)."""
+        """JSON-ready form (``prologue``, ``epilogue``, ``cluster_size`` and ``persistent``
+        only when set)."""
         out: dict[str, Any] = {
             "kernel_name": self.kernel_name,
             "grid": list(self.grid),
@@ -177,6 +182,8 @@ class LaunchConfig:
             out["epilogue"] = self.epilogue.to_dict()
         if self.cluster_size > 1:
             out["cluster_size"] = self.cluster_size
+        if self.persistent:
+            out["persistent"] = True
         return out
 
 

@@ -444,3 +444,50 @@ def test_a_sustained_run_that_fell_short_is_made_again_at_its_own_rate() -> None
     # a run never shrinks, and a tiny estimate is bounded
     assert sustained_again(10, 0.0, 200.0) == MAX_SUSTAINED_LAUNCHES
     assert sustained_count(200.0, 0.0) == MAX_SUSTAINED_LAUNCHES
+
+
+class AttrFunction:
+    """A stand-in for a pycuda function: records set_attribute(), keeps attributes."""
+
+    def __init__(self) -> None:
+        self.attributes: list[tuple[Any, int]] = []
+
+    def set_attribute(self, attr: Any, value: int) -> None:
+        self.attributes.append((attr, value))
+
+
+class FakeCuda:
+    class function_attribute:  # noqa: N801 - pycuda's name
+        MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic_smem"
+
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+
+def test_a_persistent_launch_is_cut_to_the_resident_ctas(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """configure() counts the resident CTAs once for each block and shared-memory size (from
+    the cubin), grid() cuts grid x to them; a launch that is not persistent keeps its grid,
+    and a persistent one without its cubin is refused with the reason."""
+    calls: list[tuple[bytes, str, int]] = []
+
+    def resident(cubin: bytes, name: str, launch: Any) -> int:
+        calls.append((cubin, name, int(launch["dynamic_smem_bytes"])))
+        return 240 if launch["dynamic_smem_bytes"] > 60000 else 480
+
+    monkeypatch.setattr(lc, "resident_ctas", resident)
+    launch = {"kernel_name": "softmax", "grid": [4096, 1, 1], "block": [512, 1, 1],
+              "dynamic_smem_bytes": 65552, "workspace_bytes": 0, "cluster_size": 16,
+              "persistent": True}
+    fn = AttrFunction()
+    lc.configure(FakeCuda, fn, launch, b"cubin")
+    lc.configure(FakeCuda, fn, launch, b"cubin")
+    assert calls == [(b"cubin", "softmax", 65552)]
+    assert lc.grid(fn, launch) == (240, 1, 1)
+    smaller = {**launch, "dynamic_smem_bytes": 16400, "grid": [160, 1, 1]}
+    lc.configure(FakeCuda, fn, smaller, b"cubin")
+    assert lc.grid(fn, smaller) == (160, 1, 1)   # fewer CTAs than resident: as launched
+    plain = {**launch, "persistent": False}
+    assert lc.grid(AttrFunction(), plain) == (4096, 1, 1)
+    with pytest.raises(ValueError, match="cubin"):
+        lc.configure(FakeCuda, AttrFunction(), launch)

@@ -224,13 +224,14 @@ class Runtime:
             module = cuda.module_from_buffer(cubin)
             fn = module.get_function(name)
             fn._tf_module = module  # keep the module alive with the function
+            fn._tf_cubin = cubin  # a persistent launch counts its resident CTAs from it
             fn._tf_aux = {}
             fn._tf_format = None
             self.modules[key] = fn
         if fn._tf_format != fmt:
             fn.prepare(fmt)
             fn._tf_format = fmt
-        lc.configure(cuda, fn, launch)
+        lc.configure(cuda, fn, launch, fn._tf_cubin)
         return fn
 
     def candidate(self, entry: dict[str, Any], launch: dict[str, Any],

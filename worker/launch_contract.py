@@ -7,7 +7,8 @@ import, so every launcher stays lean. What it takes is plain JSON made by the pa
 - a resolved signature (``kernels.family.Signature.resolve``): ``{"buffers": [{name, dtype,
   role, count}], "scalars": [{name, dtype, value}]}``;
 - a launch (``kernels.base.LaunchConfig.to_dict``): grid, block, dynamic shared memory,
-  ``workspace_bytes``, a ``cluster_size`` where the kernel's cluster is non-portable, and an
+  ``workspace_bytes``, a ``cluster_size`` where the kernel's cluster is non-portable,
+  ``persistent`` where grid x is cut to the CTAs resident at once (:func:`grid`), and an
   optional ``prologue`` and ``epilogue`` whose ``args`` name signature buffers or scalars,
   ``"workspace"``, or are integer literals;
 - fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
@@ -224,7 +225,7 @@ def enqueue(fn: Any, aux: Callable[[str, str], Any], launch: Launch,
     (None when it has none)."""
     ws = workspace if int(launch.get("workspace_bytes") or 0) else None
     enqueue_aux(aux, launch.get("prologue"), signature, bufs, ws, stream)
-    fn.prepared_async_call(tuple(launch["grid"]), tuple(launch["block"]), stream,
+    fn.prepared_async_call(grid(fn, launch), tuple(launch["block"]), stream,
                            *kernel_args(signature, bufs, ws),
                            shared_size=int(launch["dynamic_smem_bytes"]))
     enqueue_aux(aux, launch.get("epilogue"), signature, bufs, ws, stream)
@@ -252,17 +253,109 @@ def sustained_again(count: int, total_ms: float, min_ms: float) -> int | None:
 #: ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`` (cuda.h), which pycuda's
 #: ``function_attribute`` does not name (an enum value built from the number works)
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+#: cuda.h's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``,
+#: ``CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH`` and ``CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT``
+_MAX_DYNAMIC_SMEM, _CLUSTER_WIDTH, _SM_COUNT = 8, 11, 16
 
 
-def configure(cuda: Any, fn: Any, launch: Launch) -> None:
+def configure(cuda: Any, fn: Any, launch: Launch, cubin: bytes | None = None) -> None:
     """Set on ``fn`` what ``launch`` needs before its first launch: dynamic shared memory over
     the default 48 KB, and a non-portable cluster size (a launch names ``cluster_size`` only
-    then: ``kernels.base.LaunchConfig``)."""
+    then: ``kernels.base.LaunchConfig``). A ``persistent`` launch also needs the module's
+    ``cubin``: the CTAs resident at once (:func:`resident_ctas`) are kept on ``fn`` for
+    :func:`grid`, once for each block and shared-memory size."""
     smem = int(launch.get("dynamic_smem_bytes") or 0)
     if smem > 48 * 1024:
         fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
     if int(launch.get("cluster_size") or 1) > 1:
         fn.set_attribute(cuda.function_attribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED), 1)
+    if launch.get("persistent"):
+        key = (tuple(launch["block"]), smem)
+        resident = getattr(fn, "_tf_resident", None)
+        if resident is None:
+            resident = fn._tf_resident = {}
+        if key not in resident:
+            if cubin is None:
+                raise ValueError("a persistent launch needs the module's cubin to count the "
+                                 "CTAs resident at once")
+            resident[key] = resident_ctas(cubin, str(launch["kernel_name"]), launch)
+
+
+def grid(fn: Any, launch: Launch) -> tuple[int, int, int]:
+    """The grid ``fn`` is launched on: ``launch``'s, with x cut to the CTAs resident at once
+    where the launch is ``persistent`` (:func:`configure` counted them)."""
+    x, y, z = (int(v) for v in launch["grid"])
+    if launch.get("persistent"):
+        key = (tuple(launch["block"]), int(launch.get("dynamic_smem_bytes") or 0))
+        x = min(x, fn._tf_resident[key])
+    return x, y, z
+
+
+def _driver() -> Any:
+    """libcuda through ctypes, for the occupancy calls pycuda does not wrap."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload",
+                 "cuFuncSetAttribute", "cuFuncGetAttribute", "cuCtxGetDevice",
+                 "cuDeviceGetAttribute", "cuOccupancyMaxActiveClusters",
+                 "cuOccupancyMaxActiveBlocksPerMultiprocessor"):
+        getattr(lib, name).restype = ctypes.c_int
+    return lib
+
+
+def resident_ctas(cubin: bytes, name: str, launch: Launch) -> int:
+    """CTAs of kernel ``name`` (in ``cubin``) that are resident at once on the current
+    context's device at ``launch``'s block and dynamic shared memory: the clusters that fit
+    (``cuOccupancyMaxActiveClusters``, which knows how the SMs group into GPCs) times the
+    cluster's CTAs, or the CTAs an SM times the SMs. At least one cluster (or CTA)."""
+    import ctypes
+
+    lib = _driver()
+
+    def ok(result: int, call: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{call} failed with CUresult {result} (kernel {name})")
+
+    class LaunchConfigC(ctypes.Structure):
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                    ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                    ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+    module, func = ctypes.c_void_p(), ctypes.c_void_p()
+    image = ctypes.create_string_buffer(cubin, len(cubin))
+    ok(lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+    try:
+        ok(lib.cuModuleGetFunction(ctypes.byref(func), module, name.encode()),
+           "cuModuleGetFunction")
+        smem = int(launch.get("dynamic_smem_bytes") or 0)
+        if smem > 48 * 1024:
+            ok(lib.cuFuncSetAttribute(func, _MAX_DYNAMIC_SMEM, smem), "cuFuncSetAttribute")
+        if int(launch.get("cluster_size") or 1) > 1:
+            ok(lib.cuFuncSetAttribute(func, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+               "cuFuncSetAttribute")
+        width = ctypes.c_int()
+        ok(lib.cuFuncGetAttribute(ctypes.byref(width), _CLUSTER_WIDTH, func),
+           "cuFuncGetAttribute")
+        block = [int(v) for v in launch["block"]]
+        count = ctypes.c_int()
+        if width.value > 1:
+            config = LaunchConfigC((ctypes.c_uint * 3)(*(int(v) for v in launch["grid"])),
+                                   (ctypes.c_uint * 3)(*block), smem, None, None, 0)
+            ok(lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), func,
+                                                ctypes.byref(config)),
+               "cuOccupancyMaxActiveClusters")
+            return max(1, count.value) * width.value
+        ok(lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(count), func, block[0] * block[1] * block[2], ctypes.c_size_t(smem)),
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        device, sms = ctypes.c_int(), ctypes.c_int()
+        ok(lib.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
+        ok(lib.cuDeviceGetAttribute(ctypes.byref(sms), _SM_COUNT, device),
+           "cuDeviceGetAttribute")
+        return max(1, count.value * sms.value)
+    finally:
+        lib.cuModuleUnload(module)
 
 
 def module_aux(module: Any) -> Callable[[str, str], Any]:

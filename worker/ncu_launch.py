@@ -37,14 +37,16 @@ def main(argv: list[str]) -> int:
     bufs = lc.allocate(cuda, signature, reference=False)
     lc.upload_inputs(cuda, signature, bufs, np.random.default_rng(int(spec.get("seed", 0))))
     workspace = cuda.mem_alloc(ws_bytes) if ws_bytes else None
-    module = cuda.module_from_file(spec["cubin"])
+    with open(spec["cubin"], "rb") as fh:
+        cubin = fh.read()
+    module = cuda.module_from_buffer(cubin)
     fn = module.get_function(spec["kernel"])
     fn.prepare(lc.kernel_format(signature, workspace is not None))
-    lc.configure(cuda, fn, launch)
+    lc.configure(cuda, fn, launch, cubin)
     aux = lc.module_aux(module)
     for _ in range(2):
         lc.enqueue_aux(aux, launch.get("prologue"), signature, bufs, workspace, None)
-        fn.prepared_call(tuple(launch["grid"]), tuple(launch["block"]),
+        fn.prepared_call(lc.grid(fn, launch), tuple(launch["block"]),
                          *lc.kernel_args(signature, bufs, workspace), shared_size=smem)
     cuda.Context.synchronize()
     return 0

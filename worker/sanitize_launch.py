@@ -100,7 +100,9 @@ def run(spec: dict[str, Any]) -> int:
         return 2
     done: list[dict[str, Any]] = []
     try:
-        module = cuda.module_from_file(spec["cubin"])
+        with open(spec["cubin"], "rb") as fh:
+            cubin = fh.read()
+        module = cuda.module_from_buffer(cubin)
         reference = (cuda.module_from_file(spec["reference_cubin"]).get_function(
             spec["reference_kernel"]) if spec.get("reference_cubin") else None)
         style = spec.get("reference_style", "contract")
@@ -117,7 +119,7 @@ def run(spec: dict[str, Any]) -> int:
             lc.upload_inputs(cuda, signature, bufs, rng)
             lc.poison_outputs(cuda, signature, bufs)
             ws = cuda.mem_alloc(ws_bytes) if ws_bytes else None
-            lc.configure(cuda, fn, launch)
+            lc.configure(cuda, fn, launch, cubin)
 
             start = time.perf_counter()
             host_refs: dict[str, np.ndarray] = {}
