@@ -21,3 +21,12 @@ BULK_PICKS: dict[str, SoftmaxParams] = {
     "rt8x512p2": P(block_threads=512, row_threads=8, vec=4, bulk=2),
     "rt4x256p2": P(block_threads=256, row_threads=4, vec=4, bulk=2),
 }
+#: bulk-copy points that prefetch (apply_prefetch): the long-row plan at 256x262144 (a cluster of
+#: 16, 8 float4 a thread, two CTAs an SM), a cluster of 4 at 65536 columns, packed short rows
+PREFETCH_PICKS: dict[str, SoftmaxParams] = {
+    "c16x512h8": P(block_threads=512, row_threads=512, cluster=16, vec=4, bulk=4, unroll=2,
+                   push=True, prefetch=True, chunks=8),
+    "c4x512h8": P(block_threads=512, row_threads=512, cluster=4, vec=4, bulk=1, unroll=2,
+                  push=True, prefetch=True, chunks=8),
+    "rt8x256h4": P(block_threads=256, row_threads=8, vec=4, bulk=1, prefetch=True, chunks=4),
+}

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from gpu_support import save
-from softmax_bulk_points import BULK_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS
 
-from kernels.base import Candidate, Dims
+from kernels.base import Candidate, Dims, Rejection
 from kernels.softmax import FAMILY, SoftmaxParams
-from kernels.softmax.rules import bulk_plan, plan
+from kernels.softmax.rules import bulk_plan, plan, prefetch_plan
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -105,9 +105,12 @@ def test_points_correct_on_awkward_shapes_and_every_distribution(
 
 
 def bulk_points() -> list[tuple[str, SoftmaxParams]]:
-    """The hand-picked bulk-copy points and the rule book's bulk plans of the sweep."""
-    out = list(BULK_PICKS.items())
+    """The hand-picked bulk-copy points (prefetching ones among them) and the rule book's bulk
+    and prefetch plans of the sweep."""
+    out = list(BULK_PICKS.items()) + list(PREFETCH_PICKS.items())
     out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
+    out += [(f"prefetch plan {r}x{c}", q) for r, c in SWEEP
+            if (q := prefetch_plan(r, c)) is not None]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
         unique.setdefault(p.canonical(), label)
@@ -119,7 +122,8 @@ def test_bulk_points_correct_on_awkward_shapes_and_every_distribution(
     """The bulk-copy points (the copies, the mbarrier phases and the cluster's slices on the
     GPU itself) at every one of their sanitizer shapes (rows sharing a vector, rows past a
     CTA's pack, a row past what a CTA stages: the fallback), 16 rows of 262144, short rows
-    past one grid's units, and the family's edge shapes, every distribution."""
+    past one grid's units, and the family's edge shapes, every distribution; a prefetching
+    point also where its persistent grid has each CTA hold several tiles in turn."""
     checked = GpuEvaluator.__new__(GpuEvaluator)
     checked.__dict__.update(evaluator.__dict__)
     checked.options = EvalOptions(timeout_s=60.0, edge_shapes=EDGE_SHAPES, bench=False)
@@ -133,6 +137,8 @@ def test_bulk_points_correct_on_awkward_shapes_and_every_distribution(
         shapes: list[Any] = FAMILY.sanitizer_shapes(p)
         shapes += [dims(16, 262144) if p.cluster > 1 else dims(70001, 131),
                    dims(p.rows_per_cta * 5 + 1, 1023)]
+        if p.prefetch:  # a persistent grid, each CTA on several tiles it holds
+            shapes.append(dims(100, 65536) if p.cluster > 1 else dims(300001, 128))
         for j, shape in enumerate(shapes):
             # the edge shapes once a point (its first shape), every distribution at each shape
             opts = None if j == 0 else replace(checked.options, edge_shapes=())
@@ -173,3 +179,35 @@ def test_plans_beside_torch(evaluator: GpuEvaluator) -> None:
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     assert geomean >= 1.0, table
     assert min(ratios) >= 0.75, table  # 0.78x at 65536x128 (2026-12-01): short rows
+
+
+def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
+        compiler: Compiler) -> None:
+    """``worker.launch_contract.resident_ctas`` on the GPU: the prefetching plan at 256x262144
+    (clusters of 16, two CTAs an SM by registers and shared memory) gets a whole number of
+    clusters, at most two CTAs an SM, and at least the clusters that fit one a GPC; a CTA
+    without clusters gets CTAs an SM times the SMs."""
+    import pycuda.autoinit  # noqa: F401 - a context in this process
+    import pycuda.driver as cuda
+
+    from worker import launch_contract as lc
+    from worker.compile import compile_candidate
+
+    sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+    ahead = prefetch_plan(256, 262144)
+    assert ahead is not None
+    for p, rows, cols in ((ahead, 256, 262144), (PREFETCH_PICKS["rt8x256h4"], 65536, 128)):
+        launch = FAMILY.launch(p, dims(rows, cols))
+        assert not isinstance(launch, Rejection)
+        assert launch.persistent
+        compiled = compile_candidate(compiler, FAMILY, p)
+        assert compiled.status == "ok", compiled.error
+        n = lc.resident_ctas(compiled.cubin(), launch.kernel_name, launch.to_dict())
+        save(f"resident_ctas_c{p.cluster}", {"params": p.to_dict(), "sms": sms, "ctas": n})
+        assert n % p.cluster == 0
+        assert n <= launch.grid[0]
+        if p.cluster > 1:
+            assert 8 * p.cluster <= n <= 2 * sms, n
+        else:
+            assert n % sms == 0, n
+            assert n >= sms, n

@@ -22,7 +22,7 @@ from softmax_bulk_points import BULK_PICKS
 
 from kernels.base import Dims, LaunchConfig
 from kernels.softmax import FAMILY, SoftmaxParams
-from kernels.softmax.params import BULK_SMEM_CAP
+from kernels.softmax.params import BULK_SMEM_CAP, held_fits
 from kernels.softmax.rules import plan
 
 SIMT = Path(__file__).resolve().parent / "simt"
@@ -79,6 +79,20 @@ PUSH_POINTS = {
                                 chunks=2, load_hint=1, store_hint=True, push=True),
     "cluster 16, two passes": P(block_threads=32, row_threads=32, cluster=16, vec=2, passes=2,
                                 unroll=2),
+}
+
+#: bulk-copy points that hold their tile in registers and prefetch the next one
+#: (apply_prefetch): clusters with and without push, packed rows, 1 to 4 pieces
+PREFETCH_POINTS = {
+    "prefetch, cluster 2, push": P(block_threads=32, row_threads=32, cluster=2, vec=4, bulk=2,
+                                   push=True, prefetch=True, chunks=2),
+    "prefetch, cluster 4, 2 warps, hints": P(block_threads=64, row_threads=64, cluster=4,
+                                             vec=4, bulk=1, prefetch=True, chunks=1,
+                                             load_hint=3, store_hint=True),
+    "prefetch, 8 threads a row, 8 rows": P(block_threads=64, row_threads=8, vec=4, bulk=1,
+                                           prefetch=True, chunks=4),
+    "prefetch, a CTA a row, 4 pieces": P(block_threads=32, row_threads=32, vec=4, bulk=4,
+                                         prefetch=True, chunks=4),
 }
 
 
@@ -266,6 +280,39 @@ def test_push_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
         (1, 1, "normal", 0, 0, None), (3, 5 * p.cluster, "neg_inf", 1, 1, None),
         (5, 4098, "large", 0, 0, None), (9, 131, "neg_inf", 1, 1, 2),
         (7, 1030, "normal", 0, 2, 1), (6, 777, "constant", 0, 0, 4)]
+    check_cases(binary, p, cases, rng, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(PREFETCH_POINTS))
+def test_prefetch_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """Tiles held in registers while the next one is copied into the stage: grids of one and
+    two row units (each CTA on many tiles, the copies of the next tile issued while this one
+    is reduced), the launch's own grid, rows that fill the held capacity exactly and rows one
+    vector past it (the plain bulk-copy path), misaligned x, and y aligned unlike x. The
+    host's copies land at once, so a copy issued before every thread has read its tile would
+    show here as a wrong row."""
+    p = PREFETCH_POINTS[name]
+    assert FAMILY.validate(p) is None
+    assert p.canonical() == replace(p, passes=2)
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    q = p.canonical()
+    cap = q.chunks * q.row_threads * q.cluster * 4   # floats a row unit holds, aligned
+    rpc = q.rows_per_cta
+    assert held_fits(q, cap)
+    assert not held_fits(q, cap + 4)
+    launch = FAMILY.launch(q, Dims({"rows": 3 * rpc, "cols": cap}))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.persistent
+    launch = FAMILY.launch(q, Dims({"rows": 3 * rpc, "cols": cap + 4}))
+    assert isinstance(launch, LaunchConfig)
+    assert not launch.persistent
+    cases: list[Case] = [
+        (5 * rpc + 1, cap, "normal", 0, 0, 1), (4 * rpc + 3, cap, "neg_inf", 0, 0, 2),
+        (3 * rpc, cap - 5, "large", 1, 1, 2), (2 * rpc + 1, cap - 2, "normal", 3, 1, 1),
+        (3 * rpc + 2, 67, "constant", 2, 2, 2), (1, 1, "normal", 0, 0, None),
+        (2 * rpc, cap, "neg_inf", 0, 0, None), (3 * rpc, cap + 4, "normal", 0, 0, 2),
+        (rpc + 1, cap + 1, "large", 1, 1, 1), (2, 5 * q.cluster, "normal", 0, 2, 1)]
     check_cases(binary, p, cases, rng, tmp_path)
 
 

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from softmax_bulk_points import BULK_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS
 
 from kernels import get_family
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
 from kernels.family import KernelFamily, describe
 from kernels.softmax import DOMAINS, FAMILY, MAX_ELEMENTS, SoftmaxParams, vendor
-from kernels.softmax.params import BULK_SMEM_CAP, MAX_UNITS, bulk_smem_bytes
-from kernels.softmax.rules import BULK_MIN_COLS, bulk_plan, plan
+from kernels.softmax.params import BULK_SMEM_CAP, MAX_UNITS, bulk_smem_bytes, held_fits
+from kernels.softmax.rules import BULK_MIN_COLS, bulk_plan, plan, prefetch_plan, resident_ctas
 from worker.compile import Compiler, CompileResult
 
 ROOT = Candidate(FAMILY.baseline)
@@ -356,9 +356,18 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
         pushed = FAMILY.apply(Candidate(cluster_start), action)
         if isinstance(pushed, Candidate):
             out.append((str(action), pushed.params))
+    # prefetching needs a bulk-copy point to start from
+    bulk_start = replace(cluster_start, bulk=4).canonical()
+    for action in FAMILY.transforms.get("apply_prefetch").actions():
+        ahead = FAMILY.apply(Candidate(bulk_start), action)
+        if isinstance(ahead, Candidate):
+            out.append((str(action), ahead.params))
     out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
     out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
+    out += [(f"prefetch plan {r}x{c}", q) for r, c in SWEEP
+            if (q := prefetch_plan(r, c)) is not None]
     out += [(f"bulk {name}", p) for name, p in BULK_PICKS.items()]
+    out += [(f"prefetch {name}", p) for name, p in PREFETCH_PICKS.items()]
     out += [("random", p) for p in FAMILY.sample(random.Random(11), 8)]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
@@ -670,3 +679,95 @@ def test_bulk_sanitizer_shapes_stage_a_tile_and_take_the_fallback() -> None:
             launch = FAMILY.launch(p, shape)
             assert isinstance(launch, LaunchConfig)
             assert (launch.dynamic_smem_bytes > 0) == (shape is staged)
+
+
+def test_prefetch_validity_canonical_key_and_persistent_launch() -> None:
+    """apply_prefetch: a bulk-copy point only (else rejected, and dropped by canonical()), its
+    ``chunks`` kept (a bulk point's is 1 otherwise), left out of the key when off, and a
+    persistent launch only where a thread holds its share of a tile."""
+    staged = replace(BLOCK_ROW, cluster=4, bulk=4).canonical()
+    ahead = applied(staged, "apply_prefetch(8)")
+    assert isinstance(ahead, Candidate)
+    q = ahead.params
+    assert (q.prefetch, q.chunks, q.passes) == (True, 8, 2)
+    assert q.canonical() == q.canonical().canonical() == q
+    assert "prefetch" not in staged.to_dict()
+    assert q.to_dict()["prefetch"] is True
+    off = FAMILY.apply(ahead, "apply_prefetch(0)")
+    assert isinstance(off, Candidate)
+    assert off.params == staged
+    rejected = applied(BLOCK_ROW, "apply_prefetch(8)")
+    assert isinstance(rejected, Rejection)
+    assert rejected.reason == "prefetch_needs_bulk"
+    raw = replace(BLOCK_ROW, prefetch=True)
+    rejection = FAMILY.validate(raw)
+    assert isinstance(rejection, Rejection)
+    assert rejection.reason == "prefetch_needs_bulk"
+    assert raw.canonical() == BLOCK_ROW.canonical()
+    # 4 CTAs x 512 threads x 8 float4 hold 65536 aligned columns, not 65540
+    assert held_fits(q, 65536)
+    assert not held_fits(q, 65540)
+    assert not held_fits(q, 65535)
+    launch = FAMILY.launch(q, dims(2048, 65536))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.persistent
+    assert launch.to_dict()["persistent"] is True
+    assert launch.grid == (2048 * 4, 1, 1)   # the launcher cuts it to the resident CTAs
+    for cols in (65540, 300000):  # past the registers, past the stage: not persistent
+        launch = FAMILY.launch(q, dims(2048, cols))
+        assert isinstance(launch, LaunchConfig)
+        assert not launch.persistent
+        assert "persistent" not in launch.to_dict()
+    # a prefetching point estimates its registers from the tile it holds
+    assert q.held_floats == 32
+    wide = replace(q, chunks=32)
+    rejection = FAMILY.validate(wide)
+    assert isinstance(rejection, Rejection)
+    assert rejection.reason == "registers_over_limit"
+
+
+def test_space_enumerates_prefetch_points_once() -> None:
+    from kernels.softmax.params import enumerate_space
+
+    domains = {**DOMAINS, "block_threads": (512,), "row_threads": (512,), "cluster": (4,),
+               "vec": (4,), "unroll": (2,), "load_hint": (0,), "store_hint": (False,),
+               "bulk": (0, 4), "push": (False,), "passes": (2,)}
+    points = list(enumerate_space("sm_90", domains))
+    assert len(points) == len(set(points))
+    held = sorted(p.chunks for p in points if p.prefetch)
+    assert held == [1, 2, 4, 8, 16]   # 32 float4 a thread is over 512 threads' registers
+    assert sum(1 for p in points if p.bulk and not p.prefetch) == 1
+
+
+def test_sampling_draws_no_prefetch_and_keeps_its_points() -> None:
+    """``prefetch`` joined after the replay dataset: a seed's sample is what it was (the field
+    is not drawn), and the picked points are valid."""
+    points = FAMILY.sample(random.Random(3), 200)
+    assert not any(p.prefetch for p in points)
+    assert all(FAMILY.validate(p) is None for p in PREFETCH_PICKS.values())
+
+
+@pytest.mark.parametrize(("rows", "cols", "cluster"), [(256, 262144, 16), (1024, 131072, 8),
+                                                       (2048, 65536, 4)])
+def test_rows_in_several_waves_are_offered_the_prefetching_bulk_point(
+        rows: int, cols: int, cluster: int) -> None:
+    """Where the bulk plan's row units take several waves of resident CTAs, the rule book
+    offers it prefetching, from the register-held plan and from the bulk plan; not where one
+    wave holds them all (16 rows of 262144)."""
+    ahead = prefetch_plan(rows, cols)
+    assert ahead is not None
+    assert (ahead.cluster, ahead.chunks, ahead.prefetch, ahead.bulk) == (cluster, 8, True, 4)
+    assert rows * ahead.cluster > resident_ctas(ahead, cols)
+    for start in (plan(rows, cols), bulk_plan(rows, cols)):
+        assert start is not None
+        found = moves(start, rows, cols)
+        hits = [(t, r) for t, r in found if destination(start, t).prefetch]
+        assert hits, found[:4]
+        text, reason = hits[0]
+        assert "apply_prefetch(8)" in text
+        assert "waves" in reason
+        assert "resident" in reason
+        assert destination(start, text).canonical() == replace(ahead, push=True).canonical()
+    assert prefetch_plan(16, 262144) is None
+    assert not [t for t, _ in moves(plan(16, 262144), 16, 262144)
+                if destination(plan(16, 262144), t).prefetch]

@@ -21,6 +21,12 @@ bulk async copies (``cp.async.bulk``), ``bulk`` pieces each completing on its ow
 reduced (online max and sum) as it lands, then normalized from shared memory and written: one
 read and one write of global memory. A shape whose part does not fit the shared memory a CTA
 may have runs the same kernel's two-pass loop (the launch then asks for no shared memory).
+
+``prefetch`` (a bulk-copy point) runs on a persistent grid: the launcher cuts the grid to the
+CTAs that are resident at once, and each CTA works through several tiles. Once a tile has
+landed, each thread takes its ``chunks`` float4 vectors of it into registers and the stage
+takes the next tile's bulk copies, which land while this tile is reduced and written. A shape
+whose tile does not fit ``chunks`` vectors a thread runs the plain bulk-copy path.
 """
 
 from __future__ import annotations
@@ -63,19 +69,22 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "store_hint": (False, True),
     "bulk": (0, 1, 2, 4, 8),
     "push": (False, True),
+    "prefetch": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
-KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False}
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, so that every seed keeps the points it drew; transforms and the rule
-#: book reach 16
-SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {**DOMAINS, "cluster": (1, 2, 4, 8)}
+#: (non-portable) joined, and no ``prefetch`` (added later), so that every seed keeps the
+#: points it drew; transforms and the rule book reach them
+SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
+    **{k: v for k, v in DOMAINS.items() if k != "prefetch"}, "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
+    "prefetch": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -96,6 +105,7 @@ class SoftmaxParams:
     store_hint: bool = False
     bulk: int = 0
     push: bool = False
+    prefetch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -117,12 +127,18 @@ class SoftmaxParams:
 
     def canonical(self) -> SoftmaxParams:
         """The same kernel with the fields it does not read at their defaults (``chunks`` only
-        matters to the one-pass kernel; a bulk-copy point's fallback is the two-pass loop, so
-        its ``passes`` is 2; ``push`` only to a cluster's reductions)."""
+        matters to the one-pass kernel and to a prefetching bulk-copy point; a bulk-copy point's
+        fallback is the two-pass loop, so its ``passes`` is 2; ``push`` only to a cluster's
+        reductions; ``prefetch`` only to a bulk-copy point)."""
         if self.push and self.cluster == 1:
             return replace(self, push=False).canonical()
-        if self.bulk and (self.passes, self.chunks) != (2, 1):
-            return replace(self, passes=2, chunks=1)
+        if self.prefetch and not self.bulk:
+            return replace(self, prefetch=False).canonical()
+        if self.bulk:
+            want = (2, self.chunks if self.prefetch else 1)
+            if (self.passes, self.chunks) != want:
+                return replace(self, passes=want[0], chunks=want[1])
+            return self
         if self.passes != 1 and self.chunks != 1:
             return replace(self, chunks=1)
         return self
@@ -150,10 +166,11 @@ class SoftmaxParams:
 
     @property
     def held_floats(self) -> int:
-        """Floats of the row a thread keeps in registers (one pass) or has in flight (the
-        streaming loops; a bulk-copy point's loops over shared memory take float4)."""
+        """Floats of the row a thread keeps in registers (one pass, a prefetching tile) or has
+        in flight (the streaming loops; a bulk-copy point's loops over shared memory take
+        float4)."""
         if self.bulk:
-            return self.unroll * max(self.vec, 4)
+            return max(self.unroll * max(self.vec, 4), 4 * self.chunks if self.prefetch else 0)
         if self.passes == 1:
             return self.chunks * self.vec + self.extra_slots
         return self.unroll * self.vec
@@ -187,6 +204,17 @@ def bulk_smem_bytes(params: SoftmaxParams, cols: int) -> int:
     if params.cluster > 1:
         return 16 * -(-((cols + 6) // 4) // params.cluster)
     return 16 * ((params.rows_per_cta * cols + 6) // 4)
+
+
+def held_fits(params: SoftmaxParams, cols: int) -> bool:
+    """Whether a prefetching point's threads hold their share of a tile at ``cols`` columns:
+    the vectors a row spans, a cluster's slice of them, within ``chunks`` vectors a thread of
+    the row's ``row_threads``. A row spans ``cols / 4`` vectors where x is 16-byte aligned and
+    ``cols % 4 == 0`` (assumed here), at most ``(cols + 6) // 4`` otherwise; the kernel's
+    ``held_fits`` knows x and takes the plain bulk-copy path where the share does not fit."""
+    span = cols // 4 if cols % 4 == 0 else (cols + 6) // 4
+    share = -(-span // params.cluster) if params.cluster > 1 else span
+    return share <= params.chunks * params.row_threads
 
 
 def arch_number(arch: str) -> int:
@@ -226,6 +254,10 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
+    if p.prefetch and not p.bulk:
+        return Rejection("prefetch_needs_bulk",
+                         "prefetching the next tile needs the bulk-copy path (bulk is 0)",
+                         {"prefetch": True, "bulk": 0})
     if p.push and p.cluster == 1:
         return Rejection("push_needs_cluster",
                          "pushing the partial sums to the other CTAs needs a cluster "
@@ -265,7 +297,9 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     wants), one CTA of ``block_threads``; rows past ``MAX_UNITS`` units go round the
     grid-stride loop. A bulk-copy point asks for the shared memory its shape stages
     (:func:`bulk_smem_bytes`) when that is within :data:`BULK_SMEM_CAP`, else for none (its
-    two-pass loop). ``sm_count`` does not change the grid."""
+    two-pass loop). A prefetching point whose threads hold their tile asks for a persistent
+    launch: the launcher cuts grid x to the CTAs resident at once. ``sm_count`` does not change
+    the grid."""
     rejection = validate(params)
     if rejection is not None:
         return rejection
@@ -275,8 +309,10 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     if p.bulk:
         need = bulk_smem_bytes(p, dims["cols"])
         smem = need if need <= BULK_SMEM_CAP else 0
+    persistent = bool(smem) and p.prefetch and held_fits(p, dims["cols"])
     return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem,
-                        cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER_SIZE else 1)
+                        cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER_SIZE else 1,
+                        persistent=persistent)
 
 
 #: the fields each kernel path reads
@@ -288,9 +324,10 @@ PATH_FIELDS: dict[int, tuple[str, ...]] = {
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
         "push"),
 }
-#: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop)
+#: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop;
+#: ``chunks`` only with ``prefetch``)
 BULK_FIELDS = ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint",
-               "store_hint", "bulk", "push")
+               "store_hint", "bulk", "push", "prefetch", "chunks")
 
 
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None
@@ -305,9 +342,12 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
                 yield point
     if any(domains.get("bulk", (0,))):
         bulk_domains = {**domains, "bulk": tuple(b for b in domains["bulk"] if b)}
-        for values in itertools.product(*(bulk_domains[n] for n in BULK_FIELDS)):
+        seen: set[SoftmaxParams] = set()
+        for values in itertools.product(*(bulk_domains.get(n, (getattr(BASELINE, n),))
+                                          for n in BULK_FIELDS)):
             point = SoftmaxParams(**dict(zip(BULK_FIELDS, values, strict=True))).canonical()
-            if validate(point, arch) is None:
+            if point not in seen and validate(point, arch) is None:
+                seen.add(point)
                 yield point
 
 

@@ -28,6 +28,11 @@ land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into sli
 :data:`BULK_SLICE_FLOATS` floats (several CTAs an SM), widened while ``rows x cluster`` is under
 twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contiguous bytes of
 shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
+
+Then, where that point's row units outnumber the CTAs resident at once (several waves), the
+same point prefetching (:func:`prefetch_plan`): a persistent grid whose CTAs hold each tile in
+registers once it has landed, so that the next tile's copies land while this one is reduced
+and written; the waves' ramp-up and drain go.
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ from typing import Any
 
 from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
 from kernels.family import RuleContext
-from kernels.softmax.params import BULK_SMEM_CAP, SoftmaxParams, bulk_smem_bytes, validate
+from kernels.softmax.params import (
+    BULK_SMEM_CAP,
+    SoftmaxParams,
+    bulk_smem_bytes,
+    held_fits,
+    validate,
+)
 from kernels.softmax.transforms import TRANSFORMS
 
 #: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
@@ -125,6 +136,39 @@ def bulk_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> Softmax
     return point
 
 
+#: shared memory of an SM (sm_90: 228 KB, 1 KB of it reserved for each CTA)
+SM_SMEM = 228 * 1024
+
+
+def resident_ctas(p: SoftmaxParams, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> int:
+    """CTAs of ``p`` resident at once at ``cols`` columns, estimated from its registers, its
+    threads and the shared memory it stages (the launcher asks the driver, which also knows how
+    clusters fit the GPCs)."""
+    smem = bulk_smem_bytes(p, cols) if p.bulk else 0
+    regs = -(-p.estimated_registers // 8) * 8
+    per_sm = min(2048 // p.block_threads, SM_REGISTERS // (p.block_threads * regs), 32,
+                 SM_SMEM // (smem + 1024 + 1024))
+    return max(p.cluster, sm_count * per_sm // p.cluster * p.cluster)
+
+
+def prefetch_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT
+                  ) -> SoftmaxParams | None:
+    """The bulk-copy plan (:func:`bulk_plan`) prefetching its next tile, where its row units
+    take more than one wave of resident CTAs and a thread can hold its share of a tile (at most
+    :data:`WIDE_FLOATS` floats), else None."""
+    staged = bulk_plan(rows, cols, sm_count)
+    if staged is None:
+        return None
+    share = -(-(cols // 4 if cols % 4 == 0 else (cols + 6) // 4) // staged.cluster)
+    vectors = _pow2_at_least(share / staged.row_threads)
+    point = SoftmaxParams(**{**staged.to_dict(), "prefetch": True, "chunks": vectors})
+    units = -(-rows // point.rows_per_cta)
+    if (4 * vectors > WIDE_FLOATS or not held_fits(point, cols) or validate(point) is not None
+            or units * point.cluster <= resident_ctas(point, cols, sm_count)):
+        return None
+    return point
+
+
 def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
     """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
     thread, else the estimate)."""
@@ -159,7 +203,9 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
              None if registers_first else held,
              Action("apply_unroll", (want.unroll,)),
              Action("apply_cache_hints", (want.load_hint, want.store_hint)),
-             Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None]
+             Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None,
+             (Action("apply_prefetch", (want.chunks if want.prefetch else 0,))
+              if want.bulk and (want.prefetch or params.prefetch) else None)]
     for action in order:
         if action is None:
             continue
@@ -226,6 +272,16 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             + (f", a cluster of {staged.cluster} on a row" if staged.cluster > 1 else
                f", {staged.rows_per_cta} rows") + f") in {staged.bulk} piece(s), each reduced "
             "as it lands: one read and one write of every element, no row in registers")
+    ahead = prefetch_plan(rows, cols, sms)
+    if ahead is not None and not p.prefetch:
+        resident = resident_ctas(ahead, cols, sms)
+        units = -(-rows // ahead.rows_per_cta)
+        add({**asdict(ahead), "push": p.push or ahead.cluster > 1},
+            f"{units} row units of {ahead.cluster} CTA(s) for about {resident} resident CTAs: "
+            f"{-(-units * ahead.cluster // resident)} waves, each loading, reducing and writing "
+            f"in turn. A persistent grid whose threads hold their {4 * ahead.chunks} floats of "
+            "a tile in registers once it has landed, the next tile's bulk copies landing "
+            "while this one is reduced and written")
 
     # the plan's parts, one at a time
     if p.vec < 4:

@@ -181,6 +181,28 @@ def apply_cluster_push(candidate: Candidate, push: bool) -> Candidate | Rejectio
     return _step(candidate, action, push=push)
 
 
+@TRANSFORMS.register(
+    "apply_prefetch",
+    ArgSpec("vectors", (0, *DOMAINS["chunks"]),
+            "float4 vectors of its tile each thread holds in registers while the next tile's "
+            "bulk copies land in the stage, on a persistent grid (a bulk-copy point); 0: off"),
+    origin="expert",
+)
+def apply_prefetch(candidate: Candidate, vectors: int) -> Candidate | Rejection:
+    """Run a bulk-copy point on a persistent grid (as many CTAs as are resident at once, each
+    looping over its tiles) and, once a tile has landed, hold it in registers (``vectors``
+    float4 a thread) so that the stage takes the next tile's copies while this one is reduced
+    and written. A tile past ``vectors`` a thread takes the plain bulk-copy path. ``0``: off."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_prefetch", (vectors,))
+    if vectors and not p.bulk:
+        return Rejection("prefetch_needs_bulk", "apply_prefetch needs a bulk-copy point: "
+                         "apply_bulk_copy(n) first", {"prefetch": True, "bulk": 0})
+    if not vectors:
+        return _step(candidate, action, prefetch=False)
+    return _step(candidate, action, prefetch=True, chunks=vectors)
+
+
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
     """Return to the parent candidate (its own lineage intact, so the chain replays)."""
