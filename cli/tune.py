@@ -111,8 +111,11 @@ def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *
                 fail(f"--backend gpu: {why_not_gpu}")
     datasets = family.replay_datasets()
     if not datasets:
+        name = family.name.split("@")[0]
         fail(f"--backend replay: the {family.name} family ships no replay dataset "
-             f"(no GPU here: {why_not_gpu or 'replay asked for'})")
+             f"(no GPU here: {why_not_gpu or 'replay asked for'}). Tune it where pycuda "
+             f"finds a GPU; here, `tuneforge compile --kernel {name}` checks that its points "
+             "compile and shows their registers")
     dataset = ReplayDataset(datasets[0])
     return [ReplayEvaluator(family, dataset, options=options)], "replay", why_not_gpu
 

@@ -184,3 +184,9 @@ def test_the_example_family_end_to_end_on_the_cli(db: str) -> None:
     assert code == 0, err
     assert "#define use_smem 1\n" in out
     assert "#define tile_y 32\n" in out
+    # no GPU and no replay dataset: tune says so and names the command that works here
+    code, out, err = run("tune", "--kernel", "transpose", "--db", db, "--backend", "replay",
+                         "--budget", "2")
+    assert code == 2, (code, out, err)
+    assert "ships no replay dataset" in err
+    assert "tuneforge compile --kernel transpose" in err
