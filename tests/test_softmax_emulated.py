@@ -95,6 +95,19 @@ PREFETCH_POINTS = {
                                          prefetch=True, chunks=4),
 }
 
+#: one-pass points keeping part of the row in shared memory (apply_staged_row): clusters with
+#: push, a CTA a row, rows packed, scalar and float2 vectors
+STAGED_POINTS = {
+    "staged, cluster 2, push": P(block_threads=32, row_threads=32, cluster=2, vec=4, passes=1,
+                                 chunks=2, staged=2, push=True, load_hint=1, store_hint=True),
+    "staged, cluster 4, 2 warps": P(block_threads=64, row_threads=64, cluster=4, vec=4,
+                                    passes=1, chunks=1, staged=4),
+    "staged, a CTA a row, float2": P(block_threads=64, row_threads=64, vec=2, passes=1,
+                                     chunks=2, staged=1),
+    "staged, 8 threads a row, scalar": P(block_threads=64, row_threads=8, vec=1, passes=1,
+                                         chunks=2, staged=2, load_hint=3),
+}
+
 
 @pytest.fixture(scope="module")
 def gxx() -> str:
@@ -116,6 +129,9 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     source, count = re.subn(r"// ---- bulk-copy PTX \(sm_90\) ----\n.*?// ---- end of bulk-copy "
                             r"PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.bulk else 0)
+    source, count = re.subn(r"// ---- staged-row PTX \(sm_80\) ----\n.*?// ---- end of staged-row "
+                            r"PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.canonical().staged else 0)
     source, count = re.subn(r"// ---- cluster-barrier PTX \(sm_90\) ----\n.*?// ---- end of "
                             r"cluster-barrier PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.cluster > 1 else 0)
@@ -313,6 +329,29 @@ def test_prefetch_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> Non
         (3 * rpc + 2, 67, "constant", 2, 2, 2), (1, 1, "normal", 0, 0, None),
         (2 * rpc, cap, "neg_inf", 0, 0, None), (3 * rpc, cap + 4, "normal", 0, 0, 2),
         (rpc + 1, cap + 1, "large", 1, 1, 1), (2, 5 * q.cluster, "normal", 0, 2, 1)]
+    check_cases(binary, p, cases, rng, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(STAGED_POINTS))
+def test_staged_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """Part of the row in shared memory: rows that fill the registers and the staged vectors
+    exactly, rows shorter than the registers' part, one vector past the capacity (the two-pass
+    fallback), misaligned rows and x, y aligned unlike x (the scalar path's staged slots),
+    -inf entries, and grids smaller than the rows (the slots reused row after row)."""
+    p = STAGED_POINTS[name]
+    assert FAMILY.validate(p) is None
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    cap = p.capacity
+    launch = FAMILY.launch(p, Dims({"rows": 3, "cols": cap}))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == p.staged * p.block_threads * p.vec * 4
+    cases: list[Case] = [
+        (3, cap, "normal", 0, 0, None), (2, cap - 3, "neg_inf", 1, 1, None),
+        (3, cap // 3, "large", 0, 0, None), (2, cap + 1, "normal", 0, 0, None),
+        (5, cap - p.vec, "constant", 2, 2, 1), (4, cap, "neg_inf", 0, 0, 1),
+        (3, cap - 1, "normal", 1, 0, 2), (1, 1, "normal", 0, 0, None),
+        (2 * p.rows_per_cta + 1, 67, "large", 3, 3, None)]
     check_cases(binary, p, cases, rng, tmp_path)
 
 

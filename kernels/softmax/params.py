@@ -22,6 +22,11 @@ reduced (online max and sum) as it lands, then normalized from shared memory and
 read and one write of global memory. A shape whose part does not fit the shared memory a CTA
 may have runs the same kernel's two-pass loop (the launch then asks for no shared memory).
 
+``staged`` (a one-pass point) holds ``staged`` more vectors of the row a thread in shared
+memory, copied there by ``cp.async`` (no register holds them in flight), beside the ``chunks``
+in registers: a CTA holds more of the row than its registers allow at the same occupancy, so
+that a row takes fewer CTAs (a smaller cluster: more of the SMs fit a whole number of them).
+
 ``prefetch`` (a bulk-copy point) runs on a persistent grid: the launcher cuts the grid to the
 CTAs that are resident at once, and each CTA works through several tiles. Once a tile has
 landed, each thread takes its ``chunks`` float4 vectors of it into registers and the stage
@@ -70,21 +75,24 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "bulk": (0, 1, 2, 4, 8),
     "push": (False, True),
     "prefetch": (False, True),
+    "staged": (0, 1, 2, 4, 8, 16, 32),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
-KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False}
+KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
+                                         "staged": 0}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, and no ``prefetch`` (added later), so that every seed keeps the
-#: points it drew; transforms and the rule book reach them
+#: (non-portable) joined, and no ``prefetch`` or ``staged`` (added later), so that every seed
+#: keeps the points it drew; transforms and the rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
-    **{k: v for k, v in DOMAINS.items() if k != "prefetch"}, "cluster": (1, 2, 4, 8)}
+    **{k: v for k, v in DOMAINS.items() if k not in ("prefetch", "staged")},
+    "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
-    "prefetch": (False,),
+    "prefetch": (False,), "staged": (0,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -106,6 +114,7 @@ class SoftmaxParams:
     bulk: int = 0
     push: bool = False
     prefetch: bool = False
+    staged: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -129,9 +138,12 @@ class SoftmaxParams:
         """The same kernel with the fields it does not read at their defaults (``chunks`` only
         matters to the one-pass kernel and to a prefetching bulk-copy point; a bulk-copy point's
         fallback is the two-pass loop, so its ``passes`` is 2; ``push`` only to a cluster's
-        reductions; ``prefetch`` only to a bulk-copy point)."""
+        reductions; ``prefetch`` only to a bulk-copy point; ``staged`` only to the one-pass
+        kernel)."""
         if self.push and self.cluster == 1:
             return replace(self, push=False).canonical()
+        if self.staged and (self.passes != 1 or self.bulk):
+            return replace(self, staged=0).canonical()
         if self.prefetch and not self.bulk:
             return replace(self, prefetch=False).canonical()
         if self.bulk:
@@ -156,8 +168,11 @@ class SoftmaxParams:
 
     @property
     def capacity(self) -> int:
-        """Longest row the one-pass kernel holds in registers (0 for the streaming kernels)."""
-        return self.chunks * self.group_threads * self.vec if self.passes == 1 else 0
+        """Longest row the one-pass kernel holds in registers and its staged shared memory (0
+        for the streaming kernels)."""
+        if self.passes != 1:
+            return 0
+        return (self.chunks + self.staged) * self.group_threads * self.vec
 
     @property
     def extra_slots(self) -> int:
@@ -188,9 +203,15 @@ class SoftmaxParams:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory the point may ask for: :data:`BULK_SMEM_CAP` for a bulk-copy
-        point (a launch asks for what its shape needs, :func:`bulk_smem_bytes`), else none
-        (the reductions use a few static words)."""
-        return BULK_SMEM_CAP if self.bulk else 0
+        point (a launch asks for what its shape needs, :func:`bulk_smem_bytes`), a staged
+        one-pass point's vectors (:attr:`staged_bytes`), else none (the reductions use a few
+        static words)."""
+        return BULK_SMEM_CAP if self.bulk else self.staged_bytes
+
+    @property
+    def staged_bytes(self) -> int:
+        """Shared memory a one-pass point's staged vectors take (``staged`` vectors a thread)."""
+        return self.staged * self.block_threads * self.vec * 4 if self.passes == 1 else 0
 
 
 BASELINE = SoftmaxParams()
@@ -273,6 +294,18 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
                 f"a bulk-copy CTA may stage {BULK_SMEM_CAP} bytes, over the "
                 f"{max_smem_limit(arch)} bytes of shared memory a CTA of {arch} may have",
                 {"smem_bytes": BULK_SMEM_CAP, "max_smem_limit": max_smem_limit(arch)})
+    if p.staged:
+        if arch_number(arch) < 80:
+            return Rejection("staged_row_needs_sm80",
+                             f"copies into shared memory by cp.async need sm_80 or later, not "
+                             f"{arch}", {"staged": p.staged, "arch": arch})
+        if p.staged_bytes + 2048 > max_smem_limit(arch):
+            return Rejection(
+                "staged_row_over_smem",
+                f"{p.staged} vectors of {p.vec} floats a thread x {p.block_threads} threads = "
+                f"{p.staged_bytes} bytes of shared memory, over the {max_smem_limit(arch)} a "
+                f"CTA of {arch} may have (2 KB kept for the reductions)",
+                {"smem_bytes": p.staged_bytes, "max_smem_limit": max_smem_limit(arch)})
     if p.passes == 1 and p.chunks * p.vec > 128:
         return Rejection(
             "row_in_registers_too_long",
@@ -310,6 +343,8 @@ def launch_config(params: SoftmaxParams, dims: Dims,
         need = bulk_smem_bytes(p, dims["cols"])
         smem = need if need <= BULK_SMEM_CAP else 0
     persistent = bool(smem) and p.prefetch and held_fits(p, dims["cols"])
+    if p.staged:
+        smem = p.staged_bytes
     return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem,
                         cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER_SIZE else 1,
                         persistent=persistent)
@@ -318,7 +353,7 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint", "push"),
+        "store_hint", "push", "staged"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
         "push"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",

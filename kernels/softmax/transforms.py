@@ -182,6 +182,21 @@ def apply_cluster_push(candidate: Candidate, push: bool) -> Candidate | Rejectio
 
 
 @TRANSFORMS.register(
+    "apply_staged_row",
+    ArgSpec("vectors", DOMAINS["staged"],
+            "vectors of the row each thread keeps in shared memory (copied by cp.async) besides "
+            "those it holds in registers (one pass); 0: registers only", "staged"),
+    origin="expert",
+)
+def apply_staged_row(candidate: Candidate, vectors: int) -> Candidate | Rejection:
+    """Hold ``vectors`` more vectors of the row a thread in shared memory, copied there by
+    ``cp.async`` (sm_80), beside those in registers: a CTA holds more of the row at the same
+    registers, so that a row takes fewer CTAs. Sets one pass (the row is read once)."""
+    return _step(candidate, Action("apply_staged_row", (vectors,)),
+                 **({"passes": 1, "staged": vectors} if vectors else {"staged": 0}))
+
+
+@TRANSFORMS.register(
     "apply_prefetch",
     ArgSpec("vectors", (0, *DOMAINS["chunks"]),
             "float4 vectors of its tile each thread holds in registers while the next tile's "

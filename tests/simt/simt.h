@@ -113,6 +113,15 @@ inline void cluster_wait()
     simt::cluster_token.reset();
 }
 
+// ---- a thread's copies into shared memory (the staged row's cp.async): at once ------------
+template <int V> inline void cp_async(float* dst, const float* src)
+{
+    simt::check_aligned(dst, 4 * V);
+    simt::check_aligned(src, 4 * V);
+    std::memcpy(dst, src, 4 * V);
+}
+inline void cp_async_wait_all() {}
+
 // ---- bulk copies and mbarriers -------------------------------------------------------------
 inline std::atomic<uint64_t>* simt_phase(uint64_t* bar)
 {

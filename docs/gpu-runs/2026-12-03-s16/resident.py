@@ -1,5 +1,6 @@
-"""Session 16, call 1: the CTAs the driver says are resident at once for the prefetching points
-(worker.launch_contract.resident_ctas), beside the rule book's estimate. Prints a table."""
+"""Session 16, calls 1 and 2 (``resident.py [points.json]``). The CTAs the driver says are
+resident at once for the points of a JSON list (worker.launch_contract.resident_ctas), beside
+the rule book's estimate. Prints a table."""
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from worker import launch_contract as lc  # noqa: E402
 from worker.compile import Compiler, compile_candidate  # noqa: E402
 
 compiler = Compiler(Path("/tmp/tf-cache"))
-for pt in json.load(open(Path(__file__).with_name("prefetch.json"))):
+points = Path(__file__).with_name(sys.argv[1] if len(sys.argv) > 1 else "prefetch.json")
+for pt in json.load(open(points)):
     p = FAMILY.params_from_dict(pt["params"])
     rows, cols = (int(v) for v in pt["shape"].split("x"))
     launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols})).to_dict()
