@@ -21,7 +21,14 @@ from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
 from kernels.family import KernelFamily, describe
 from kernels.softmax import DOMAINS, FAMILY, MAX_ELEMENTS, SoftmaxParams, vendor
 from kernels.softmax.params import BULK_SMEM_CAP, MAX_UNITS, bulk_smem_bytes, held_fits
-from kernels.softmax.rules import BULK_MIN_COLS, bulk_plan, plan, prefetch_plan, resident_ctas
+from kernels.softmax.rules import (
+    BULK_MIN_COLS,
+    bulk_plan,
+    plan,
+    prefetch_plan,
+    resident_ctas,
+    staged_plan,
+)
 from worker.compile import Compiler, CompileResult
 
 ROOT = Candidate(FAMILY.baseline)
@@ -772,3 +779,59 @@ def test_rows_in_several_waves_are_offered_the_prefetching_bulk_point(
     assert prefetch_plan(16, 262144) is None
     assert not [t for t, _ in moves(plan(16, 262144), 16, 262144)
                 if destination(plan(16, 262144), t).prefetch]
+
+
+def test_staged_row_validity_canonical_key_and_its_shared_memory() -> None:
+    """apply_staged_row: one pass (set by the move), its vectors in shared memory counted in
+    the capacity and the launch's dynamic shared memory; dropped by canonical() off the
+    one-pass kernel and on a bulk-copy point, left out of the key when 0, rejected below sm_80
+    and past the shared memory a CTA may have."""
+    start = replace(BLOCK_ROW, cluster=4)
+    moved = applied(start, "apply_staged_row(4)")
+    assert isinstance(moved, Candidate)
+    q = moved.params
+    assert (q.passes, q.chunks, q.staged) == (1, 4, 4)
+    assert q.capacity == 2 * start.capacity == (4 + 4) * 512 * 4 * 4
+    assert q.staged_bytes == 4 * 512 * 16 == FAMILY.dynamic_smem_bytes(q)
+    assert "staged" not in start.to_dict() and q.to_dict()["staged"] == 4
+    launch = FAMILY.launch(q, dims(64, q.capacity))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.dynamic_smem_bytes == q.staged_bytes
+    assert not launch.persistent
+    back = FAMILY.apply(moved, "apply_staged_row(0)")
+    assert isinstance(back, Candidate)
+    assert back.params == start
+    assert replace(q, passes=2).canonical().staged == 0
+    assert replace(q, bulk=2).canonical().staged == 0
+    for arch, reason in (("sm_75", "staged_row_needs_sm80"), ("sm_86", "staged_row_over_smem")):
+        rejection = FAMILY.validate(replace(q, cluster=1, staged=16), arch)
+        assert isinstance(rejection, Rejection)
+        assert rejection.reason == reason
+    rejection = FAMILY.validate(replace(q, staged=32))   # 256 KB
+    assert isinstance(rejection, Rejection)
+    assert rejection.reason == "staged_row_over_smem"
+    assert rejection.figures["smem_bytes"] == 32 * 512 * 16
+
+
+def test_rows_on_large_clusters_are_offered_half_the_cluster_staged() -> None:
+    """Where the plan holds a row over a cluster of 16 (or 8) and its rows take several
+    waves, the rule book offers the row over half the cluster, each thread keeping as many
+    vectors again in shared memory; not where one wave holds every row, nor on small clusters."""
+    for rows, cols, cluster in ((256, 262144, 8), (1024, 131072, 4)):
+        split = staged_plan(rows, cols)
+        assert split is not None
+        goal = plan(rows, cols)
+        assert (split.cluster, split.chunks, split.staged) == (cluster, goal.chunks, goal.chunks)
+        assert split.capacity == goal.capacity >= cols
+        assert split.estimated_registers == goal.estimated_registers
+        for start in (goal, FAMILY.baseline):
+            found = moves(start, rows, cols)
+            hits = [(t, r) for t, r in found if destination(start, t).staged]
+            assert hits, found[:4]
+            text, reason = hits[0]
+            assert "apply_staged_row(" in text
+            assert "112 of its 132 SMs" in reason
+            assert destination(start, text).canonical() == replace(split, push=True).canonical()
+    assert staged_plan(16, 262144) is None       # one wave
+    assert staged_plan(2048, 65536) is None      # a cluster of 4
+    assert staged_plan(8192, 8192) is None       # one CTA a row
