@@ -20,7 +20,7 @@ from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS
 
 from kernels.base import Candidate, Dims, Rejection
 from kernels.softmax import FAMILY, SoftmaxParams
-from kernels.softmax.rules import bulk_plan, plan, prefetch_plan, staged_plan
+from kernels.softmax.rules import bulk_plan, plan, staged_plan
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -109,11 +109,9 @@ def test_points_correct_on_awkward_shapes_and_every_distribution(
 
 def bulk_points() -> list[tuple[str, SoftmaxParams]]:
     """The hand-picked bulk-copy points (prefetching ones among them) and the rule book's bulk
-    and prefetch plans of the sweep."""
+    plans of the sweep."""
     out = list(BULK_PICKS.items()) + list(PREFETCH_PICKS.items())
     out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
-    out += [(f"prefetch plan {r}x{c}", q) for r, c in SWEEP
-            if (q := prefetch_plan(r, c)) is not None]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
         unique.setdefault(p.canonical(), label)
@@ -186,7 +184,7 @@ def test_plans_beside_torch(evaluator: GpuEvaluator) -> None:
 
 def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
         compiler: Compiler) -> None:
-    """``worker.launch_contract.resident_ctas`` on the GPU: the prefetching plan at 256x262144
+    """``worker.launch_contract.resident_ctas`` on the GPU: a prefetching point at 256x262144
     (clusters of 16, two CTAs an SM by registers and shared memory) gets a whole number of
     clusters, at most two CTAs an SM, and at least the clusters that fit one a GPC; a CTA
     without clusters gets CTAs an SM times the SMs."""
@@ -197,8 +195,7 @@ def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
     from worker.compile import compile_candidate
 
     sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
-    ahead = prefetch_plan(256, 262144)
-    assert ahead is not None
+    ahead = PREFETCH_PICKS["c16x512h8"]
     for p, rows, cols in ((ahead, 256, 262144), (PREFETCH_PICKS["rt8x256h4"], 65536, 128)):
         launch = FAMILY.launch(p, dims(rows, cols))
         assert not isinstance(launch, Rejection)

@@ -34,10 +34,9 @@ the same row over half the cluster, each CTA keeping as many vectors again in sh
 (:func:`staged_plan`): the clusters of 16 of two CTAs an SM fit 14 times on the H200, 112 of
 its 132 SMs; clusters of 8 fit 30 times, 120 SMs.
 
-Then, where the bulk point's row units outnumber the CTAs resident at once (several waves), the
-same point prefetching (:func:`prefetch_plan`): a persistent grid whose CTAs hold each tile in
-registers once it has landed, so that the next tile's copies land while this one is reduced
-and written; the waves' ramp-up and drain go.
+``apply_prefetch`` (a persistent grid whose bulk-copy CTAs hold each tile in registers while
+the next one lands) is not offered: on the H200 it ran 7-20 % slower than the register-held
+bests at 65536 to 262144 columns (docs/GPU.md, session 16).
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ from kernels.softmax.params import (
     BULK_SMEM_CAP,
     SoftmaxParams,
     bulk_smem_bytes,
-    held_fits,
     validate,
 )
 from kernels.softmax.transforms import TRANSFORMS
@@ -171,24 +169,6 @@ def staged_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> Softm
     return point
 
 
-def prefetch_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT
-                  ) -> SoftmaxParams | None:
-    """The bulk-copy plan (:func:`bulk_plan`) prefetching its next tile, where its row units
-    take more than one wave of resident CTAs and a thread can hold its share of a tile (at most
-    :data:`WIDE_FLOATS` floats), else None."""
-    staged = bulk_plan(rows, cols, sm_count)
-    if staged is None:
-        return None
-    share = -(-(cols // 4 if cols % 4 == 0 else (cols + 6) // 4) // staged.cluster)
-    vectors = _pow2_at_least(share / staged.row_threads)
-    point = SoftmaxParams(**{**staged.to_dict(), "prefetch": True, "chunks": vectors})
-    units = -(-rows // point.rows_per_cta)
-    if (4 * vectors > WIDE_FLOATS or not held_fits(point, cols) or validate(point) is not None
-            or units * point.cluster <= resident_ctas(point, cols, sm_count)):
-        return None
-    return point
-
-
 def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
     """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
     thread, else the estimate)."""
@@ -302,16 +282,6 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             f"{split.cluster} CTAs, each thread keeping {split.staged} float{split.vec} in "
             f"shared memory ({split.staged_bytes // 1024} KB a CTA, by cp.async) beside its "
             f"{split.chunks} in registers")
-    ahead = prefetch_plan(rows, cols, sms)
-    if ahead is not None and not p.prefetch:
-        resident = resident_ctas(ahead, cols, sms)
-        units = -(-rows // ahead.rows_per_cta)
-        add({**asdict(ahead), "push": p.push or ahead.cluster > 1},
-            f"{units} row units of {ahead.cluster} CTA(s) for about {resident} resident CTAs: "
-            f"{-(-units * ahead.cluster // resident)} waves, each loading, reducing and writing "
-            f"in turn. A persistent grid whose threads hold their {4 * ahead.chunks} floats of "
-            "a tile in registers once it has landed, the next tile's bulk copies landing "
-            "while this one is reduced and written")
 
     # the plan's parts, one at a time
     if p.vec < 4:
