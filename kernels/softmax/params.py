@@ -27,6 +27,10 @@ memory, copied there by ``cp.async`` (no register holds them in flight), beside 
 in registers: a CTA holds more of the row than its registers allow at the same occupancy, so
 that a row takes fewer CTAs (a smaller cluster: more of the SMs fit a whole number of them).
 
+``min_ctas`` asks the compiler to fit that many CTAs an SM (``__launch_bounds__``'s second
+argument): registers capped at 64K / (threads x min_ctas), so that more CTAs of a row's cluster
+share an SM and their load, reduction and store phases overlap.
+
 ``prefetch`` (a bulk-copy point) runs on a persistent grid: the launcher cuts the grid to the
 CTAs that are resident at once, and each CTA works through several tiles. Once a tile has
 landed, each thread takes its ``chunks`` float4 vectors of it into registers and the stage
@@ -76,23 +80,24 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "push": (False, True),
     "prefetch": (False, True),
     "staged": (0, 1, 2, 4, 8, 16, 32),
+    "min_ctas": (0, 2, 3, 4),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
-                                         "staged": 0}
+                                         "staged": 0, "min_ctas": 0}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, and no ``prefetch`` or ``staged`` (added later), so that every seed
-#: keeps the points it drew; transforms and the rule book reach them
+#: (non-portable) joined, and no ``prefetch``, ``staged`` or ``min_ctas`` (added later), so
+#: that every seed keeps the points it drew; transforms and the rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
-    **{k: v for k, v in DOMAINS.items() if k not in ("prefetch", "staged")},
+    **{k: v for k, v in DOMAINS.items() if k not in ("prefetch", "staged", "min_ctas")},
     "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
-    "prefetch": (False,), "staged": (0,),
+    "prefetch": (False,), "staged": (0,), "min_ctas": (0,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -115,6 +120,7 @@ class SoftmaxParams:
     push: bool = False
     prefetch: bool = False
     staged: int = 0
+    min_ctas: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -197,8 +203,10 @@ class SoftmaxParams:
 
     @property
     def register_limit(self) -> int:
-        """Registers a thread may have at ``block_threads`` (one CTA an SM)."""
-        return min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // self.block_threads)
+        """Registers a thread may have at ``block_threads`` and ``min_ctas`` CTAs an SM (one
+        when unset)."""
+        return min(MAX_REGISTERS_PER_THREAD,
+                   REGISTERS_PER_SM // (self.block_threads * max(1, self.min_ctas)))
 
     @property
     def smem_bytes(self) -> int:
@@ -294,6 +302,12 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
                 f"a bulk-copy CTA may stage {BULK_SMEM_CAP} bytes, over the "
                 f"{max_smem_limit(arch)} bytes of shared memory a CTA of {arch} may have",
                 {"smem_bytes": BULK_SMEM_CAP, "max_smem_limit": max_smem_limit(arch)})
+    if p.min_ctas and p.min_ctas * p.block_threads > 2048:
+        return Rejection(
+            "min_ctas_over_threads",
+            f"{p.min_ctas} CTAs of {p.block_threads} threads = {p.min_ctas * p.block_threads} "
+            "threads an SM, over its 2048",
+            {"min_ctas": p.min_ctas, "block_threads": p.block_threads, "max_threads": 2048})
     if p.staged:
         if arch_number(arch) < 80:
             return Rejection("staged_row_needs_sm80",
@@ -353,16 +367,16 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint", "push", "staged"),
+        "store_hint", "push", "staged", "min_ctas"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push"),
+        "push", "min_ctas"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push"),
+        "push", "min_ctas"),
 }
 #: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop;
 #: ``chunks`` only with ``prefetch``)
 BULK_FIELDS = ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint",
-               "store_hint", "bulk", "push", "prefetch", "chunks")
+               "store_hint", "bulk", "push", "prefetch", "chunks", "min_ctas")
 
 
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None

@@ -197,6 +197,20 @@ def apply_staged_row(candidate: Candidate, vectors: int) -> Candidate | Rejectio
 
 
 @TRANSFORMS.register(
+    "set_min_ctas",
+    ArgSpec("ctas", DOMAINS["min_ctas"],
+            "CTAs an SM the compiler must fit (__launch_bounds__'s second argument: registers "
+            "capped at 64K / (threads x ctas)); 0: the compiler's choice", "min_ctas"),
+    origin="expert",
+)
+def set_min_ctas(candidate: Candidate, ctas: int) -> Candidate | Rejection:
+    """Ask the compiler to fit ``ctas`` CTAs an SM (registers capped to match), so that more
+    CTAs share an SM and their phases overlap; a point whose registers do not fit is rejected
+    with the numbers."""
+    return _step(candidate, Action("set_min_ctas", (ctas,)), min_ctas=ctas)
+
+
+@TRANSFORMS.register(
     "apply_prefetch",
     ArgSpec("vectors", (0, *DOMAINS["chunks"]),
             "float4 vectors of its tile each thread holds in registers while the next tile's "
