@@ -30,3 +30,14 @@ PREFETCH_PICKS: dict[str, SoftmaxParams] = {
                   push=True, prefetch=True, chunks=8),
     "rt8x256h4": P(block_threads=256, row_threads=8, vec=4, bulk=1, prefetch=True, chunks=4),
 }
+#: one-pass points keeping part of the row in shared memory (apply_staged_row), and four CTAs
+#: an SM (set_min_ctas): the row of 262144 over clusters of 8 (two CTAs an SM) and of 16 (four),
+#: of 131072 over clusters of 4; session 16's GPU calls 2 and 3 timed them
+STAGED_PICKS: dict[str, SoftmaxParams] = {
+    "c8x512s8": P(block_threads=512, row_threads=512, cluster=8, vec=4, passes=1, chunks=8,
+                  staged=8, push=True, load_hint=1, store_hint=True),
+    "c16x256s8m4": P(block_threads=256, row_threads=256, cluster=16, vec=4, passes=1, chunks=8,
+                     staged=8, min_ctas=4, push=True, load_hint=1, store_hint=True),
+    "c4x512s8": P(block_threads=512, row_threads=512, cluster=4, vec=4, passes=1, chunks=8,
+                  staged=8, push=True, load_hint=1, store_hint=True),
+}

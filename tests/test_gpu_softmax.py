@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from gpu_support import save
-from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, STAGED_PICKS
 
 from kernels.base import Candidate, Dims, Rejection
 from kernels.softmax import FAMILY, SoftmaxParams
-from kernels.softmax.rules import bulk_plan, plan, staged_plan
+from kernels.softmax.rules import bulk_plan, plan
 from worker.compile import Compiler
 from worker.evaluate import EvalOptions, GpuEvaluator
 from worker.gpu_runner import ChildUnavailable
@@ -59,8 +59,8 @@ def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 
 
 def points() -> list[tuple[str, SoftmaxParams]]:
-    """The baseline, every transform's actions from three starts, and the sweep's plans (the
-    staged ones among them)."""
+    """The baseline, every transform's actions from three starts, the sweep's plans, and the
+    staged picks."""
     starts = [FAMILY.baseline,
               SoftmaxParams(block_threads=256, row_threads=32, vec=4, passes=2, unroll=4),
               BLOCK_ROW, replace(BLOCK_ROW, cluster=4)]
@@ -72,8 +72,7 @@ def points() -> list[tuple[str, SoftmaxParams]]:
                 if isinstance(result, Candidate):
                     out.append((str(action), result.params))
     out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
-    out += [(f"staged plan {r}x{c}", q) for r, c in SWEEP
-            if (q := staged_plan(r, c)) is not None]
+    out += [(f"staged {name}", q) for name, q in STAGED_PICKS.items()]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
         unique.setdefault(p.canonical(), label)

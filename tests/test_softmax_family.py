@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, STAGED_PICKS
 
 from kernels import get_family
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
@@ -25,7 +25,6 @@ from kernels.softmax.rules import (
     BULK_MIN_COLS,
     bulk_plan,
     plan,
-    staged_plan,
 )
 from worker.compile import Compiler, CompileResult
 
@@ -362,6 +361,13 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
         pushed = FAMILY.apply(Candidate(cluster_start), action)
         if isinstance(pushed, Candidate):
             out.append((str(action), pushed.params))
+    # four CTAs an SM from a CTA of 256 threads holding 16 floats
+    small = SoftmaxParams(block_threads=256, row_threads=256, cluster=4, vec=4, passes=1,
+                          chunks=4)
+    for action in FAMILY.transforms.get("set_min_ctas").actions():
+        fitted = FAMILY.apply(Candidate(small), action)
+        if isinstance(fitted, Candidate):
+            out.append((str(action), fitted.params))
     # prefetching needs a bulk-copy point to start from
     bulk_start = replace(cluster_start, bulk=4).canonical()
     for action in FAMILY.transforms.get("apply_prefetch").actions():
@@ -372,6 +378,7 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
     out += [(f"bulk plan {r}x{c}", q) for r, c in SWEEP if (q := bulk_plan(r, c)) is not None]
     out += [(f"bulk {name}", p) for name, p in BULK_PICKS.items()]
     out += [(f"prefetch {name}", p) for name, p in PREFETCH_PICKS.items()]
+    out += [(f"staged {name}", p) for name, p in STAGED_PICKS.items()]
     out += [("random", p) for p in FAMILY.sample(random.Random(11), 8)]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
@@ -753,16 +760,18 @@ def test_sampling_draws_no_prefetch_and_keeps_its_points() -> None:
     assert all(FAMILY.validate(p) is None for p in PREFETCH_PICKS.values())
 
 
-def test_the_rule_book_does_not_offer_prefetching() -> None:
-    """apply_prefetch ran slower than the register-held bests on the H200 (docs/GPU.md,
-    session 16): the rule book leaves it to the agent's own moves."""
+def test_the_rule_book_does_not_offer_what_lost_on_the_gpu() -> None:
+    """apply_prefetch, apply_staged_row and set_min_ctas ran slower than (or as fast as) the
+    register-held bests on the H200 (docs/GPU.md, session 16): the rule book leaves them to
+    the agent's own moves."""
     for rows, cols in ((256, 262144), (1024, 131072), (2048, 65536), (65536, 128)):
         for start in (plan(rows, cols), bulk_plan(rows, cols), FAMILY.baseline):
             assert start is not None
             found = moves(start, rows, cols)
             assert found
             assert not [t for t, _ in found if destination(start, t).prefetch]
-            assert not [t for t, _ in found if "apply_prefetch" in t]
+            for name in ("apply_prefetch", "apply_staged_row", "set_min_ctas"):
+                assert not [t for t, _ in found if name in t]
 
 
 def test_staged_row_validity_canonical_key_and_its_shared_memory() -> None:
@@ -798,25 +807,25 @@ def test_staged_row_validity_canonical_key_and_its_shared_memory() -> None:
     assert rejection.figures["smem_bytes"] == 32 * 512 * 16
 
 
-def test_rows_on_large_clusters_are_offered_half_the_cluster_staged() -> None:
-    """Where the plan holds a row over a cluster of 16 (or 8) and its rows take several
-    waves, the rule book offers the row over half the cluster, each thread keeping as many
-    vectors again in shared memory; not where one wave holds every row, nor on small clusters."""
-    for rows, cols, cluster in ((256, 262144, 8), (1024, 131072, 4)):
-        split = staged_plan(rows, cols)
-        assert split is not None
-        goal = plan(rows, cols)
-        assert (split.cluster, split.chunks, split.staged) == (cluster, goal.chunks, goal.chunks)
-        assert split.capacity == goal.capacity >= cols
-        assert split.estimated_registers == goal.estimated_registers
-        for start in (goal, FAMILY.baseline):
-            found = moves(start, rows, cols)
-            hits = [(t, r) for t, r in found if destination(start, t).staged]
-            assert hits, found[:4]
-            text, reason = hits[0]
-            assert "apply_staged_row(" in text
-            assert "112 of its 132 SMs" in reason
-            assert destination(start, text).canonical() == replace(split, push=True).canonical()
-    assert staged_plan(16, 262144) is None       # one wave
-    assert staged_plan(2048, 65536) is None      # a cluster of 4
-    assert staged_plan(8192, 8192) is None       # one CTA a row
+def test_min_ctas_caps_the_registers_and_renders_the_launch_bounds() -> None:
+    """set_min_ctas(n): __launch_bounds__(BLOCK, n) in the source (nothing without it), the
+    register limit the family checks is 64K / (threads x n), and more threads an SM than
+    2048 are rejected with the numbers."""
+    p = SoftmaxParams(block_threads=256, row_threads=256, cluster=16, vec=4, passes=1,
+                      chunks=8, staged=8, push=True)
+    assert "__launch_bounds__(BLOCK)" in FAMILY.render(p)
+    moved = applied(p, "set_min_ctas(4)")
+    assert isinstance(moved, Candidate)
+    q = moved.params
+    assert q.register_limit == 64 < p.register_limit == 255
+    assert "__launch_bounds__(BLOCK, 4)" in FAMILY.render(q)
+    assert "min_ctas" not in p.to_dict() and q.to_dict()["min_ctas"] == 4
+    over = applied(replace(p, block_threads=1024, row_threads=1024, chunks=2, staged=2),
+                   "set_min_ctas(3)")
+    assert isinstance(over, Rejection)
+    assert over.reason == "min_ctas_over_threads"
+    assert over.figures["max_threads"] == 2048
+    tight = applied(replace(p, block_threads=512, row_threads=512, chunks=8, staged=0),
+                    "set_min_ctas(3)")   # 32 floats a thread in 42 registers
+    assert isinstance(tight, Rejection)
+    assert tight.reason == "registers_over_limit"

@@ -29,14 +29,13 @@ land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into sli
 twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contiguous bytes of
 shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
 
-Where the plan spreads a row over a cluster of 8 or 16 CTAs and its rows take several waves,
-the same row over half the cluster, each CTA keeping as many vectors again in shared memory
-(:func:`staged_plan`): the clusters of 16 of two CTAs an SM fit 14 times on the H200, 112 of
-its 132 SMs; clusters of 8 fit 30 times, 120 SMs.
-
-``apply_prefetch`` (a persistent grid whose bulk-copy CTAs hold each tile in registers while
-the next one lands) is not offered: on the H200 it ran 7-20 % slower than the register-held
-bests at 65536 to 262144 columns (docs/GPU.md, session 16).
+Three moves of the action space are not offered, for they lost on the H200 at the long rows
+(docs/GPU.md, session 16): ``apply_prefetch`` (a persistent grid whose bulk-copy CTAs hold each
+tile in registers while the next lands: 7-20 % slower than the register-held bests),
+``apply_staged_row`` (part of the row in shared memory, so that a row takes half the cluster:
+equal at 256x262144, 5 % slower at 1024x131072) and ``set_min_ctas`` (four CTAs of a cluster an
+SM: equal to 6 % slower). The 256x262144 best holds to 85.8 % of the copy rate whatever the SMs
+it covers.
 """
 
 from __future__ import annotations
@@ -139,36 +138,6 @@ def bulk_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> Softmax
     return point
 
 
-#: shared memory of an SM (sm_90: 228 KB, 1 KB of it reserved for each CTA)
-SM_SMEM = 228 * 1024
-
-
-def resident_ctas(p: SoftmaxParams, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> int:
-    """CTAs of ``p`` resident at once at ``cols`` columns, estimated from its registers, its
-    threads and the shared memory it stages (the launcher asks the driver, which also knows how
-    clusters fit the GPCs)."""
-    smem = bulk_smem_bytes(p, cols) if p.bulk else p.staged_bytes
-    regs = -(-p.estimated_registers // 8) * 8
-    per_sm = min(2048 // p.block_threads, SM_REGISTERS // (p.block_threads * regs), 32,
-                 SM_SMEM // (smem + 1024 + 1024))
-    return max(p.cluster, sm_count * per_sm // p.cluster * p.cluster)
-
-
-def staged_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParams | None:
-    """The plan (:func:`plan`) over half its cluster, each thread keeping its ``chunks``
-    vectors again in shared memory (``staged``), where the plan is one pass on a cluster of 8
-    or more whose rows take more than one wave of resident CTAs, else None."""
-    goal = plan(rows, cols, sm_count)
-    if goal.passes != 1 or goal.cluster < 8:
-        return None
-    point = SoftmaxParams(**{**goal.to_dict(), "cluster": goal.cluster // 2,
-                             "staged": goal.chunks})
-    if (validate(point) is not None or point.capacity < cols
-            or rows * goal.cluster <= resident_ctas(goal, cols, sm_count)):
-        return None
-    return point
-
-
 def alone_on_sm(p: SoftmaxParams, regs: int | None = None) -> bool:
     """Whether a CTA of ``p`` takes more than half an SM's registers (measured ``regs`` a
     thread, else the estimate)."""
@@ -203,6 +172,8 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
              None if registers_first else held,
              (Action("apply_staged_row", (want.staged,))
               if want.staged != params.staged and not want.bulk else None),
+             (Action("set_min_ctas", (want.min_ctas,))
+              if want.min_ctas != params.min_ctas else None),
              Action("apply_unroll", (want.unroll,)),
              Action("apply_cache_hints", (want.load_hint, want.store_hint)),
              Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None,
@@ -274,14 +245,6 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             + (f", a cluster of {staged.cluster} on a row" if staged.cluster > 1 else
                f", {staged.rows_per_cta} rows") + f") in {staged.bulk} piece(s), each reduced "
             "as it lands: one read and one write of every element, no row in registers")
-    split = staged_plan(rows, cols, sms)
-    if split is not None and not p.staged:
-        add({**asdict(split), "push": p.push or split.cluster > 1},
-            f"the plan's clusters of {goal.cluster} at two CTAs an SM leave SMs idle (the H200 "
-            f"fits 14 clusters of 16, 112 of its 132 SMs; 30 of 8, 120 SMs): the row over "
-            f"{split.cluster} CTAs, each thread keeping {split.staged} float{split.vec} in "
-            f"shared memory ({split.staged_bytes // 1024} KB a CTA, by cp.async) beside its "
-            f"{split.chunks} in registers")
 
     # the plan's parts, one at a time
     if p.vec < 4:
