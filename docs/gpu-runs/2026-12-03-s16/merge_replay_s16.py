@@ -1,14 +1,16 @@
-"""Session 16's replay dataset: the ``prefetch`` field (added this session) listed in the meta
-line's domains, then the rows of this session's softmax campaigns merged in.
+"""Session 16's replay dataset: the fields added this session (``prefetch``, ``staged``,
+``min_ctas``) listed in the meta line's domains, then the rows of this session's softmax
+campaigns merged in.
 
     d=docs/gpu-runs/2026-12-03-s16 r=kernels/softmax/replay-h200.jsonl.gz
-    python $d/merge_replay_s16.py $r $r                       # the domains only
-    python $d/merge_replay_s16.py $r $r $d/call2/replay-s16.jsonl.gz   # and a campaign file
+    python $d/merge_replay_s16.py $r $r          # the domains only (done at a51c1ff)
+    python $d/merge_replay_s16.py $r $r $d/call2/r/replay-s16.jsonl.gz \
+        $d/call4/r/replay-s16b.jsonl.gz          # onto a51c1ff's dataset
 
-No other field changed the bytes of a point this session (a prefetching point is a new point;
-every other point renders the source it rendered before), so at a shape the new file measured,
-a point both measured keeps the new row and the other rows stay. Written gzip with mtime 0 and
-no name, so the same inputs give the same bytes.
+No field changed the bytes of an earlier point this session (a prefetching, staged or min_ctas
+point is a new point; every other point renders the source it rendered before), so at a shape
+the new file measured, a point both measured keeps the new row and the other rows stay. Written
+gzip with mtime 0 and no name, so the same inputs give the same bytes.
 """
 
 import gzip
@@ -35,7 +37,9 @@ def key(row: dict) -> tuple[str, str]:
 for new_path in new_paths:
     new = [json.loads(line) for line in gzip.open(new_path, "rt") if line.strip()]
     meta_new = next(r for r in new if r.get("kind") == "meta")
-    tag = f"{meta_new['commit']}@{new_path.split('/')[-2]}"
+    # the device's copy of the tree reports the last landed commit (252426b) as its own: the
+    # call's folder names the rows instead
+    tag = f"session 16 {new_path.split('/')[-3]}"
     if tag in str(meta.get("commit")):
         sys.exit(f"{old_path} already holds the rows of {tag}: run once")
     fresh = [r for r in new if r.get("kind") != "meta"]
@@ -46,15 +50,16 @@ for new_path in new_paths:
     meta = {**meta, "device": meta_new["device"], "date": meta_new.get("date"),
             "vendor_us": {**meta["vendor_us"],
                           **{k: v for k, v in meta_new["vendor_us"].items() if k in redone}},
-            "commit": f"{meta.get('commit')}; {tag} (session 16 at {', '.join(redone)})",
+            "commit": f"{meta.get('commit')}; {tag} (at {', '.join(redone)})",
             "campaigns": meta["campaigns"] + meta_new["campaigns"],
-            "note": (f"{meta.get('note', '')}; session 16 ({new_path}, tree "
-                     f"{meta_new['commit']}: prefetching bulk-copy points) measured "
+            "note": (f"{meta.get('note', '')}; {tag} ({new_path}, main at 252426b with "
+                     "session 16's changes: prefetching, staged and min_ctas points) measured "
                      f"{', '.join(redone)}: {len(fresh)} rows added, "
                      f"{before + len(fresh) - len(rows)} of the earlier rows measured again "
                      "replaced; vendor_us there the new torch times")}
 assert len({key(r) for r in rows}) == len(rows)
-meta = {**meta, "domains": domains_of(FAMILY, rows, {"prefetch": [False]}),
+new_fields = {"prefetch": [False], "staged": [0], "min_ctas": [0]}
+meta = {**meta, "domains": domains_of(FAMILY, rows, new_fields),
         "shapes": sorted({r["shape"] for r in rows}), "measured": len(rows)}
 text = "".join(json.dumps(r) + "\n" for r in [meta, *rows])
 with open(out_path, "wb") as fh:
