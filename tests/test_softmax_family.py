@@ -819,7 +819,8 @@ def test_min_ctas_caps_the_registers_and_renders_the_launch_bounds() -> None:
     q = moved.params
     assert q.register_limit == 64 < p.register_limit == 255
     assert "__launch_bounds__(BLOCK, 4)" in FAMILY.render(q)
-    assert "min_ctas" not in p.to_dict() and q.to_dict()["min_ctas"] == 4
+    assert "min_ctas" not in p.to_dict()
+    assert q.to_dict()["min_ctas"] == 4
     over = applied(replace(p, block_threads=1024, row_threads=1024, chunks=2, staged=2),
                    "set_min_ctas(3)")
     assert isinstance(over, Rejection)

@@ -16,6 +16,7 @@ gzip with mtime 0 and no name, so the same inputs give the same bytes.
 import gzip
 import json
 import sys
+from typing import Any
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -58,7 +59,7 @@ for new_path in new_paths:
                      f"{before + len(fresh) - len(rows)} of the earlier rows measured again "
                      "replaced; vendor_us there the new torch times")}
 assert len({key(r) for r in rows}) == len(rows)
-new_fields = {"prefetch": [False], "staged": [0], "min_ctas": [0]}
+new_fields: dict[str, list[Any]] = {"prefetch": [False], "staged": [0], "min_ctas": [0]}
 meta = {**meta, "domains": domains_of(FAMILY, rows, new_fields),
         "shapes": sorted({r["shape"] for r in rows}), "measured": len(rows)}
 text = "".join(json.dumps(r) + "\n" for r in [meta, *rows])
