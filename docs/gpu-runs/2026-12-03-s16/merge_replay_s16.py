@@ -16,8 +16,8 @@ gzip with mtime 0 and no name, so the same inputs give the same bytes.
 import gzip
 import json
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from core.replay import domains_of  # noqa: E402
