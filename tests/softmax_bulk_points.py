@@ -32,7 +32,7 @@ PREFETCH_PICKS: dict[str, SoftmaxParams] = {
 }
 #: one-pass points keeping part of the row in shared memory (apply_staged_row), and four CTAs
 #: an SM (set_min_ctas): the row of 262144 over clusters of 8 (two CTAs an SM) and of 16 (four),
-#: of 131072 over clusters of 4; session 16's GPU calls 2 and 3 timed them
+#: of 131072 over clusters of 4 (their GPU timings: docs/GPU.md)
 STAGED_PICKS: dict[str, SoftmaxParams] = {
     "c8x512s8": P(block_threads=512, row_threads=512, cluster=8, vec=4, passes=1, chunks=8,
                   staged=8, push=True, load_hint=1, store_hint=True),

@@ -762,7 +762,7 @@ def test_sampling_draws_no_prefetch_and_keeps_its_points() -> None:
 
 def test_the_rule_book_does_not_offer_what_lost_on_the_gpu() -> None:
     """apply_prefetch, apply_staged_row and set_min_ctas ran slower than (or as fast as) the
-    register-held bests on the H200 (docs/GPU.md, session 16): the rule book leaves them to
+    register-held bests on the H200 (docs/GPU.md): the rule book leaves them to
     the agent's own moves."""
     for rows, cols in ((256, 262144), (1024, 131072), (2048, 65536), (65536, 128)):
         for start in (plan(rows, cols), bulk_plan(rows, cols), FAMILY.baseline):

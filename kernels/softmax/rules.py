@@ -30,7 +30,7 @@ twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contig
 shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
 
 Three moves of the action space are not offered, for none beat the register-held points at the
-long rows on the H200 (the figures: docs/GPU.md, session 16): ``apply_prefetch`` (a persistent
+long rows on the H200 (docs/GPU.md has the measurements): ``apply_prefetch`` (a persistent
 grid whose bulk-copy CTAs hold each tile in registers while the next lands),
 ``apply_staged_row`` (part of the row in shared memory, so that a row takes half the cluster)
 and ``set_min_ctas`` (more CTAs of a cluster an SM). The agent's own moves still reach them.
@@ -43,12 +43,7 @@ from typing import Any
 
 from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
 from kernels.family import RuleContext
-from kernels.softmax.params import (
-    BULK_SMEM_CAP,
-    SoftmaxParams,
-    bulk_smem_bytes,
-    validate,
-)
+from kernels.softmax.params import BULK_SMEM_CAP, SoftmaxParams, bulk_smem_bytes, validate
 from kernels.softmax.transforms import TRANSFORMS
 
 #: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
