@@ -165,10 +165,14 @@ class LaunchConfig:
     #: than are resident at once: the launcher cuts grid x to that many (a whole number of
     #: clusters), from the driver's occupancy for this block and shared memory.
     persistent: bool = False
+    #: CTAs of a persistent grid that work together through global memory and wait for each
+    #: other, consecutive in grid x: the launcher keeps a whole number of them (all resident at
+    #: once). 1: no such group.
+    group: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``prologue``, ``epilogue``, ``cluster_size`` and ``persistent``
-        only when set)."""
+        """JSON-ready form (``prologue``, ``epilogue``, ``cluster_size``, ``persistent`` and
+        ``group`` only when set)."""
         out: dict[str, Any] = {
             "kernel_name": self.kernel_name,
             "grid": list(self.grid),
@@ -184,6 +188,8 @@ class LaunchConfig:
             out["cluster_size"] = self.cluster_size
         if self.persistent:
             out["persistent"] = True
+        if self.group > 1:
+            out["group"] = self.group
         return out
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from gpu_support import save
-from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, STAGED_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, SPREAD_PICKS, STAGED_PICKS
 
 from kernels.base import Candidate, Dims, Rejection
 from kernels.softmax import FAMILY, SoftmaxParams
@@ -60,7 +60,7 @@ def evaluator(compiler: Compiler) -> Iterator[GpuEvaluator]:
 
 def points() -> list[tuple[str, SoftmaxParams]]:
     """The baseline, every transform's actions from three starts, the sweep's plans, and the
-    staged picks."""
+    staged and spread picks."""
     starts = [FAMILY.baseline,
               SoftmaxParams(block_threads=256, row_threads=32, vec=4, passes=2, unroll=4),
               BLOCK_ROW, replace(BLOCK_ROW, cluster=4)]
@@ -73,6 +73,7 @@ def points() -> list[tuple[str, SoftmaxParams]]:
                     out.append((str(action), result.params))
     out += [(f"plan {r}x{c}", plan(r, c)) for r, c in SWEEP]
     out += [(f"staged {name}", q) for name, q in STAGED_PICKS.items()]
+    out += [(f"spread {name}", q) for name, q in SPREAD_PICKS.items()]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:
         unique.setdefault(p.canonical(), label)

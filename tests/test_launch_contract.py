@@ -491,3 +491,15 @@ def test_a_persistent_launch_is_cut_to_the_resident_ctas(monkeypatch: pytest.Mon
     assert lc.grid(AttrFunction(), plain) == (4096, 1, 1)
     with pytest.raises(ValueError, match="cubin"):
         lc.configure(FakeCuda, AttrFunction(), launch)
+    # a group of CTAs that wait for each other: a whole number of groups, all resident
+    grouped = {**launch, "dynamic_smem_bytes": 0, "cluster_size": 1, "group": 16}
+    fn = AttrFunction()
+    monkeypatch.setattr(lc, "resident_ctas", lambda cubin, name, launch: 264)
+    lc.configure(FakeCuda, fn, grouped, b"cubin")
+    assert lc.grid(fn, grouped) == (256, 1, 1)
+    assert lc.grid(fn, {**grouped, "grid": [64, 1, 1]}) == (64, 1, 1)
+    monkeypatch.setattr(lc, "resident_ctas", lambda cubin, name, launch: 12)
+    fn = AttrFunction()
+    lc.configure(FakeCuda, fn, grouped, b"cubin")
+    with pytest.raises(ValueError, match="group of 16 CTAs"):
+        lc.grid(fn, grouped)

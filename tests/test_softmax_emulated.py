@@ -109,6 +109,20 @@ STAGED_POINTS = {
 }
 
 
+#: a row over CTAs of a persistent grid meeting through global memory (apply_spread): every
+#: pass count, two warps a CTA, float2 and scalar vectors, and groups of 2 to 16
+SPREAD_POINTS = {
+    "spread 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=4, passes=1,
+                                 chunks=2, spread=True, load_hint=1, store_hint=True),
+    "spread 4, two passes, float2": P(block_threads=32, row_threads=32, cluster=4, vec=2,
+                                      passes=2, unroll=2, spread=True),
+    "spread 8, three passes, scalar": P(block_threads=32, row_threads=32, cluster=8, vec=1,
+                                        passes=3, spread=True, load_hint=3),
+    "spread 16, held": P(block_threads=32, row_threads=32, cluster=16, vec=4, passes=1,
+                         chunks=2, spread=True),
+}
+
+
 @pytest.fixture(scope="module")
 def gxx() -> str:
     found = shutil.which("g++")
@@ -134,7 +148,14 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     assert count == (1 if p is not None and p.canonical().staged else 0)
     source, count = re.subn(r"// ---- cluster-barrier PTX \(sm_90\) ----\n.*?// ---- end of "
                             r"cluster-barrier PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.cluster > 1 else 0)
+    assert count == (1 if p is not None and p.cluster > 1 and not p.spread else 0)
+    source, count = re.subn(r"// ---- spread-group PTX ----\n.*?// ---- end of spread-group "
+                            r"PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.canonical().spread else 0)
+    if count:
+        # group 0's counter starts two reductions short of wrapping round 2^32
+        source = source.replace("unsigned spread_count[SPREAD_GROUPS];",
+                                "unsigned spread_count[SPREAD_GROUPS] = {0u - 2u * CL};")
     source, count = re.subn(r"// ---- cluster-push PTX \(sm_90\) ----\n.*?// ---- end of "
                             r"cluster-push PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.push else 0)
@@ -296,6 +317,28 @@ def test_push_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
         (1, 1, "normal", 0, 0, None), (3, 5 * p.cluster, "neg_inf", 1, 1, None),
         (5, 4098, "large", 0, 0, None), (9, 131, "neg_inf", 1, 1, 2),
         (7, 1030, "normal", 0, 2, 1), (6, 777, "constant", 0, 0, 4)]
+    check_cases(binary, p, cases, rng, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(SPREAD_POINTS))
+def test_spread_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """A row's CTAs meeting through global memory: one reduction a row, two (three passes),
+    the two-pass fallback past a one-pass point's capacity, and grids smaller than the rows, so
+    that a group runs many reductions on its counter (group 0's wrapping round 2^32) and both
+    halves of its partials' buffer."""
+    p = SPREAD_POINTS[name]
+    assert FAMILY.validate(p) is None
+    launch = FAMILY.launch(p, Dims({"rows": 9, "cols": 131}))
+    assert isinstance(launch, LaunchConfig)
+    assert (launch.persistent, launch.group, launch.cluster_size) == (True, p.cluster, 1)
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    cap = p.capacity or 2 * p.group_threads * p.vec
+    cases: list[Case] = [
+        (1, 1, "normal", 0, 0, None), (3, 5 * p.cluster, "neg_inf", 1, 1, None),
+        (5, 4098, "large", 0, 0, None), (9, 131, "neg_inf", 1, 1, 2),
+        (7, 1030, "normal", 0, 2, 1), (6, 777, "constant", 0, 0, 4),
+        (4, cap, "normal", 0, 0, 1), (3, cap + 1, "large", 1, 1, 1)]
     check_cases(binary, p, cases, rng, tmp_path)
 
 

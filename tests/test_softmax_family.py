@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, STAGED_PICKS
+from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, SPREAD_PICKS, STAGED_PICKS
 
 from kernels import get_family
 from kernels.base import Action, Candidate, Dims, LaunchConfig, Rejection
@@ -354,13 +354,15 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
                 result = FAMILY.apply(Candidate(start), action)
                 if isinstance(result, Candidate):
                     out.append((str(action), result.params))
-    # the push of a cluster's partials needs a cluster to start from
+    # the push of a cluster's partials, and a row over CTAs meeting through global memory,
+    # need several CTAs a row to start from
     cluster_start = SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4,
                                   passes=1, chunks=4)
-    for action in FAMILY.transforms.get("apply_cluster_push").actions():
-        pushed = FAMILY.apply(Candidate(cluster_start), action)
-        if isinstance(pushed, Candidate):
-            out.append((str(action), pushed.params))
+    for name in ("apply_cluster_push", "apply_spread"):
+        for action in FAMILY.transforms.get(name).actions():
+            moved = FAMILY.apply(Candidate(cluster_start), action)
+            if isinstance(moved, Candidate):
+                out.append((str(action), moved.params))
     # four CTAs an SM from a CTA of 256 threads holding 16 floats
     small = SoftmaxParams(block_threads=256, row_threads=256, cluster=4, vec=4, passes=1,
                           chunks=4)
@@ -379,6 +381,7 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
     out += [(f"bulk {name}", p) for name, p in BULK_PICKS.items()]
     out += [(f"prefetch {name}", p) for name, p in PREFETCH_PICKS.items()]
     out += [(f"staged {name}", p) for name, p in STAGED_PICKS.items()]
+    out += [(f"spread {name}", p) for name, p in SPREAD_PICKS.items()]
     out += [("random", p) for p in FAMILY.sample(random.Random(11), 8)]
     unique: dict[SoftmaxParams, str] = {}
     for label, p in out:

@@ -8,7 +8,8 @@ import, so every launcher stays lean. What it takes is plain JSON made by the pa
   role, count}], "scalars": [{name, dtype, value}]}``;
 - a launch (``kernels.base.LaunchConfig.to_dict``): grid, block, dynamic shared memory,
   ``workspace_bytes``, a ``cluster_size`` where the kernel's cluster is non-portable,
-  ``persistent`` where grid x is cut to the CTAs resident at once (:func:`grid`), and an
+  ``persistent`` where grid x is cut to the CTAs resident at once (:func:`grid`; a whole
+  number of the launch's ``group``, CTAs that wait for each other), and an
   optional ``prologue`` and ``epilogue`` whose ``args`` name signature buffers or scalars,
   ``"workspace"``, or are integer literals;
 - fills (``kernels.family.Distribution.resolve``): one ``{"kind", "scale"}`` per input buffer.
@@ -283,11 +284,19 @@ def configure(cuda: Any, fn: Any, launch: Launch, cubin: bytes | None = None) ->
 
 def grid(fn: Any, launch: Launch) -> tuple[int, int, int]:
     """The grid ``fn`` is launched on: ``launch``'s, with x cut to the CTAs resident at once
-    where the launch is ``persistent`` (:func:`configure` counted them)."""
+    where the launch is ``persistent`` (:func:`configure` counted them), a whole number of its
+    ``group``. A group that cannot be resident at once is an error (its CTAs would wait for
+    each other forever)."""
     x, y, z = (int(v) for v in launch["grid"])
     if launch.get("persistent"):
         key = (tuple(launch["block"]), int(launch.get("dynamic_smem_bytes") or 0))
-        x = min(x, fn._tf_resident[key])
+        resident = fn._tf_resident[key]
+        group = int(launch.get("group") or 1)
+        if group > resident:
+            raise ValueError(f"a group of {group} CTAs that wait for each other does not fit "
+                             f"the {resident} CTAs of this block and shared memory resident at "
+                             "once on this GPU")
+        x = min(x, resident - resident % group)
     return x, y, z
 
 

@@ -36,6 +36,16 @@ CTAs that are resident at once, and each CTA works through several tiles. Once a
 landed, each thread takes its ``chunks`` float4 vectors of it into registers and the stage
 takes the next tile's bulk copies, which land while this tile is reduced and written. A shape
 whose tile does not fit ``chunks`` vectors a thread runs the plain bulk-copy path.
+
+``spread`` (a point with ``cluster`` > 1, not a bulk-copy one) puts a row on ``cluster`` CTAs
+that are not a thread-block cluster: any CTAs of a persistent grid, ``cluster`` consecutive ones
+a row, combining their partial (max, sum) through global memory (each CTA's partial written,
+then an arrival on the group's counter with release semantics, and a spin until the group's
+count is whole). The scheduler places no cluster, so every SM takes CTAs (a cluster of 16 at two
+CTAs an SM fits 14 times on the H200's 132 SMs: 112 of them). It needs every CTA of the grid
+resident at once, which the persistent launch gives (the launcher cuts the grid to the CTAs
+resident at once, a whole number of groups), and one launch of the module at a time (the
+counters are the module's).
 """
 
 from __future__ import annotations
@@ -81,23 +91,25 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "prefetch": (False, True),
     "staged": (0, 1, 2, 4, 8, 16, 32),
     "min_ctas": (0, 2, 3, 4),
+    "spread": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
-                                         "staged": 0, "min_ctas": 0}
+                                         "staged": 0, "min_ctas": 0, "spread": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, and no ``prefetch``, ``staged`` or ``min_ctas`` (added later), so
-#: that every seed keeps the points it drew; transforms and the rule book reach them
+#: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas`` or ``spread`` (added
+#: later), so that every seed keeps the points it drew; transforms and the rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
-    **{k: v for k, v in DOMAINS.items() if k not in ("prefetch", "staged", "min_ctas")},
+    **{k: v for k, v in DOMAINS.items()
+       if k not in ("prefetch", "staged", "min_ctas", "spread")},
     "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
-    "prefetch": (False,), "staged": (0,), "min_ctas": (0,),
+    "prefetch": (False,), "staged": (0,), "min_ctas": (0,), "spread": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -121,6 +133,7 @@ class SoftmaxParams:
     prefetch: bool = False
     staged: int = 0
     min_ctas: int = 0
+    spread: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -145,7 +158,12 @@ class SoftmaxParams:
         matters to the one-pass kernel and to a prefetching bulk-copy point; a bulk-copy point's
         fallback is the two-pass loop, so its ``passes`` is 2; ``push`` only to a cluster's
         reductions; ``prefetch`` only to a bulk-copy point; ``staged`` only to the one-pass
-        kernel)."""
+        kernel; ``spread`` only to a group of CTAs on a row, where it replaces the cluster's
+        ``push``)."""
+        if self.spread and (self.cluster == 1 or self.bulk):
+            return replace(self, spread=False).canonical()
+        if self.push and self.spread:
+            return replace(self, push=False).canonical()
         if self.push and self.cluster == 1:
             return replace(self, push=False).canonical()
         if self.staged and (self.passes != 1 or self.bulk):
@@ -279,7 +297,7 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
                 f"{p.block_threads} threads on it (row_threads is {p.row_threads})",
                 {"cluster": p.cluster, "row_threads": p.row_threads,
                  "block_threads": p.block_threads})
-        if arch_number(arch) < 90:
+        if arch_number(arch) < 90 and not p.spread:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
@@ -346,7 +364,9 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     (:func:`bulk_smem_bytes`) when that is within :data:`BULK_SMEM_CAP`, else for none (its
     two-pass loop). A prefetching point whose threads hold their tile asks for a persistent
     launch: the launcher cuts grid x to the CTAs resident at once. ``sm_count`` does not change
-    the grid."""
+    the grid. A ``spread`` point's launch is persistent too, its CTAs grouped by ``cluster``
+    (``LaunchConfig.group``: the grid is cut to a whole number of groups) and no hardware
+    cluster."""
     rejection = validate(params)
     if rejection is not None:
         return rejection
@@ -359,6 +379,9 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     persistent = bool(smem) and p.prefetch and held_fits(p, dims["cols"])
     if p.staged:
         smem = p.staged_bytes
+    if p.spread:
+        return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1),
+                            smem, persistent=True, group=p.cluster)
     return LaunchConfig(KERNEL_NAME, (units * p.cluster, 1, 1), (p.block_threads, 1, 1), smem,
                         cluster_size=p.cluster if p.cluster > PORTABLE_CLUSTER_SIZE else 1,
                         persistent=persistent)
@@ -367,11 +390,11 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint", "push", "staged", "min_ctas"),
+        "store_hint", "push", "staged", "min_ctas", "spread"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas"),
+        "push", "min_ctas", "spread"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas"),
+        "push", "min_ctas", "spread"),
 }
 #: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop;
 #: ``chunks`` only with ``prefetch``)

@@ -161,6 +161,8 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
              Action("apply_cluster", (want.cluster,)),
              (Action("apply_cluster_push", (want.push,)) if want.push != params.push
               and want.cluster > 1 else None),
+             (Action("apply_spread", (want.spread,)) if want.spread != params.spread
+              and want.cluster > 1 else None),
              Action("apply_vectorize", (want.vec,)),
              None if registers_first else held,
              (Action("apply_staged_row", (want.staged,))
@@ -319,6 +321,15 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             f"{p.cluster} CTAs meet at a cluster-wide barrier for every reduction (each thread "
             "after a release fence): each CTA pushes its partial into the others' shared "
             "memory on their mbarriers instead")
+    # a hardware cluster must fit one GPC: CTAs that meet in global memory fit every SM
+    if p.cluster > 1 and not p.spread and not p.bulk:
+        per_sm = max(1, SM_REGISTERS // (p.block_threads * (regs or p.estimated_registers)))
+        span = -(-p.cluster // min(per_sm, p.cluster))
+        add({"spread": True, "push": False},
+            f"a cluster of {p.cluster} CTAs at {per_sm} CTA(s) an SM takes {span} SMs of one "
+            "GPC, and the SMs a GPC has past a whole number of spans stay idle: the row's "
+            f"{p.cluster} CTAs as CTAs of a persistent grid, meeting through global memory, "
+            "fill every SM")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "

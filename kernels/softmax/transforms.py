@@ -211,6 +211,31 @@ def set_min_ctas(candidate: Candidate, ctas: int) -> Candidate | Rejection:
 
 
 @TRANSFORMS.register(
+    "apply_spread",
+    ArgSpec("spread", DOMAINS["spread"],
+            "a row's CTAs (apply_cluster's count) are consecutive CTAs of a persistent grid "
+            "meeting through global memory, not a thread-block cluster: no cluster to place, "
+            "so every SM takes CTAs; false: the cluster", "spread"),
+    origin="expert",
+)
+def apply_spread(candidate: Candidate, spread: bool) -> Candidate | Rejection:
+    """Put each row on ``cluster`` CTAs of a persistent grid that combine their partial (max,
+    sum) through global memory (an arrival counter a group, release and acquire) instead of a
+    cluster's distributed shared memory: the scheduler has no cluster to fit into a GPC, so
+    every SM takes CTAs. The launch's grid is cut to CTAs all resident at once."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_spread", (spread,))
+    if spread and p.cluster == 1:
+        return Rejection("spread_needs_group", "apply_spread(true) needs several CTAs a row: "
+                         "apply_cluster(n) first", {"spread": True, "cluster": 1})
+    if spread and p.bulk:
+        return Rejection("spread_needs_register_path",
+                         "a bulk-copy point's CTAs meet in a cluster: apply_bulk_copy(0) first",
+                         {"spread": True, "bulk": p.bulk})
+    return _step(candidate, action, spread=spread)
+
+
+@TRANSFORMS.register(
     "apply_prefetch",
     ArgSpec("vectors", (0, *DOMAINS["chunks"]),
             "float4 vectors of its tile each thread holds in registers while the next tile's "

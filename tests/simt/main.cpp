@@ -1,7 +1,7 @@
 // Runs the rendered kernel on the host: main ROWS COLS XOFF YOFF GRID BLOCK CLUSTER IN OUT [SMEM]
 // (x read from IN at XOFF floats past a 64-byte boundary, y poisoned with NaN at YOFF, written
 // to OUT; SMEM: the launch's dynamic shared memory in bytes, default 0). Clusters run one
-// after another, the CTAs of one cluster together. Built with -DREFERENCE it runs the float64
+// after another, the CTAs of one cluster together (CLUSTER: a spread point's group). Built with -DREFERENCE it runs the float64
 // reference instead and writes ref, then scale.
 #include <pthread.h>
 #include <thread>

@@ -4,7 +4,8 @@
 // arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
 // map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
 // through __ldg / __ldcs / __stcs abort on a misaligned address, as the GPU would fault.
-// Bulk copies (the test removes the kernel's PTX wrappers): a copy is a memcpy that completes
+// A spread group's CTAs (consecutive CTAs waiting for each other through global memory) run
+// together like a cluster's. Bulk copies (the test removes the kernel's PTX wrappers): a copy is a memcpy that completes
 // its mbarrier's phase at once, checked for what cp.async.bulk requires (16-byte aligned
 // addresses, a size that is a positive multiple of 16, inside the dynamic shared memory the
 // launch gave); waits spin on the phase parity. The async proxy's ordering is not modelled.
@@ -112,6 +113,22 @@ inline void cluster_wait()
     simt::cluster->bar.wait(std::move(*simt::cluster_token));
     simt::cluster_token.reset();
 }
+
+// ---- a spread group's counter and partials in global memory (the test removes the kernel's
+// PTX wrappers): the arrival an atomic add (release), the count an acquire load ------------
+inline void __trap() { std::fprintf(stderr, "__trap()\n"); std::abort(); }
+inline unsigned spread_arrive(unsigned* counter)
+{
+    return std::atomic_ref<unsigned>(*counter).fetch_add(1u, std::memory_order_release);
+}
+inline unsigned spread_arrivals(const unsigned* counter)
+{
+    return std::atomic_ref<unsigned>(*const_cast<unsigned*>(counter))
+        .load(std::memory_order_acquire);
+}
+template <typename T> inline T spread_read(const T* part) { return *part; }
+inline void spread_stall(long long) { std::this_thread::yield(); }
+inline long long clock64() { return 0; }
 
 // ---- a thread's copies into shared memory (the staged row's cp.async): at once ------------
 template <int V> inline void cp_async(float* dst, const float* src)
