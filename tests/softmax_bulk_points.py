@@ -43,8 +43,10 @@ STAGED_PICKS: dict[str, SoftmaxParams] = {
 }
 #: rows over CTAs of a persistent grid meeting through global memory (apply_spread): the row of
 #: 262144 over 16 CTAs of 512 threads (two an SM) or of 256 (16 float4 a thread), over 8 CTAs of
-#: 1024 (one an SM), and the row of 131072 over 8 CTAs of 512
+#: 1024 (one an SM), over 32 CTAs of 256 (four an SM), and the row of 131072 over 8 CTAs of 512
 SPREAD_PICKS: dict[str, SoftmaxParams] = {
+    "g32x256": P(block_threads=256, row_threads=256, cluster=32, vec=4, passes=1, chunks=8,
+                 spread=True, load_hint=1, store_hint=True),
     "g16x512": P(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1, chunks=8,
                  spread=True, load_hint=1, store_hint=True),
     "g16x256": P(block_threads=256, row_threads=256, cluster=16, vec=4, passes=1, chunks=16,

@@ -110,7 +110,7 @@ STAGED_POINTS = {
 
 
 #: a row over CTAs of a persistent grid meeting through global memory (apply_spread): every
-#: pass count, two warps a CTA, float2 and scalar vectors, and groups of 2 to 16
+#: pass count, two warps a CTA, float2 and scalar vectors, and groups of 2 to 32
 SPREAD_POINTS = {
     "spread 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=4, passes=1,
                                  chunks=2, spread=True, load_hint=1, store_hint=True),
@@ -120,6 +120,8 @@ SPREAD_POINTS = {
                                         passes=3, spread=True, load_hint=3),
     "spread 16, held": P(block_threads=32, row_threads=32, cluster=16, vec=4, passes=1,
                          chunks=2, spread=True),
+    "spread 32, two passes": P(block_threads=32, row_threads=32, cluster=32, vec=4, passes=2,
+                               spread=True, store_hint=True),
 }
 
 

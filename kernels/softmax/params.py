@@ -38,7 +38,7 @@ takes the next tile's bulk copies, which land while this tile is reduced and wri
 whose tile does not fit ``chunks`` vectors a thread runs the plain bulk-copy path.
 
 ``spread`` (a point with ``cluster`` > 1, not a bulk-copy one) puts a row on ``cluster`` CTAs
-that are not a thread-block cluster: any CTAs of a persistent grid, ``cluster`` consecutive ones
+(up to 32, twice a cluster's most) that are not a thread-block cluster: any CTAs of a persistent grid, ``cluster`` consecutive ones
 a row, combining their partial (max, sum) through global memory (each CTA's partial written,
 then an arrival on the group's counter with release semantics, and a spin until the group's
 count is whole). The scheduler places no cluster, so every SM takes CTAs (a cluster of 16 at two
@@ -69,6 +69,9 @@ REGISTER_OVERHEAD = 28
 #: row units (groups of CTAs on the same rows) a launch has at most; a grid-stride loop takes
 #: the rest, so grid x stays far below 2^31 - 1 for any cluster size
 MAX_UNITS = 1 << 24
+#: most CTAs of a thread-block cluster (sm_90, 16 a non-portable size); a spread group may
+#: have twice as many
+MAX_HW_CLUSTER = 16
 #: dynamic shared memory a CTA may ask for (opt-in), by arch
 _SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
                "sm_90": 227 * 1024}
@@ -79,7 +82,7 @@ BULK_SMEM_CAP = 227 * 1024 - 2048
 DOMAINS: dict[str, tuple[Any, ...]] = {
     "block_threads": (32, 64, 128, 256, 512, 1024),
     "row_threads": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-    "cluster": (1, 2, 4, 8, 16),
+    "cluster": (1, 2, 4, 8, 16, 32),
     "vec": (1, 2, 4),
     "passes": (1, 2, 3),
     "chunks": (1, 2, 4, 8, 16, 32),
@@ -297,6 +300,12 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
                 f"{p.block_threads} threads on it (row_threads is {p.row_threads})",
                 {"cluster": p.cluster, "row_threads": p.row_threads,
                  "block_threads": p.block_threads})
+        if p.cluster > MAX_HW_CLUSTER and not p.spread:
+            return Rejection(
+                "cluster_over_16",
+                f"a thread-block cluster has at most {MAX_HW_CLUSTER} CTAs, not {p.cluster}: "
+                "a row on more CTAs needs them to meet through global memory (spread)",
+                {"cluster": p.cluster, "max_cluster": MAX_HW_CLUSTER})
         if arch_number(arch) < 90 and not p.spread:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",

@@ -43,7 +43,13 @@ from typing import Any
 
 from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
 from kernels.family import RuleContext
-from kernels.softmax.params import BULK_SMEM_CAP, SoftmaxParams, bulk_smem_bytes, validate
+from kernels.softmax.params import (
+    BULK_SMEM_CAP,
+    MAX_HW_CLUSTER,
+    SoftmaxParams,
+    bulk_smem_bytes,
+    validate,
+)
 from kernels.softmax.transforms import TRANSFORMS
 
 #: floats of the row a thread holds in the planned one-pass points up to 8192 columns: 16 (four
@@ -158,11 +164,12 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
              Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
-             Action("apply_cluster", (want.cluster,)),
+             Action("apply_cluster", (min(want.cluster, MAX_HW_CLUSTER),)),
              (Action("apply_cluster_push", (want.push,)) if want.push != params.push
               and want.cluster > 1 else None),
              (Action("apply_spread", (want.spread,)) if want.spread != params.spread
               and want.cluster > 1 else None),
+             Action("apply_cluster", (want.cluster,)),   # past a cluster's most: spread
              Action("apply_vectorize", (want.vec,)),
              None if registers_first else held,
              (Action("apply_staged_row", (want.staged,))

@@ -82,7 +82,8 @@ def apply_rows_per_cta(candidate: Candidate, rows: int) -> Candidate | Rejection
     "apply_cluster",
     ArgSpec("ctas", DOMAINS["cluster"],
             "CTAs of a thread-block cluster on one row (sm_90; 16 is a non-portable size): "
-            "max and sum reduced through distributed shared memory", "cluster"),
+            "max and sum reduced through distributed shared memory; 32 only as a spread "
+            "group (apply_spread)", "cluster"),
     origin="expert",
 )
 def apply_cluster(candidate: Candidate, ctas: int) -> Candidate | Rejection:
