@@ -494,6 +494,23 @@ def test_long_rows_with_few_of_them_head_for_a_cluster() -> None:
     assert "apply_cluster(16)" in found[0][0]
 
 
+def test_few_rows_on_clusters_of_16_are_offered_a_spread_group() -> None:
+    """16 rows on clusters of 16 are 256 CTAs, one wave as plain CTAs but not as clusters:
+    the rule book offers the row's CTAs as a spread group; 256 rows (many waves either way),
+    and clusters of 4, are not."""
+    best = SoftmaxParams(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1,
+                         chunks=8, push=True, load_hint=1, store_hint=True)
+    found = [(t, r) for t, r in moves(best, 16, 262144) if "apply_spread" in t]
+    assert found
+    spread = destination(best, found[0][0])
+    assert (spread.spread, spread.push, spread.cluster, spread.chunks) == (True, False, 16, 8)
+    assert "256 CTAs" in found[0][1]
+    assert not [t for t, _ in moves(best, 256, 262144) if "apply_spread" in t]
+    small = SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4, passes=1,
+                          chunks=8)
+    assert not [t for t, _ in moves(small, 16, 65536) if "apply_spread" in t]
+
+
 def test_rows_past_every_capacity_take_two_passes() -> None:
     found = moves(FAMILY.baseline, 3, 1000003)
     first = destination(FAMILY.baseline, found[0][0])

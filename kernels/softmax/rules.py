@@ -69,6 +69,10 @@ MAX_CLUSTER = 16
 #: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
 #: SM, its load, reduction and store phases one after another
 SM_REGISTERS = 65536
+#: the smallest cluster offered ``spread`` where its rows would be one wave of plain CTAs: on
+#: the H200 clusters of 16 fit 14 times at two CTAs an SM; with many rows spread loses (call 1
+#: of session 17: 182 against 150 us at 256x262144) and at 16x262144 it wins (17.5 against 18.5)
+SPREAD_MIN_CLUSTER = 8
 #: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
 L2_BYTES = 50 * 1024 * 1024
 
@@ -328,15 +332,20 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             f"{p.cluster} CTAs meet at a cluster-wide barrier for every reduction (each thread "
             "after a release fence): each CTA pushes its partial into the others' shared "
             "memory on their mbarriers instead")
-    # a hardware cluster must fit one GPC: CTAs that meet in global memory fit every SM
-    if p.cluster > 1 and not p.spread and not p.bulk:
-        per_sm = max(1, SM_REGISTERS // (p.block_threads * (regs or p.estimated_registers)))
-        span = -(-p.cluster // min(per_sm, p.cluster))
-        add({"spread": True, "push": False},
-            f"a cluster of {p.cluster} CTAs at {per_sm} CTA(s) an SM takes {span} SMs of one "
-            "GPC, and the SMs a GPC has past a whole number of spans stay idle: the row's "
-            f"{p.cluster} CTAs as CTAs of a persistent grid, meeting through global memory, "
-            "fill every SM")
+    # few rows on large clusters: as plain CTAs they would all be resident at once, but each
+    # cluster must find room in one GPC and fewer fit (14 of 16 CTAs at two an SM on the H200),
+    # so that the last rows wait for a second wave; CTAs of a persistent grid meeting through
+    # global memory take them in one
+    if p.cluster >= SPREAD_MIN_CLUSTER and not p.spread and not p.bulk:
+        per_sm = max(1, min(2048 // p.block_threads,
+                            SM_REGISTERS // (p.block_threads * (regs or p.estimated_registers))))
+        need = rows * p.cluster
+        if need <= per_sm * sms:
+            add({"spread": True, "push": False},
+                f"{rows} rows x {p.cluster} CTAs = {need} CTAs, resident at once as plain CTAs "
+                f"({per_sm} an SM x {sms} SMs) but not as clusters of {p.cluster}, which must "
+                "each fit one GPC: the row's CTAs as CTAs of a persistent grid, meeting through "
+                "global memory, take every row in one wave")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "
