@@ -38,14 +38,14 @@ takes the next tile's bulk copies, which land while this tile is reduced and wri
 whose tile does not fit ``chunks`` vectors a thread runs the plain bulk-copy path.
 
 ``spread`` (a point with ``cluster`` > 1, not a bulk-copy one) puts a row on ``cluster`` CTAs
-(up to 32, twice a cluster's most) that are not a thread-block cluster: any CTAs of a persistent grid, ``cluster`` consecutive ones
-a row, combining their partial (max, sum) through global memory (each CTA's partial written,
-then an arrival on the group's counter with release semantics, and a spin until the group's
-count is whole). The scheduler places no cluster, so every SM takes CTAs (a cluster of 16 at two
-CTAs an SM fits 14 times on the H200's 132 SMs: 112 of them). It needs every CTA of the grid
-resident at once, which the persistent launch gives (the launcher cuts the grid to the CTAs
-resident at once, a whole number of groups), and one launch of the module at a time (the
-counters are the module's).
+(up to 32, twice a cluster's most) that are not a thread-block cluster: ``cluster`` consecutive
+CTAs of a persistent grid, combining their partial (max, sum) through global memory (each CTA's
+partial written, then an arrival on the group's counter with release semantics, and a spin until
+the group's count is whole). A cluster must find room in one GPC (clusters of 16 at two CTAs an
+SM fit 14 times on the H200), plain CTAs need not: few rows on large clusters run in one wave.
+It needs every CTA of the grid resident at once, which the persistent launch gives (the
+launcher cuts the grid to the CTAs resident at once, a whole number of groups), and one launch
+of the module at a time (the counters are the module's).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ SM, threads, float4 vectors a thread, load and store cache hints. Each is timed 
 does (an L2 flush before every launch, CUDA events, median of 15), beside cuMemcpyDtoD of the
 same 256 MB and of 1 GB. Prints the 1 GB and 256 MB copies and the fastest 16 kernels; all rows
 go to $OUT/copy_probe.json."""
+# ruff: noqa: E501 - the CUDA source's lines
 
 import json
 import os
