@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -187,7 +188,8 @@ def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
     """``worker.launch_contract.resident_ctas`` on the GPU: a prefetching point at 256x262144
     (clusters of 16, two CTAs an SM by registers and shared memory) gets a whole number of
     clusters, at most two CTAs an SM, and at least the clusters that fit one a GPC; a CTA
-    without clusters gets CTAs an SM times the SMs."""
+    without clusters gets CTAs an SM times the SMs, and a spread group's grid is cut to a
+    whole number of groups of them."""
     import pycuda.autoinit  # noqa: F401 - a context in this process
     import pycuda.driver as cuda
 
@@ -211,3 +213,18 @@ def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
         else:
             assert n % sms == 0, n
             assert n >= sms, n
+    # a spread group of 16 (no cluster): CTAs an SM times the SMs, and the launch's grid a
+    # whole number of groups of them, every CTA resident at once
+    group = SPREAD_PICKS["g16x512"]
+    launch = FAMILY.launch(group, dims(256, 262144))
+    assert not isinstance(launch, Rejection)
+    assert (launch.persistent, launch.group, launch.cluster_size) == (True, 16, 1)
+    compiled = compile_candidate(compiler, FAMILY, group)
+    assert compiled.status == "ok", compiled.error
+    n = lc.resident_ctas(compiled.cubin(), launch.kernel_name, launch.to_dict())
+    x = lc.grid(SimpleNamespace(_tf_resident={(launch.block, 0): n}), launch.to_dict())[0]
+    save("resident_ctas_spread16", {"params": group.to_dict(), "sms": sms, "ctas": n, "grid": x})
+    assert n % sms == 0, n
+    assert n >= 2 * sms, n
+    assert x % 16 == 0, x
+    assert n - 16 < x <= n, (x, n)
