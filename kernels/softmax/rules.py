@@ -18,7 +18,9 @@ In order:
    the rows in flight fit the L2 (the re-read stays on chip);
 4. too few CTAs for the GPU (rows x cluster under the SM count) → a larger cluster;
 5. a cluster's partial sums pushed to each CTA (``apply_cluster_push``) rather than met at a
-   cluster-wide barrier;
+   cluster-wide barrier; few rows on clusters of 8 or more (``rows x cluster`` CTAs resident
+   at once as plain CTAs, not as clusters, which must each fit one GPC) → the row's CTAs as a
+   spread group meeting through global memory (``apply_spread``), one wave;
 6. the unroll of the streaming loops (two-pass points), then cache hints last.
 
 Right after the plan, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
