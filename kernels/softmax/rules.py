@@ -72,8 +72,8 @@ MAX_CLUSTER = 16
 #: SM, its load, reduction and store phases one after another
 SM_REGISTERS = 65536
 #: the smallest cluster offered ``spread`` where its rows would be one wave of plain CTAs: on
-#: the H200 clusters of 16 fit 14 times at two CTAs an SM; with many rows spread loses (call 1
-#: of session 17: 182 against 150 us at 256x262144) and at 16x262144 it wins (17.5 against 18.5)
+#: the H200 clusters of 16 fit 14 times at two CTAs an SM; with many rows spread loses (182
+#: against 150 us at 256x262144) and at 16x262144 it wins (17.5 against 18.5; docs/GPU.md)
 SPREAD_MIN_CLUSTER = 8
 #: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
 L2_BYTES = 50 * 1024 * 1024
