@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 17, call 6: Nsight Compute on session 16's staged point (a cluster of 8 of 512 threads,
+# For the next session (not run: session 17 had no device time left): Nsight Compute on session 16's staged point (a cluster of 8 of 512 threads,
 # 8 float4 in registers and 8 staged by cp.async, two an SM, 120 SMs) at 256x262144, beside
 # call 5's best: what the cp.async half costs an SM. Argument: the tree's commit.
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
