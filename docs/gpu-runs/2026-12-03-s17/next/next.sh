@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# For the next session (not run: session 17 had no device time left): Nsight Compute on session 16's staged point (a cluster of 8 of 512 threads,
-# 8 float4 in registers and 8 staged by cp.async, two an SM, 120 SMs) at 256x262144, beside
+# For the next session (not run: session 17 had no device time left): Nsight Compute on
+# session 16's staged point (a cluster of 8 of 512 threads, 8 float4 in registers and 8 staged
+# by cp.async, two an SM, 120 SMs) at 256x262144, beside
 # call 5's best: what the cp.async half costs an SM. Argument: the tree's commit.
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 TUNEFORGE_COMMIT=$1
