@@ -64,10 +64,11 @@ WIDE_FLOATS = 32
 #: most floats a thread holds (64: ~92 registers, one 512-thread CTA an SM) before the row
 #: takes two passes
 MAX_FLOATS_PER_THREAD = 64
-#: the largest cluster (non-portable past 8: the launch config asks the launcher to allow it).
-#: A cluster of 8 at one CTA an SM leaves 12 of the H200's 132 SMs idle (15 clusters fit);
-#: at 256x262144 a cluster of 16 holds the row at two CTAs an SM (docs/GPU.md, session 14)
-MAX_CLUSTER = 16
+#: the largest cluster the plans use: a thread-block cluster's most (non-portable past 8: the
+#: launch config asks the launcher to allow it). A cluster of 8 at one CTA an SM leaves 12 of
+#: the H200's 132 SMs idle (15 clusters fit); at 256x262144 a cluster of 16 holds the row at two
+#: CTAs an SM (docs/GPU.md)
+MAX_CLUSTER = MAX_HW_CLUSTER
 #: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
 #: SM, its load, reduction and store phases one after another
 SM_REGISTERS = 65536
@@ -170,7 +171,7 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
              Action("apply_cluster", (1,)) if params.cluster != want.cluster else None,
              Action("set_threads_per_row", (want.row_threads,)),
              Action("apply_rows_per_cta", (want.rows_per_cta,)),
-             Action("apply_cluster", (min(want.cluster, MAX_HW_CLUSTER),)),
+             Action("apply_cluster", (min(want.cluster, MAX_CLUSTER),)),
              (Action("apply_cluster_push", (want.push,)) if want.push != params.push
               and want.cluster > 1 else None),
              (Action("apply_spread", (want.spread,)) if want.spread != params.spread
