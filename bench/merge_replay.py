@@ -1,8 +1,7 @@
 """Merge a GPU session's campaign rows into a family's shipped replay dataset.
 
     python bench/merge_replay.py --kernel softmax --dataset kernels/softmax/replay-h200.jsonl.gz \
-        --tag "session 17 call2" --note "main at b2fe664 with spread points" \
-        docs/gpu-runs/2026-12-03-s17/call2/r/replay-s17.jsonl.gz
+        --tag "CALL" --note "the tree that measured them" CALL/replay.jsonl.gz [...]
 
 The new files are what ``bench/replay_from_campaigns.py`` writes on the GPU machine. Rows are
 keyed as the replay reader keys them (canonical params, shape): a point a new file measured
