@@ -43,7 +43,9 @@ STAGED_PICKS: dict[str, SoftmaxParams] = {
 }
 #: rows over CTAs of a persistent grid meeting through global memory (apply_spread): the row of
 #: 262144 over 16 CTAs of 512 threads (two an SM) or of 256 (16 float4 a thread), over 8 CTAs of
-#: 1024 (one an SM), over 32 CTAs of 256 (four an SM), and the row of 131072 over 8 CTAs of 512
+#: 1024 (one an SM), over 32 CTAs of 256 (four an SM), and the row of 131072 over 8 CTAs of 512;
+#: then pipelined ones (the next row's part in flight during this row's wait): 262144 over 32
+#: CTAs of 512 (two an SM) or 256, or 16 of 1024 (one an SM), and 131072 over 16 CTAs of 512
 SPREAD_PICKS: dict[str, SoftmaxParams] = {
     "g32x256": P(block_threads=256, row_threads=256, cluster=32, vec=4, passes=1, chunks=8,
                  spread=True, load_hint=1, store_hint=True),
@@ -55,4 +57,13 @@ SPREAD_PICKS: dict[str, SoftmaxParams] = {
                  spread=True, load_hint=1, store_hint=True),
     "g8x512": P(block_threads=512, row_threads=512, cluster=8, vec=4, passes=1, chunks=8,
                 spread=True, load_hint=1, store_hint=True),
+    # the next row's part loaded ahead (apply_row_pipeline): two rows' 4 float4 a thread
+    "g32x512p4": P(block_threads=512, row_threads=512, cluster=32, vec=4, passes=1, chunks=4,
+                   spread=True, pipeline=True, min_ctas=2, load_hint=1, store_hint=True),
+    "g16x1024p4": P(block_threads=1024, row_threads=1024, cluster=16, vec=4, passes=1,
+                    chunks=4, spread=True, pipeline=True, load_hint=1, store_hint=True),
+    "g32x256p8": P(block_threads=256, row_threads=256, cluster=32, vec=4, passes=1, chunks=8,
+                   spread=True, pipeline=True, load_hint=1, store_hint=True),
+    "g16x512p4": P(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1, chunks=4,
+                   spread=True, pipeline=True, min_ctas=2, load_hint=1, store_hint=True),
 }

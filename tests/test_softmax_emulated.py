@@ -110,7 +110,8 @@ STAGED_POINTS = {
 
 
 #: a row over CTAs of a persistent grid meeting through global memory (apply_spread): every
-#: pass count, two warps a CTA, float2 and scalar vectors, and groups of 2 to 32
+#: pass count, two warps a CTA, float2 and scalar vectors, groups of 2 to 32, and the next
+#: row's part loaded ahead (apply_row_pipeline)
 SPREAD_POINTS = {
     "spread 2, 2 warps, held": P(block_threads=64, row_threads=64, cluster=2, vec=4, passes=1,
                                  chunks=2, spread=True, load_hint=1, store_hint=True),
@@ -122,6 +123,14 @@ SPREAD_POINTS = {
                          chunks=2, spread=True),
     "spread 32, two passes": P(block_threads=32, row_threads=32, cluster=32, vec=4, passes=2,
                                spread=True, store_hint=True),
+    "spread 4, pipelined, 2 warps": P(block_threads=64, row_threads=64, cluster=4, vec=4,
+                                      passes=1, chunks=2, spread=True, pipeline=True,
+                                      load_hint=2),
+    "spread 32, pipelined, float2": P(block_threads=32, row_threads=32, cluster=32, vec=2,
+                                      passes=1, chunks=1, spread=True, pipeline=True,
+                                      store_hint=True),
+    "spread 8, pipelined, scalar": P(block_threads=32, row_threads=32, cluster=8, vec=1,
+                                     passes=1, chunks=4, spread=True, pipeline=True),
 }
 
 

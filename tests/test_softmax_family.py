@@ -363,6 +363,11 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
             moved = FAMILY.apply(Candidate(cluster_start), action)
             if isinstance(moved, Candidate):
                 out.append((str(action), moved.params))
+    spread_start = replace(cluster_start, cluster=8, spread=True)
+    for action in FAMILY.transforms.get("apply_row_pipeline").actions():
+        moved = FAMILY.apply(Candidate(spread_start), action)
+        if isinstance(moved, Candidate):
+            out.append((str(action), moved.params))
     # four CTAs an SM from a CTA of 256 threads holding 16 floats
     small = SoftmaxParams(block_threads=256, row_threads=256, cluster=4, vec=4, passes=1,
                           chunks=4)
@@ -505,10 +510,50 @@ def test_few_rows_on_clusters_of_16_are_offered_a_spread_group() -> None:
     spread = destination(best, found[0][0])
     assert (spread.spread, spread.push, spread.cluster, spread.chunks) == (True, False, 16, 8)
     assert "256 CTAs" in found[0][1]
-    assert not [t for t, _ in moves(best, 256, 262144) if "apply_spread" in t]
+    many = [t for t, _ in moves(best, 256, 262144) if "apply_spread" in t]
+    assert all("apply_row_pipeline(true)" in t for t in many)   # the pipelined group only
     small = SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4, passes=1,
                           chunks=8)
     assert not [t for t, _ in moves(small, 16, 65536) if "apply_spread" in t]
+
+
+def test_many_rows_on_clusters_of_16_are_offered_a_pipelined_spread_group() -> None:
+    """256 rows on clusters of 16 are 4096 CTAs, many waves: the rule book offers a spread group
+    of 32 CTAs holding half the row each, two rows of it in registers (the next row's part
+    loaded before this row's wait), two CTAs an SM; 16 rows (one wave) are not offered it."""
+    best = SoftmaxParams(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1,
+                         chunks=8, push=True, load_hint=1, store_hint=True)
+    found = [(t, r) for t, r in moves(best, 256, 262144) if "apply_row_pipeline" in t]
+    assert len(found) == 1
+    ahead = destination(best, found[0][0])
+    assert (ahead.spread, ahead.pipeline, ahead.push, ahead.cluster, ahead.chunks,
+            ahead.min_ctas) == (True, True, False, 32, 4, 2)
+    assert ahead.capacity >= 262144
+    assert ahead.estimated_registers <= ahead.register_limit
+    assert "4096 CTAs" in found[0][1]
+    assert not [t for t, _ in moves(best, 16, 262144) if "apply_row_pipeline" in t]
+    launch = FAMILY.launch(ahead, Dims({"rows": 256, "cols": 262144}))
+    assert isinstance(launch, LaunchConfig)
+    assert (launch.persistent, launch.group, launch.cluster_size) == (True, 32, 1)
+
+
+def test_a_pipelined_row_needs_a_one_pass_spread_point() -> None:
+    held = SoftmaxParams(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1,
+                         chunks=8)
+    rejected = FAMILY.apply(Candidate(held), Action("apply_row_pipeline", (True,)))
+    assert isinstance(rejected, Rejection)
+    assert rejected.reason == "pipeline_needs_spread_row"
+    invalid = replace(held, pipeline=True)
+    assert FAMILY.validate(invalid) is not None
+    assert invalid.canonical().pipeline is False
+    spread = replace(held, spread=True, min_ctas=2)
+    doubled = FAMILY.apply(Candidate(spread), Action("apply_row_pipeline", (True,)))
+    assert isinstance(doubled, Candidate)
+    # two rows of 8 float4 a thread are over the 64 registers of two 512-thread CTAs an SM:
+    # the group doubles
+    assert (doubled.params.cluster, doubled.params.chunks) == (32, 4)
+    assert "pipeline" not in held.to_dict()
+    assert doubled.params.to_dict()["pipeline"] is True
 
 
 def test_rows_past_every_capacity_take_two_passes() -> None:

@@ -46,6 +46,12 @@ SM fit 14 times on the H200), plain CTAs need not: few rows on large clusters ru
 It needs every CTA of the grid resident at once, which the persistent launch gives (the
 launcher cuts the grid to the CTAs resident at once, a whole number of groups), and one launch
 of the module at a time (the counters are the module's).
+
+``pipeline`` (a one-pass ``spread`` point) loads a CTA's part of its next row before it meets
+its group over this one: a thread holds two rows' ``chunks`` vectors, the next row's loads in
+flight while this row's partial goes round the group and its output is written, so that the
+SM's loads do not stop at every row's wait. Rows longer than the ``chunks`` vectors take the
+plain loop.
 """
 
 from __future__ import annotations
@@ -95,24 +101,28 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "staged": (0, 1, 2, 4, 8, 16, 32),
     "min_ctas": (0, 2, 3, 4),
     "spread": (False, True),
+    "pipeline": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
-                                         "staged": 0, "min_ctas": 0, "spread": False}
+                                         "staged": 0, "min_ctas": 0, "spread": False,
+                                         "pipeline": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas`` or ``spread`` (added
-#: later), so that every seed keeps the points it drew; transforms and the rule book reach them
+#: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas``, ``spread`` or
+#: ``pipeline`` (added later), so that every seed keeps the points it drew; transforms and the
+#: rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **{k: v for k, v in DOMAINS.items()
-       if k not in ("prefetch", "staged", "min_ctas", "spread")},
+       if k not in ("prefetch", "staged", "min_ctas", "spread", "pipeline")},
     "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
     "prefetch": (False,), "staged": (0,), "min_ctas": (0,), "spread": (False,),
+    "pipeline": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -137,6 +147,7 @@ class SoftmaxParams:
     staged: int = 0
     min_ctas: int = 0
     spread: bool = False
+    pipeline: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -162,7 +173,10 @@ class SoftmaxParams:
         fallback is the two-pass loop, so its ``passes`` is 2; ``push`` only to a cluster's
         reductions; ``prefetch`` only to a bulk-copy point; ``staged`` only to the one-pass
         kernel; ``spread`` only to a group of CTAs on a row, where it replaces the cluster's
-        ``push``)."""
+        ``push``; ``pipeline`` only to a one-pass spread point without a staged part)."""
+        if self.pipeline and not (self.spread and self.cluster > 1 and not self.bulk
+                                  and self.passes == 1 and not self.staged):
+            return replace(self, pipeline=False).canonical()
         if self.spread and (self.cluster == 1 or self.bulk):
             return replace(self, spread=False).canonical()
         if self.push and self.spread:
@@ -214,7 +228,7 @@ class SoftmaxParams:
         if self.bulk:
             return max(self.unroll * max(self.vec, 4), 4 * self.chunks if self.prefetch else 0)
         if self.passes == 1:
-            return self.chunks * self.vec + self.extra_slots
+            return (self.chunks * self.vec + self.extra_slots) * (2 if self.pipeline else 1)
         return self.unroll * self.vec
 
     @property
@@ -310,6 +324,15 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
+    if p.pipeline and not (p.spread and p.cluster > 1 and p.passes == 1 and not p.staged
+                           and not p.bulk):
+        return Rejection(
+            "pipeline_needs_spread_row",
+            "loading the next row during this one's reduction needs a one-pass spread point "
+            f"without a staged part (spread={p.spread}, cluster={p.cluster}, passes={p.passes}, "
+            f"staged={p.staged}, bulk={p.bulk})",
+            {"spread": p.spread, "cluster": p.cluster, "passes": p.passes, "staged": p.staged,
+             "bulk": p.bulk})
     if p.prefetch and not p.bulk:
         return Rejection("prefetch_needs_bulk",
                          "prefetching the next tile needs the bulk-copy path (bulk is 0)",
@@ -399,7 +422,7 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint", "push", "staged", "min_ctas", "spread"),
+        "store_hint", "push", "staged", "min_ctas", "spread", "pipeline"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
         "push", "min_ctas", "spread"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",

@@ -237,6 +237,37 @@ def apply_spread(candidate: Candidate, spread: bool) -> Candidate | Rejection:
 
 
 @TRANSFORMS.register(
+    "apply_row_pipeline",
+    ArgSpec("on", DOMAINS["pipeline"],
+            "a spread group's CTA loads its part of the next row before it meets the group "
+            "over this one (twice the registers for the row); false: one row at a time",
+            "pipeline"),
+    origin="expert",
+)
+def apply_row_pipeline(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Load a CTA's part of its next row before it meets its group over this one, so that the
+    next row's loads are in flight through this row's wait and stores. A thread holds two rows'
+    ``chunks`` vectors: the move halves ``chunks`` and doubles the group (``cluster``) where the
+    registers would not hold both, so that the group still holds the row. Needs a one-pass
+    ``spread`` point."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_row_pipeline", (on,))
+    if not on:
+        return _step(candidate, action, pipeline=False)
+    if not (p.spread and p.cluster > 1 and p.passes == 1):
+        return Rejection("pipeline_needs_spread_row",
+                         "apply_row_pipeline(true) needs a one-pass spread point: "
+                         "apply_cluster(n), set_passes(1) and apply_spread(true) first",
+                         {"spread": p.spread, "cluster": p.cluster, "passes": p.passes})
+    doubled = replace(p, pipeline=True)
+    if (validate(doubled, DEFAULT_ARCH) is not None and p.chunks > 1
+            and 2 * p.cluster in DOMAINS["cluster"]):
+        return _step(candidate, action, pipeline=True, chunks=p.chunks // 2,
+                     cluster=2 * p.cluster)
+    return _step(candidate, action, pipeline=True)
+
+
+@TRANSFORMS.register(
     "apply_prefetch",
     ArgSpec("vectors", (0, *DOMAINS["chunks"]),
             "float4 vectors of its tile each thread holds in registers while the next tile's "
