@@ -167,6 +167,13 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
         # group 0's counter starts two reductions short of wrapping round 2^32
         source = source.replace("unsigned spread_count[SPREAD_GROUPS];",
                                 "unsigned spread_count[SPREAD_GROUPS] = {0u - 2u * CL};")
+    source, count = re.subn(r"// ---- tagged-slot PTX ----\n.*?// ---- end of tagged-slot "
+                            r"PTX ----\n", "", source, flags=re.S)
+    assert count == (1 if p is not None and p.canonical().pipeline else 0)
+    if count:
+        # group 0's tags start three rounds short of wrapping round 2^32
+        source = source.replace("unsigned spread_epoch[SPREAD_GROUPS];",
+                                "unsigned spread_epoch[SPREAD_GROUPS] = {0u - 3u};")
     source, count = re.subn(r"// ---- cluster-push PTX \(sm_90\) ----\n.*?// ---- end of "
                             r"cluster-push PTX ----\n", "", source, flags=re.S)
     assert count == (1 if p is not None and p.push else 0)

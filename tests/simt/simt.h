@@ -127,6 +127,28 @@ inline unsigned spread_arrivals(const unsigned* counter)
         .load(std::memory_order_acquire);
 }
 template <typename T> inline T spread_read(const T* part) { return *part; }
+// a pipelined group's tagged slots: two 64-bit words a slot, each stored and loaded whole
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+template <typename M> inline void slot_put(unsigned long long* slot, M v, unsigned tag)
+{
+    const unsigned long long hi = (unsigned long long)tag << 32;
+    std::atomic_ref<unsigned long long>(slot[0]).store(hi | __float_as_uint(v.m),
+                                                       std::memory_order_relaxed);
+    std::atomic_ref<unsigned long long>(slot[1]).store(hi | __float_as_uint(v.s),
+                                                       std::memory_order_relaxed);
+}
+template <typename M> inline bool slot_get(const unsigned long long* slot, unsigned tag, M& v)
+{
+    auto* s = const_cast<unsigned long long*>(slot);
+    const unsigned long long a = std::atomic_ref<unsigned long long>(s[0])
+        .load(std::memory_order_relaxed);
+    const unsigned long long b = std::atomic_ref<unsigned long long>(s[1])
+        .load(std::memory_order_relaxed);
+    v.m = __uint_as_float((unsigned)a);
+    v.s = __uint_as_float((unsigned)b);
+    return (unsigned)(a >> 32) == tag && (unsigned)(b >> 32) == tag;
+}
 inline void spread_stall(long long) { std::this_thread::yield(); }
 inline long long clock64() { return 0; }
 
