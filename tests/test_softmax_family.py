@@ -510,31 +510,30 @@ def test_few_rows_on_clusters_of_16_are_offered_a_spread_group() -> None:
     spread = destination(best, found[0][0])
     assert (spread.spread, spread.push, spread.cluster, spread.chunks) == (True, False, 16, 8)
     assert "256 CTAs" in found[0][1]
-    many = [t for t, _ in moves(best, 256, 262144) if "apply_spread" in t]
-    assert all("apply_row_pipeline(true)" in t for t in many)   # the pipelined group only
+    assert not [t for t, _ in moves(best, 256, 262144) if "apply_spread" in t]
     small = SoftmaxParams(block_threads=512, row_threads=512, cluster=4, vec=4, passes=1,
                           chunks=8)
     assert not [t for t, _ in moves(small, 16, 65536) if "apply_spread" in t]
 
 
-def test_many_rows_on_clusters_of_16_are_offered_a_pipelined_spread_group() -> None:
-    """256 rows on clusters of 16 are 4096 CTAs, many waves: the rule book offers a spread group
-    of 32 CTAs holding half the row each, two rows of it in registers (the next row's part
-    loaded before this row's wait), two CTAs an SM; 16 rows (one wave) are not offered it."""
+def test_a_pipelined_spread_group_is_reached_but_not_offered() -> None:
+    """The pipelined group of 32 at 256x262144 (two rows of 4 float4 a thread, two CTAs an SM)
+    is one chain of transforms from the cluster of 16, launched persistent in groups of 32; the
+    rule book does not offer it (it lost to the cluster of 16 on the H200: docs/GPU.md)."""
     best = SoftmaxParams(block_threads=512, row_threads=512, cluster=16, vec=4, passes=1,
                          chunks=8, push=True, load_hint=1, store_hint=True)
-    found = [(t, r) for t, r in moves(best, 256, 262144) if "apply_row_pipeline" in t]
-    assert len(found) == 1
-    ahead = destination(best, found[0][0])
+    text = ("apply_cluster_push(false) ; apply_spread(true) ; set_min_ctas(2) ; "
+            "apply_row_pipeline(true)")
+    ahead = destination(best, text)
     assert (ahead.spread, ahead.pipeline, ahead.push, ahead.cluster, ahead.chunks,
             ahead.min_ctas) == (True, True, False, 32, 4, 2)
     assert ahead.capacity >= 262144
     assert ahead.estimated_registers <= ahead.register_limit
-    assert "4096 CTAs" in found[0][1]
-    assert not [t for t, _ in moves(best, 16, 262144) if "apply_row_pipeline" in t]
     launch = FAMILY.launch(ahead, Dims({"rows": 256, "cols": 262144}))
     assert isinstance(launch, LaunchConfig)
     assert (launch.persistent, launch.group, launch.cluster_size) == (True, 32, 1)
+    for rows in (16, 256):
+        assert not [t for t, _ in moves(best, rows, 262144) if "apply_row_pipeline" in t]
 
 
 def test_a_pipelined_row_needs_a_one_pass_spread_point() -> None:

@@ -20,10 +20,7 @@ In order:
 5. a cluster's partial sums pushed to each CTA (``apply_cluster_push``) rather than met at a
    cluster-wide barrier; few rows on clusters of 8 or more (``rows x cluster`` CTAs resident
    at once as plain CTAs, not as clusters, which must each fit one GPC) → the row's CTAs as a
-   spread group meeting through global memory (``apply_spread``), one wave; many rows on
-   clusters of 8 or more (more than a wave of them) → a spread group twice as large whose CTAs
-   load their next row's part before the wait for this row's (max, sum)
-   (``apply_row_pipeline``);
+   spread group meeting through global memory (``apply_spread``), one wave;
 6. the unroll of the streaming loops (two-pass points), then cache hints last.
 
 Right after the plan, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
@@ -34,11 +31,13 @@ land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into sli
 twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contiguous bytes of
 shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
 
-Three moves of the action space are not offered, for none beat the register-held points at the
+Four moves of the action space are not offered, for none beat the register-held points at the
 long rows on the H200 (docs/GPU.md has the measurements): ``apply_prefetch`` (a persistent
 grid whose bulk-copy CTAs hold each tile in registers while the next lands),
-``apply_staged_row`` (part of the row in shared memory, so that a row takes half the cluster)
-and ``set_min_ctas`` (more CTAs of a cluster an SM). The agent's own moves still reach them.
+``apply_staged_row`` (part of the row in shared memory, so that a row takes half the cluster),
+``set_min_ctas`` (more CTAs of a cluster an SM) and ``apply_row_pipeline`` (a spread group's
+CTAs loading their next row's part before this row's wait). The agent's own moves still reach
+them.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from kernels.base import DEFAULT_SM_COUNT, Action, Candidate, Rejection
 from kernels.family import RuleContext
 from kernels.softmax.params import (
     BULK_SMEM_CAP,
-    DOMAINS,
     MAX_HW_CLUSTER,
     SoftmaxParams,
     bulk_smem_bytes,
@@ -80,8 +78,6 @@ SM_REGISTERS = 65536
 #: the H200 clusters of 16 fit 14 times at two CTAs an SM; with many rows spread loses (182
 #: against 150 us at 256x262144) and at 16x262144 it wins (17.5 against 18.5; docs/GPU.md)
 SPREAD_MIN_CLUSTER = 8
-#: the most CTAs of a spread group (a warp reads the group's partials)
-MAX_SPREAD = max(DOMAINS["cluster"])
 #: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
 L2_BYTES = 50 * 1024 * 1024
 
@@ -357,27 +353,6 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
                 f"({per_sm} an SM x {sms} SMs) but not as clusters of {p.cluster}, which must "
                 "each fit one GPC: the row's CTAs as CTAs of a persistent grid, meeting through "
                 "global memory, take every row in one wave")
-    # many rows on large clusters: more rows than a wave of groups, so each group works
-    # through several; a spread group whose CTAs load their next row's part before meeting
-    # over this one keeps the SM's loads going through every wait, and needs no GPC to fit
-    if (p.cluster >= SPREAD_MIN_CLUSTER and p.passes == 1 and not p.bulk and not p.staged
-            and not p.pipeline):
-        per_sm = max(1, min(2048 // p.block_threads,
-                            SM_REGISTERS // (p.block_threads * (regs or p.estimated_registers))))
-        need = rows * p.cluster
-        if need > per_sm * sms:
-            wider = p.chunks > 1 and 2 * p.cluster <= MAX_SPREAD
-            target = {"spread": True, "push": False, "pipeline": True,
-                      "cluster": 2 * p.cluster if wider else p.cluster,
-                      "chunks": p.chunks // 2 if wider else p.chunks,
-                      "min_ctas": 2 if 2 * p.block_threads <= 2048 else p.min_ctas}
-            add(target,
-                f"{rows} rows x {p.cluster} CTAs = {need} CTAs, more than are resident at once "
-                f"({per_sm} an SM x {sms} SMs): each group works through several rows, and "
-                "between a row's loads and its stores its CTAs wait for the row's (max, sum). "
-                f"A spread group of {target['cluster']} CTAs at {target['chunks']} "
-                f"float{p.vec} a thread loads its next row's part before that wait, so the "
-                "loads run on through it (two rows in registers)")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "
