@@ -228,3 +228,42 @@ def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
     assert n >= 2 * sms, n
     assert x % 16 == 0, x
     assert n - 16 < x <= n, (x, n)
+
+
+class _GroupTooLarge:
+    """The softmax family with every spread launch's group past the CTAs resident at once."""
+
+    def __init__(self, family: Any) -> None:
+        self._family = family
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._family, name)
+
+    def launch(self, params: Any, shape: Any, sm_count: int = 132) -> Any:
+        cfg = self._family.launch(params, shape, sm_count=sm_count)
+        return replace(cfg, group=4096) if getattr(cfg, "group", 1) > 1 else cfg
+
+
+def test_a_group_larger_than_the_resident_ctas_is_a_launch_error(
+        evaluator: GpuEvaluator, compiler: Compiler) -> None:
+    """A spread group that cannot be resident at once would wait for itself forever: the
+    launcher refuses it, the candidate is a ``launch_error`` (not a crash), and the same child
+    goes on to measure the next candidate."""
+    group = SPREAD_PICKS["g16x512"]
+    compiled = evaluator.compile(group).result()
+    assert compiled.status == "ok", compiled.error
+    before = evaluator.child.proc
+    real = evaluator.family
+    evaluator.family = _GroupTooLarge(real)
+    try:
+        refused = evaluator.measure(group, compiled, shape=dims(64, 262144), iteration=0,
+                                    seed=3, verify=True)
+    finally:
+        evaluator.family = real
+    assert refused.status == "launch_error", (refused.status, refused.error)
+    assert "group of 4096 CTAs" in (refused.error or "")
+    after = evaluator.measure(group, compiled, shape=dims(64, 262144), iteration=1, seed=3,
+                              verify=True)
+    assert after.status == "ok", after.error
+    assert before is not None
+    assert evaluator.child.proc is before   # the child was not restarted

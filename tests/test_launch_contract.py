@@ -501,5 +501,5 @@ def test_a_persistent_launch_is_cut_to_the_resident_ctas(monkeypatch: pytest.Mon
     monkeypatch.setattr(lc, "resident_ctas", lambda cubin, name, launch: 12)
     fn = AttrFunction()
     lc.configure(FakeCuda, fn, grouped, b"cubin")
-    with pytest.raises(ValueError, match="group of 16 CTAs"):
+    with pytest.raises(lc.LaunchRefused, match="group of 16 CTAs"):
         lc.grid(fn, grouped)

@@ -562,7 +562,9 @@ def handle(rt: Runtime, req: dict[str, Any]) -> dict[str, Any]:
                 cases.append(rt.check_case(fn, case, req["tol"]))
                 if not cases[-1]["passed"] and req.get("stop_on_failure", True):
                     break
-        except cuda.LogicError as exc:  # launch refused (resources): the context survives
+        # launch refused (resources, or a group larger than what is resident at once): the
+        # context survives
+        except (cuda.LogicError, lc.LaunchRefused) as exc:
             return {"status": "launch_error", "error": str(exc)[:400], "cases": cases}
         result: dict[str, Any] = {"status": "ok", "cases": cases}
         if fn0 is not None:

@@ -282,6 +282,11 @@ def configure(cuda: Any, fn: Any, launch: Launch, cubin: bytes | None = None) ->
             resident[key] = resident_ctas(cubin, str(launch["kernel_name"]), launch)
 
 
+class LaunchRefused(ValueError):
+    """A launch this GPU cannot run as asked (a group of CTAs that wait for each other but
+    cannot all be resident at once): the candidate's ``launch_error``, the context intact."""
+
+
 def grid(fn: Any, launch: Launch) -> tuple[int, int, int]:
     """The grid ``fn`` is launched on: ``launch``'s, with x cut to the CTAs resident at once
     where the launch is ``persistent`` (:func:`configure` counted them), a whole number of its
@@ -293,7 +298,7 @@ def grid(fn: Any, launch: Launch) -> tuple[int, int, int]:
         resident = fn._tf_resident[key]
         group = int(launch.get("group") or 1)
         if group > resident:
-            raise ValueError(f"a group of {group} CTAs that wait for each other does not fit "
+            raise LaunchRefused(f"a group of {group} CTAs that wait for each other does not fit "
                              f"the {resident} CTAs of this block and shared memory resident at "
                              "once on this GPU")
         x = min(x, resident - resident % group)
