@@ -151,32 +151,27 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     # mbarriers (tests/simt/simt.h) for the PTX wrappers
     source = source.replace("extern __shared__ float4 stage[];",
                             'float4* stage = simt::shared<float4>("stage", simt::dyn_smem / 16);')
-    source, count = re.subn(r"// ---- bulk-copy PTX \(sm_90\) ----\n.*?// ---- end of bulk-copy "
-                            r"PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.bulk else 0)
-    source, count = re.subn(r"// ---- staged-row PTX \(sm_80\) ----\n.*?// ---- end of staged-row "
-                            r"PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.canonical().staged else 0)
-    source, count = re.subn(r"// ---- cluster-barrier PTX \(sm_90\) ----\n.*?// ---- end of "
-                            r"cluster-barrier PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.cluster > 1 and not p.spread else 0)
-    source, count = re.subn(r"// ---- spread-group PTX ----\n.*?// ---- end of spread-group "
-                            r"PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.canonical().spread else 0)
-    if count:
-        # group 0's counter starts two reductions short of wrapping round 2^32
-        source = source.replace("unsigned spread_count[SPREAD_GROUPS];",
-                                "unsigned spread_count[SPREAD_GROUPS] = {0u - 2u * CL};")
-    source, count = re.subn(r"// ---- tagged-slot PTX ----\n.*?// ---- end of tagged-slot "
-                            r"PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.canonical().pipeline else 0)
-    if count:
-        # group 0's tags start three rounds short of wrapping round 2^32
-        source = source.replace("unsigned spread_epoch[SPREAD_GROUPS];",
-                                "unsigned spread_epoch[SPREAD_GROUPS] = {0u - 3u};")
-    source, count = re.subn(r"// ---- cluster-push PTX \(sm_90\) ----\n.*?// ---- end of "
-                            r"cluster-push PTX ----\n", "", source, flags=re.S)
-    assert count == (1 if p is not None and p.push else 0)
+    # the PTX wrappers of each path the point takes go: simt.h defines them for the host
+    q = p.canonical() if p is not None else None
+    wrapped = {
+        "bulk-copy PTX (sm_90)": q is not None and q.bulk > 0,
+        "staged-row PTX (sm_80)": q is not None and q.staged > 0,
+        "cluster-barrier PTX (sm_90)": q is not None and q.cluster > 1 and not q.spread,
+        "spread-group PTX": q is not None and q.spread,
+        "tagged-slot PTX": q is not None and q.pipeline,
+        "cluster-push PTX (sm_90)": q is not None and q.push,
+    }
+    for section, present in wrapped.items():
+        name = section.split(" PTX")[0]
+        source, count = re.subn(rf"// ---- {re.escape(section)} ----\n.*?// ---- end of "
+                                rf"{re.escape(name)} PTX ----\n", "", source, flags=re.S)
+        assert count == int(present), (section, count)
+    # group 0's counter starts two reductions short of wrapping round 2^32, and a pipelined
+    # group's tags three rounds short of it
+    source = source.replace("unsigned spread_count[SPREAD_GROUPS];",
+                            "unsigned spread_count[SPREAD_GROUPS] = {0u - 2u * CL};")
+    source = source.replace("unsigned spread_epoch[SPREAD_GROUPS];",
+                            "unsigned spread_epoch[SPREAD_GROUPS] = {0u - 3u};")
     # the PTX of the no-allocate loads has no host meaning: an aligned load stands in for it
     source, count = re.subn(r"__device__ __forceinline__ float\d? ld_na\(.*?return v; \}\n",
                             "", source, flags=re.S)
