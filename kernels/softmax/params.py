@@ -50,8 +50,10 @@ of the module at a time (the counters are the module's).
 ``pipeline`` (a one-pass ``spread`` point) loads a CTA's part of its next row before it meets
 its group over this one: a thread holds two rows' ``chunks`` vectors, the next row's loads in
 flight while this row's partial goes round the group and its output is written, so that the
-SM's loads do not stop at every row's wait. Rows longer than the ``chunks`` vectors take the
-plain loop.
+SM's loads do not stop at every row's wait. Its group meets without a fence, through tagged
+slots (each CTA's partial stored relaxed with the round's tag, polled by warp 0; a release
+would wait for the next row's loads) rather than the counter. Rows longer than the ``chunks``
+vectors take the plain loop.
 """
 
 from __future__ import annotations
