@@ -176,8 +176,7 @@ class SoftmaxParams:
         reductions; ``prefetch`` only to a bulk-copy point; ``staged`` only to the one-pass
         kernel; ``spread`` only to a group of CTAs on a row, where it replaces the cluster's
         ``push``; ``pipeline`` only to a one-pass spread point without a staged part)."""
-        if self.pipeline and not (self.spread and self.cluster > 1 and not self.bulk
-                                  and self.passes == 1 and not self.staged):
+        if self.pipeline and not self.pipeline_fits:
             return replace(self, pipeline=False).canonical()
         if self.spread and (self.cluster == 1 or self.bulk):
             return replace(self, spread=False).canonical()
@@ -199,6 +198,12 @@ class SoftmaxParams:
         return self
 
     # -- derived figures --------------------------------------------------------------------
+    @property
+    def pipeline_fits(self) -> bool:
+        """Whether ``pipeline`` can apply: a one-pass spread point without a staged part."""
+        return (self.spread and self.cluster > 1 and self.passes == 1 and not self.staged
+                and not self.bulk)
+
     @property
     def rows_per_cta(self) -> int:
         """Rows one CTA works on at once."""
@@ -326,8 +331,7 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             return Rejection("cluster_needs_sm90",
                              f"thread-block clusters need sm_90 or later, not {arch}",
                              {"cluster": p.cluster, "arch": arch})
-    if p.pipeline and not (p.spread and p.cluster > 1 and p.passes == 1 and not p.staged
-                           and not p.bulk):
+    if p.pipeline and not p.pipeline_fits:
         return Rejection(
             "pipeline_needs_spread_row",
             "loading the next row during this one's reduction needs a one-pass spread point "

@@ -254,11 +254,13 @@ def apply_row_pipeline(candidate: Candidate, on: bool) -> Candidate | Rejection:
     action = Action("apply_row_pipeline", (on,))
     if not on:
         return _step(candidate, action, pipeline=False)
-    if not (p.spread and p.cluster > 1 and p.passes == 1):
+    if not p.pipeline_fits:
         return Rejection("pipeline_needs_spread_row",
-                         "apply_row_pipeline(true) needs a one-pass spread point: "
-                         "apply_cluster(n), set_passes(1) and apply_spread(true) first",
-                         {"spread": p.spread, "cluster": p.cluster, "passes": p.passes})
+                         "apply_row_pipeline(true) needs a one-pass spread point without a "
+                         "staged part: apply_cluster(n), set_passes(1), apply_staged_row(0) and "
+                         "apply_spread(true) first",
+                         {"spread": p.spread, "cluster": p.cluster, "passes": p.passes,
+                          "staged": p.staged, "bulk": p.bulk})
     doubled = replace(p, pipeline=True)
     if (validate(doubled, DEFAULT_ARCH) is not None and p.chunks > 1
             and 2 * p.cluster in DOMAINS["cluster"]):
