@@ -46,6 +46,14 @@ PEAK_LABELS = {"fp32_ffma": "FP32 FMA peak", "copy_bandwidth": "copy bandwidth"}
 RULES = ("scaled", "norm", "abs_rel", "exact")
 #: How the GPU side calls a family's reference kernel (the module doc).
 REFERENCE_STYLES = ("contract", "same_signature")
+#: The vendor operators an exported library's loader implements (``docs/LIBRARY.md``), a
+#: closed set read by name from its ``dispatch.json``, never evaluated: each takes the family's
+#: input buffers as tensors in signature order (shaped by their dimensions) and returns its
+#: outputs.
+VENDOR_OPS: dict[str, str] = {
+    "softmax_last_dim": "torch.softmax(x, -1)",
+    "addmm_bias_relu": "torch.relu(torch.addmm(bias, A, B)), TF32 off",
+}
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 
 
@@ -350,6 +358,14 @@ class Vendor:
     module: str
     #: what exactly runs (``torch.addmm + relu_, TF32 off``)
     doc: str = ""
+    #: the operator an exported library's loader runs in its place where a shape has no
+    #: dispatch entry: a name of :data:`VENDOR_OPS` (None: the loader falls back to the
+    #: family's reference kernel)
+    op: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.op is not None and self.op not in VENDOR_OPS:
+            raise ValueError(f"vendor op {self.op!r}; known: {', '.join(VENDOR_OPS)}")
 
 
 def reference_setup(family: Any) -> dict[str, str]:

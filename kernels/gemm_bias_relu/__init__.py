@@ -118,7 +118,7 @@ class GemmBiasRelu(FamilyBase):
     distributions = DISTRIBUTIONS
     edge_shapes = EDGE_SHAPES
     vendor = Vendor("cuBLAS fp32", "kernels.gemm_bias_relu.vendor",
-                    doc="torch.addmm + relu_, TF32 off")
+                    doc="torch.addmm + relu_, TF32 off", op="addmm_bias_relu")
 
     def parse_dims(self, text: str) -> Shape:
         """``4096x4096x4096`` or ``m=4096,n=4096,k=4096``."""

@@ -122,7 +122,8 @@ class Softmax(FamilyBase):
                       "unwritten elements fail")
     distributions = DISTRIBUTIONS
     edge_shapes = EDGE_SHAPES
-    vendor = Vendor("torch.softmax", "kernels.softmax.vendor", doc="torch.softmax(x, -1), fp32")
+    vendor = Vendor("torch.softmax", "kernels.softmax.vendor", doc="torch.softmax(x, -1), fp32",
+                    op="softmax_last_dim")
 
     # -- shapes -----------------------------------------------------------------------------
     def parse_dims(self, text: str) -> Dims:

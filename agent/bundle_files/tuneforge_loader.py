@@ -1,0 +1,765 @@
+"""tuneforge_loader: call the kernels of an exported tuneforge library bundle from PyTorch.
+
+This file is copied into every bundle (``tuneforge library export``) and imports only torch,
+the CUDA driver bindings (``cuda.bindings.driver``, package ``cuda-bindings``) and the standard
+library: it never imports tuneforge. ::
+
+    import sys; sys.path.insert(0, "DIR")
+    import tuneforge_loader
+    lib = tuneforge_loader.load("DIR")     # or load() for the bundle this file sits in
+    y = lib.softmax(x)                     # a family's input buffers in order, outputs returned
+
+A call checks its inputs (dtype, contiguity, shape against the family's dimensions and bounds,
+the buffers' sizes against each other, CUDA device of the bundle's arch) and raises
+:class:`InputError` naming the argument, before anything runs. It then looks the shape up in
+the dispatch table: an entry runs its tuned cubin on torch's current stream (prologue, kernel,
+epilogue, workspace, as the entry's launch says); a shape with no entry runs the family's
+fallback (its vendor operator, else its reference kernel, else an error) and says so once per
+shape with a :class:`FallbackWarning`, also logged at INFO on the ``tuneforge_loader`` logger.
+
+Each family is a ``torch.library`` custom operator (``torch.ops.tuneforge_<id>.<family>``) with
+a fake implementation, so a call inside ``torch.compile(fullgraph=True)`` is one graph node;
+eager calls go to the same implementation without the operator's dispatch cost. The bundle's
+format is documented in tuneforge's ``docs/LIBRARY.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import hashlib
+import json
+import logging
+import math
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+FORMAT = "tuneforge-bundle"
+VERSION = 1
+LOG = logging.getLogger("tuneforge_loader")
+
+TORCH_DTYPES: dict[str, Any] = {
+    "float32": torch.float32, "float64": torch.float64, "int32": torch.int32,
+    "int64": torch.int64, "uint32": getattr(torch, "uint32", None),
+    "uint64": getattr(torch, "uint64", None),
+}
+C_TYPES: dict[str, Any] = {
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+}
+#: the name a prologue's or epilogue's ``args`` give the workspace
+WORKSPACE = "workspace"
+#: dynamic shared memory a kernel may use without opting in
+DEFAULT_SMEM_LIMIT = 48 * 1024
+
+
+class InputError(ValueError):
+    """An input the bundle's kernels cannot take; the message names the argument."""
+
+
+class BundleError(ValueError):
+    """A bundle folder that is not one this loader reads."""
+
+
+class NoFallback(RuntimeError):
+    """A shape with no dispatch entry in a bundle whose family has no fallback."""
+
+
+class FallbackWarning(UserWarning):
+    """A shape with no dispatch entry ran the family's fallback (once per shape)."""
+
+
+# ---- the family's expressions (buffer sizes, scalars, a reference launch) ------------------
+def _ceil_div(a: Any, b: Any) -> Any:
+    return -(-a // b)
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": min, "max": max, "abs": abs, "ceil_div": _ceil_div, "int": int,
+    "ceil": math.ceil, "floor": math.floor, "log2": math.log2,
+}
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b,
+    ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
+    ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
+}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+}
+_PARSED: dict[str, ast.expr] = {}
+
+
+def evaluate(text: str, env: Mapping[str, Any]) -> Any:
+    """The value of one of the family's integer expressions (``"rows * cols"``) with ``env``
+    bound: literals, names, arithmetic, comparisons, ``x if c else y`` and ``min``, ``max``,
+    ``abs``, ``ceil_div``, ``int``, ``ceil``, ``floor``, ``log2``; nothing is handed to
+    ``eval``, any other construct raises :class:`BundleError`."""
+    tree = _PARSED.get(text)
+    if tree is None:
+        try:
+            tree = ast.parse(str(text).strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise BundleError(f"cannot parse expression {text!r}: {exc.msg}") from None
+        _PARSED[text] = tree
+    return _walk(tree, env, text)
+
+
+def _walk(node: ast.expr, env: Mapping[str, Any], text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        raise BundleError(f"expression {text!r}: unknown name {node.id!r}")
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_walk(node.left, env, text), _walk(node.right, env, text))
+    if isinstance(node, ast.UnaryOp):
+        value = _walk(node.operand, env, text)
+        ops: dict[type, Callable[[Any], Any]] = {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
+                                                 ast.Not: lambda v: not v, ast.Invert: lambda v: ~v}
+        return ops[type(node.op)](value)
+    if isinstance(node, ast.BoolOp):
+        values = [_walk(v, env, text) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _walk(node.left, env, text)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _walk(comp, env, text)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _walk(node.body if _walk(node.test, env, text) else node.orelse, env, text)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCTIONS and not node.keywords):
+        return _FUNCTIONS[node.func.id](*(_walk(a, env, text) for a in node.args))
+    raise BundleError(f"expression {text!r}: {type(node).__name__} is not allowed")
+
+
+# ---- vendor operators (the closed set of kernels.family.VENDOR_OPS) ----------------------
+def _softmax_last_dim(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (torch.softmax(x, -1),)
+
+
+def _addmm_bias_relu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor
+                     ) -> tuple[torch.Tensor, ...]:
+    # fp32 as the family computes it: cuBLAS without TF32
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return (torch.relu(torch.addmm(bias, a, b)),)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+
+
+VENDOR_OPS: dict[str, Callable[..., tuple[torch.Tensor, ...]]] = {
+    "softmax_last_dim": _softmax_last_dim,
+    "addmm_bias_relu": _addmm_bias_relu,
+}
+
+
+# ---- the CUDA driver -----------------------------------------------------------------------
+_DRIVER: Any = None
+_DRIVER_LOCK = threading.Lock()
+_PRIMARY: dict[int, Any] = {}
+
+
+def _driver() -> Any:
+    global _DRIVER
+    if _DRIVER is None:
+        with _DRIVER_LOCK:
+            if _DRIVER is None:
+                from cuda.bindings import driver
+
+                _check(driver, driver.cuInit(0), "cuInit")
+                _DRIVER = driver
+    return _DRIVER
+
+
+def _check(cu: Any, result: Any, call: str) -> Any:
+    """The values after a driver call's CUresult; RuntimeError naming the call on a failure."""
+    err = result[0] if isinstance(result, tuple) else result
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{call} failed: {err!r}")
+    if isinstance(result, tuple):
+        return result[1] if len(result) == 2 else result[1:]
+    return None
+
+
+def _make_current(cu: Any, index: int) -> None:
+    """Make device ``index``'s primary context (torch's) current on this thread."""
+    primary = _PRIMARY.get(index)
+    if primary is None:
+        device = _check(cu, cu.cuDeviceGet(index), "cuDeviceGet")
+        primary = _PRIMARY[index] = _check(cu, cu.cuDevicePrimaryCtxRetain(device),
+                                           "cuDevicePrimaryCtxRetain")
+    current = _check(cu, cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if current is None or int(current) != int(primary):
+        _check(cu, cu.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+
+
+def _stream(index: int) -> int:
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
+class _Step:
+    """One kernel launch of an entry on one device: its function, grid, block, shared memory
+    and argument storage (pointers set per call)."""
+
+    __slots__ = ("fn", "grid", "block", "smem", "storage", "params", "slots", "lock", "name")
+
+    def __init__(self, fn: Any, name: str, grid: Sequence[int], block: Sequence[int], smem: int,
+                 args: Sequence[tuple[str, Any]]) -> None:
+        self.fn, self.name = fn, name
+        self.grid, self.block, self.smem = tuple(grid), tuple(block), int(smem)
+        self.storage: list[Any] = []
+        self.slots: list[tuple[Any, str]] = []
+        for kind, value in args:
+            if kind == "pointer":  # a buffer or the workspace, set per call
+                cell: Any = ctypes.c_void_p(0)
+                self.slots.append((cell, str(value)))
+            else:
+                ctype, number = value
+                cell = ctype(number)
+            self.storage.append(cell)
+        self.params = (ctypes.c_void_p * max(1, len(self.storage)))(
+            *[ctypes.addressof(c) for c in self.storage])
+        self.lock = threading.Lock()
+
+    def launch(self, cu: Any, pointers: Mapping[str, int], stream: int) -> None:
+        with self.lock:
+            for cell, name in self.slots:
+                cell.value = pointers[name]
+            result = cu.cuLaunchKernel(self.fn, *self.grid, *self.block, self.smem, stream,
+                                       ctypes.addressof(self.params), 0)
+        err = result[0] if isinstance(result, tuple) else result
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuLaunchKernel of {self.name} grid {self.grid} block "
+                               f"{self.block} smem {self.smem}: {err!r}")
+
+
+class Dispatch(NamedTuple):
+    """What a call at one shape runs: the shape, its dispatch entry (None: the fallback) and
+    a description (``point 1a2b… (tuned)``, ``vendor torch.softmax``, ``reference kernel``)."""
+
+    shape: dict[str, int]
+    entry: dict[str, Any] | None
+    runs: str
+
+
+class Kernel:
+    """One family of a bundle as a callable on torch tensors."""
+
+    def __init__(self, bundle: Path, info: dict[str, Any], namespace: str) -> None:
+        self.bundle = bundle
+        self.info = info
+        family = info["family"]
+        self.name: str = family["display_name"]
+        self.dims: list[dict[str, Any]] = family["dims"]
+        self.dim_names = [d["name"] for d in self.dims]
+        signature = family["signature"]
+        self.buffers: list[dict[str, Any]] = signature["buffers"]
+        self.scalars: list[dict[str, Any]] = signature["scalars"]
+        self.inputs = [b for b in self.buffers if b["role"] in ("in", "inout")]
+        self.outputs = [b for b in self.buffers if b["role"] in ("out", "inout")]
+        for arg in [*self.buffers, *self.scalars]:
+            if arg["dtype"] not in C_TYPES or TORCH_DTYPES[arg["dtype"]] is None:
+                raise BundleError(f"{arg['name']}: dtype {arg['dtype']!r} is not supported "
+                                  f"by this torch")
+        self.gpu: dict[str, Any] = info["gpu"]
+        self.capability = _capability(self.gpu["arch"])
+        self.vendor: dict[str, Any] | None = info.get("vendor")
+        self.reference: dict[str, Any] | None = info.get("reference")
+        self.fallback: str = info["fallback"]
+        if self.fallback == "vendor" and (self.vendor or {}).get("op") not in VENDOR_OPS:
+            raise BundleError(f"vendor op {(self.vendor or {}).get('op')!r} is not one this "
+                              f"loader implements ({', '.join(VENDOR_OPS)})")
+        self.points: dict[str, dict[str, Any]] = info["points"]
+        self.entries: dict[tuple[int, ...], dict[str, Any]] = {}
+        for entry in info["entries"]:
+            key = tuple(int(entry["shape"][n]) for n in self.dim_names)
+            self.entries[key] = entry
+        self._reported: set[tuple[int, ...]] = set()
+        self._modules: dict[tuple[int, str], Any] = {}
+        self._steps: dict[tuple[int, tuple[int, ...]], list[_Step]] = {}
+        self._devices_ok: set[int] = set()
+        self._lock = threading.Lock()
+        self.op = _register(namespace, self)
+
+    def __repr__(self) -> str:
+        return (f"<tuneforge kernel {self.name}: {len(self.entries)} shapes, fallback "
+                f"{self.fallback}, {self.gpu['name']} {self.gpu['arch']}>")
+
+    # -- calling -------------------------------------------------------------------------------
+    def __call__(self, *inputs: Any, **scalars: Any) -> Any:
+        """Run at the inputs' shape; the output tensor (a tuple for several outputs)."""
+        if torch.compiler.is_compiling():
+            return self._call_op(inputs, scalars)
+        outs = self.run(inputs, scalars)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _call_op(self, inputs: tuple[Any, ...], scalars: dict[str, Any]) -> Any:
+        unknown = [k for k in scalars if k not in {s["name"] for s in self.scalars}]
+        if unknown:
+            raise InputError(f"{self.name}: unknown argument(s) {', '.join(unknown)}")
+        return self.op(*inputs, *[scalars.get(s["name"]) for s in self.scalars])
+
+    def lookup(self, *inputs: Any, **scalars: Any) -> Dispatch:
+        """What a call with these inputs would run, the fallback reported as a call reports
+        it; the inputs are checked as a call checks them, but for their device (a CPU or
+        ``meta`` tensor stands for a shape)."""
+        dims, key = self._check(inputs, scalars, device=False)
+        return self._dispatch(dims, key)
+
+    def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Check, dispatch and launch; the outputs in signature order."""
+        dims, key = self._check(inputs, scalars)
+        found = self._dispatch(dims, key)
+        if found.entry is not None:
+            return self._run_entry(found.entry, key, inputs, dims)
+        if self.fallback == "vendor":
+            assert self.vendor is not None
+            shaped = [t.view(self._shape(b, dims)) for t, b in zip(inputs, self.inputs,
+                                                                  strict=True)]
+            outs = VENDOR_OPS[self.vendor["op"]](*shaped)
+            return tuple(o.view(self._shape(b, dims)) for o, b in zip(outs, self.outputs,
+                                                                     strict=True))
+        if self.fallback == "reference":
+            return self._run_reference(inputs, dims)
+        raise NoFallback(f"{self.name} has no dispatch entry at {_text(dims)} and no fallback "
+                         "(no vendor operator, no reference launch in the bundle); shapes with "
+                         f"entries: {', '.join(_text(e['shape']) for e in self.entries.values())}")
+
+    def _dispatch(self, dims: dict[str, int], key: tuple[int, ...]) -> Dispatch:
+        entry = self.entries.get(key)
+        if entry is not None:
+            return Dispatch(dims, entry, f"point {entry['point']} ({entry['source']})")
+        runs = (f"vendor {self.vendor['name']}" if self.fallback == "vendor" and self.vendor
+                else "reference kernel" if self.fallback == "reference" else "nothing")
+        if key not in self._reported:
+            self._reported.add(key)
+            message = (f"tuneforge_loader: {self.name} has no dispatch entry at {_text(dims)}; "
+                       f"running the fallback: {runs}")
+            LOG.info(message)
+            warnings.warn(message, FallbackWarning, stacklevel=4)
+        return Dispatch(dims, None, runs)
+
+    # -- input checks ------------------------------------------------------------------------
+    def _check(self, inputs: Sequence[Any], scalars: Mapping[str, Any], device: bool = True
+               ) -> tuple[dict[str, int], tuple[int, ...]]:
+        """The shape of a call (dims in order) after every check but the launch's."""
+        if len(inputs) != len(self.inputs):
+            wanted = ", ".join(b["name"] for b in self.inputs)
+            raise InputError(f"{self.name} takes {len(self.inputs)} tensor(s) ({wanted}), got "
+                             f"{len(inputs)}")
+        known = {s["name"]: s for s in self.scalars}
+        for name in scalars:
+            if name not in known:
+                raise InputError(f"{self.name}: unknown argument {name!r} (scalars: "
+                                 f"{', '.join(known) or 'none'})")
+        bound: dict[str, int] = {}
+        for t, buf in zip(inputs, self.inputs, strict=True):
+            arg = f"{self.name}: argument {buf['name']}"
+            if not isinstance(t, torch.Tensor):
+                raise InputError(f"{arg} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dtype != TORCH_DTYPES[buf["dtype"]]:
+                raise InputError(f"{arg} has dtype {t.dtype}, expected "
+                                 f"{TORCH_DTYPES[buf['dtype']]}")
+            if not t.is_contiguous():
+                raise InputError(f"{arg} is not contiguous (strides {tuple(t.stride())}); "
+                                 "pass .contiguous()")
+            names = buf.get("shape")
+            if names and t.dim() == len(names):
+                for name, size in zip(names, t.shape, strict=True):
+                    self._bind(bound, name, int(size), arg)
+            elif names and t.dim() != 1:  # a flat tensor's dims come from other arguments
+                raise InputError(f"{arg} has shape {tuple(t.shape)}: expected "
+                                 f"({', '.join(names)})")
+        for sc in self.scalars:
+            if sc["name"] in scalars and sc["value"] in self.dim_names:
+                self._bind(bound, sc["value"], scalars[sc["name"]],
+                           f"{self.name}: argument {sc['name']}")
+        missing = [n for n in self.dim_names if n not in bound]
+        if missing:
+            raise InputError(f"{self.name}: cannot tell {', '.join(missing)} from the "
+                             "arguments (pass the tensors shaped by their dimensions, or the "
+                             "scalars that give them)")
+        for d in self.dims:
+            value = bound[d["name"]]
+            if not d["min"] <= value <= d["max"]:
+                raise InputError(f"{self.name}: {d['name']}={value} is outside the family's "
+                                 f"bounds [{d['min']}, {d['max']}]")
+        dims = {n: bound[n] for n in self.dim_names}
+        for t, buf in zip(inputs, self.inputs, strict=True):
+            count = int(evaluate(buf["count"], dims))
+            if t.numel() != count:
+                raise InputError(f"{self.name}: argument {buf['name']} has {t.numel()} "
+                                 f"elements, expected {buf['count']} = {count} at "
+                                 f"{_text(dims)}")
+        for sc in self.scalars:
+            if sc["name"] in scalars and sc["value"] not in self.dim_names:
+                value = evaluate(sc["value"], dims)
+                if scalars[sc["name"]] != value:
+                    raise InputError(f"{self.name}: argument {sc['name']}="
+                                     f"{scalars[sc['name']]!r}, expected {sc['value']} = "
+                                     f"{value} at {_text(dims)}")
+        if device:
+            self._check_device(inputs)
+        return dims, tuple(dims[n] for n in self.dim_names)
+
+    @staticmethod
+    def _bind(bound: dict[str, int], name: str, value: Any, arg: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{arg}: {name} must be an integer, got {value!r}")
+        if name in bound and bound[name] != value:
+            raise InputError(f"{arg} gives {name}={value}, but an earlier argument gave "
+                             f"{name}={bound[name]}")
+        bound[name] = value
+
+    def _check_device(self, inputs: Sequence[Any]) -> None:
+        device = inputs[0].device
+        for t, buf in zip(inputs, self.inputs, strict=True):
+            if t.device.type != "cuda":
+                raise InputError(f"{self.name}: argument {buf['name']} is on {t.device}; the "
+                                 f"bundle's kernels run on CUDA ({self.gpu['arch']})")
+            if t.device != device:
+                raise InputError(f"{self.name}: argument {buf['name']} is on {t.device}, "
+                                 f"{self.inputs[0]['name']} on {device}")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index not in self._devices_ok:
+            found = torch.cuda.get_device_capability(index)
+            if tuple(found) != self.capability:
+                raise InputError(
+                    f"{self.name}: argument {self.inputs[0]['name']} is on cuda:{index}, "
+                    f"compute capability {found[0]}.{found[1]}; the bundle's cubins are for "
+                    f"{self.gpu['arch']} ({self.gpu['name']})")
+            self._devices_ok.add(index)
+
+    def fake_dims(self, inputs: Sequence[Any], scalars: Mapping[str, Any]
+                  ) -> dict[str, Any]:
+        """The dims of a traced call (sizes may be symbolic): from the inputs' shapes and the
+        scalars given, checked for dtype, layout and agreement as a call checks them."""
+        bound: dict[str, Any] = {}
+        if len(inputs) != len(self.inputs):
+            raise InputError(f"{self.name} takes {len(self.inputs)} tensor(s), got "
+                             f"{len(inputs)}")
+        for t, buf in zip(inputs, self.inputs, strict=True):
+            if t.dtype != TORCH_DTYPES[buf["dtype"]]:
+                raise InputError(f"{self.name}: argument {buf['name']} has dtype {t.dtype}, "
+                                 f"expected {TORCH_DTYPES[buf['dtype']]}")
+            names = buf.get("shape")
+            if names and t.dim() == len(names):
+                for name, size in zip(names, t.shape, strict=True):
+                    bound.setdefault(name, size)
+        for sc in self.scalars:
+            if sc["name"] in scalars and sc["value"] in self.dim_names:
+                bound.setdefault(sc["value"], scalars[sc["name"]])
+        missing = [n for n in self.dim_names if n not in bound]
+        if missing:
+            raise InputError(f"{self.name}: cannot tell {', '.join(missing)} from the arguments")
+        return bound
+
+    def _shape(self, buf: Mapping[str, Any], dims: Mapping[str, Any]) -> tuple[Any, ...]:
+        names = buf.get("shape")
+        if names:
+            return tuple(dims[n] for n in names)
+        return (evaluate(buf["count"], dims),)
+
+    # -- launching -----------------------------------------------------------------------------
+    def _run_entry(self, entry: dict[str, Any], key: tuple[int, ...], inputs: Sequence[Any],
+                   dims: dict[str, int]) -> tuple[Any, ...]:
+        device = inputs[0].device
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        cu = _driver()
+        _make_current(cu, index)
+        steps = self._steps.get((index, key))
+        if steps is None:
+            steps = self._prepare(cu, index, entry, dims)
+        pointers: dict[str, int] = {}
+        outs: list[Any] = []
+        by_name = {b["name"]: t for b, t in zip(self.inputs, inputs, strict=True)}
+        for buf in self.buffers:
+            if buf["role"] == "in":
+                pointers[buf["name"]] = by_name[buf["name"]].data_ptr()
+                continue
+            if buf["role"] == "inout":
+                out = by_name[buf["name"]].clone().view(self._shape(buf, dims))
+            else:
+                out = torch.empty(self._shape(buf, dims), dtype=TORCH_DTYPES[buf["dtype"]],
+                                  device=device)
+            outs.append(out)
+            pointers[buf["name"]] = out.data_ptr()
+        workspace = int(entry["launch"].get("workspace_bytes") or 0)
+        if workspace:
+            ws = torch.empty(workspace, dtype=torch.uint8, device=device)
+            pointers[WORKSPACE] = ws.data_ptr()
+        stream = _stream(index)
+        for step in steps:
+            step.launch(cu, pointers, stream)
+        return tuple(outs)
+
+    def _prepare(self, cu: Any, index: int, entry: dict[str, Any], dims: dict[str, int]
+                 ) -> list[_Step]:
+        """The launches of ``entry`` on device ``index`` (its module loaded, attributes set,
+        a persistent grid cut to the CTAs resident at once)."""
+        with self._lock:
+            key = (index, tuple(dims[n] for n in self.dim_names))
+            if key in self._steps:
+                return self._steps[key]
+            launch = entry["launch"]
+            module = self._module(cu, index, self.points[entry["point"]]["cubin"])
+            resolved = {s["name"]: (C_TYPES[s["dtype"]], evaluate(s["value"], dims))
+                        for s in self.scalars}
+            main_args: list[tuple[str, Any]] = [("pointer", b["name"]) for b in self.buffers]
+            main_args += [("value", resolved[s["name"]]) for s in self.scalars]
+            if int(launch.get("workspace_bytes") or 0):
+                main_args.append(("pointer", WORKSPACE))
+            steps = []
+            if launch.get("prologue"):
+                steps.append(self._aux_step(cu, module, launch["prologue"], resolved))
+            fn = _function(cu, module, launch["kernel_name"])
+            smem = int(launch.get("dynamic_smem_bytes") or 0)
+            if smem > DEFAULT_SMEM_LIMIT:
+                _check(cu, cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem), "cuFuncSetAttribute(max dynamic shared memory)")
+            if int(launch.get("cluster_size") or 1) > 1:
+                _check(cu, cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1), "cuFuncSetAttribute(non-portable cluster size)")
+            grid = [int(v) for v in launch["grid"]]
+            if launch.get("persistent"):
+                grid[0] = _persistent_x(cu, fn, index, launch)
+            steps.append(_Step(fn, launch["kernel_name"], grid, launch["block"], smem,
+                               main_args))
+            if launch.get("epilogue"):
+                steps.append(self._aux_step(cu, module, launch["epilogue"], resolved))
+            self._steps[key] = steps
+            return steps
+
+    def _aux_step(self, cu: Any, module: Any, aux: Mapping[str, Any],
+                  resolved: Mapping[str, tuple[Any, Any]]) -> _Step:
+        names = {b["name"] for b in self.buffers}
+        args: list[tuple[str, Any]] = []
+        for arg in aux["args"]:
+            if isinstance(arg, int) and not isinstance(arg, bool):
+                args.append(("value", (ctypes.c_int32, arg)))
+            elif arg == WORKSPACE or arg in names:
+                args.append(("pointer", arg))
+            elif arg in resolved:
+                args.append(("value", resolved[arg]))
+            else:
+                raise BundleError(f"{aux['kernel_name']}: argument {arg!r} is not a buffer, a "
+                                  f"scalar, {WORKSPACE!r} or an integer")
+        fn = _function(cu, module, aux["kernel_name"])
+        return _Step(fn, aux["kernel_name"], aux["grid"], aux["block"], 0, args)
+
+    def _module(self, cu: Any, index: int, cubin: str) -> Any:
+        module = self._modules.get((index, cubin))
+        if module is None:
+            image = (self.bundle / cubin).read_bytes()
+            module = _check(cu, cu.cuModuleLoadData(image), f"cuModuleLoadData({cubin})")
+            self._modules[(index, cubin)] = module
+        return module
+
+    def _run_reference(self, inputs: Sequence[Any], dims: dict[str, int]) -> tuple[Any, ...]:
+        """The family's reference kernel at ``dims``, its outputs cast to the declared dtypes."""
+        ref = self.reference
+        if ref is None or not ref.get("launch"):
+            raise NoFallback(f"{self.name}: the bundle has no reference launch")
+        device = inputs[0].device
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        cu = _driver()
+        _make_current(cu, index)
+        with self._lock:
+            module = self._module(cu, index, ref["cubin"])
+        fn = _function(cu, module, ref["kernel_name"])
+        launch = ref["launch"]
+        grid = [max(1, int(evaluate(e, dims))) for e in launch["grid"]]
+        block = [int(evaluate(e, dims)) for e in launch["block"]]
+        smem = int(evaluate(launch.get("dynamic_smem") or "0", dims))
+        if smem > DEFAULT_SMEM_LIMIT:
+            _check(cu, cu.cuFuncSetAttribute(
+                fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem), "cuFuncSetAttribute(max dynamic shared memory)")
+        by_name = {b["name"]: t for b, t in zip(self.inputs, inputs, strict=True)}
+        wide = ref["outputs_dtype"] == "float64"
+        written: dict[str, Any] = {}
+        pointers: dict[str, int] = {}
+        args: list[tuple[str, Any]] = []
+        keep: list[Any] = []
+        if ref["style"] == "same_signature":
+            for buf in self.buffers:
+                if buf["role"] == "in":
+                    pointers[buf["name"]] = by_name[buf["name"]].data_ptr()
+                else:
+                    if buf["role"] == "inout":
+                        raise BundleError("a same-signature reference cannot take inout "
+                                          "buffers")
+                    dtype = torch.float64 if wide else TORCH_DTYPES[buf["dtype"]]
+                    out = torch.empty(self._shape(buf, dims), dtype=dtype, device=device)
+                    written[buf["name"]] = out
+                    pointers[buf["name"]] = out.data_ptr()
+                args.append(("pointer", buf["name"]))
+        else:  # contract: inputs, then (ref, scale) in float64 per output, then scalars
+            for buf in self.inputs:
+                pointers[buf["name"]] = by_name[buf["name"]].data_ptr()
+                args.append(("pointer", buf["name"]))
+            for buf in self.outputs:
+                out = torch.empty(self._shape(buf, dims), dtype=torch.float64, device=device)
+                scale = torch.empty_like(out)
+                keep.append(scale)
+                written[buf["name"]] = out
+                pointers[buf["name"]] = out.data_ptr()
+                pointers[buf["name"] + ".scale"] = scale.data_ptr()
+                args += [("pointer", buf["name"]), ("pointer", buf["name"] + ".scale")]
+        for sc in self.scalars:
+            args.append(("value", (C_TYPES[sc["dtype"]], evaluate(sc["value"], dims))))
+        _Step(fn, ref["kernel_name"], grid, block, smem, args).launch(cu, pointers,
+                                                                     _stream(index))
+        return tuple(written[b["name"]].to(TORCH_DTYPES[b["dtype"]]) for b in self.outputs)
+
+
+def _function(cu: Any, module: Any, name: str) -> Any:
+    return _check(cu, cu.cuModuleGetFunction(module, name.encode()),
+                  f"cuModuleGetFunction({name})")
+
+
+def _persistent_x(cu: Any, fn: Any, index: int, launch: Mapping[str, Any]) -> int:
+    """Grid x of a persistent launch: its own, cut to the CTAs resident at once (whole
+    clusters, ``cuOccupancyMaxActiveClusters``; else the CTAs an SM times the SMs), a whole
+    number of its ``group``."""
+    block = [int(v) for v in launch["block"]]
+    smem = int(launch.get("dynamic_smem_bytes") or 0)
+    width = _check(cu, cu.cuFuncGetAttribute(
+        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, fn),
+        "cuFuncGetAttribute(cluster width)")
+    if width > 1:
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = (int(v) for v in launch["grid"])
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = smem
+        clusters = _check(cu, cu.cuOccupancyMaxActiveClusters(fn, config),
+                          "cuOccupancyMaxActiveClusters")
+        resident = max(1, clusters) * width
+    else:
+        per_sm = _check(cu, cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            fn, block[0] * block[1] * block[2], smem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        device = _check(cu, cu.cuDeviceGet(index), "cuDeviceGet")
+        sms = _check(cu, cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+            "cuDeviceGetAttribute(SM count)")
+        resident = max(1, per_sm * sms)
+    group = int(launch.get("group") or 1)
+    if group > resident:
+        raise RuntimeError(f"{launch['kernel_name']}: a group of {group} CTAs that wait for "
+                           f"each other does not fit the {resident} CTAs resident at once on "
+                           "this GPU")
+    return min(int(launch["grid"][0]), resident - resident % group)
+
+
+def _capability(arch: str) -> tuple[int, int]:
+    digits = arch.removeprefix("sm_").rstrip("af")
+    if not digits.isdigit() or len(digits) < 2:
+        raise BundleError(f"gpu.arch {arch!r} is not an sm_XY arch")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _text(dims: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in dims.items())
+
+
+# ---- the custom operator -----------------------------------------------------------------
+#: the kernel each registered operator runs (the last bundle loaded under its name)
+_KERNELS: dict[str, Kernel] = {}
+_OPS: dict[str, Any] = {}
+
+
+def _register(namespace: str, kernel: Kernel) -> Any:
+    """The ``torch.library`` custom operator ``namespace::name`` of ``kernel`` (tensors
+    ``t0…`` for its input buffers, optional scalars ``s0…``), registered once a process."""
+    qualified = f"{namespace}::{kernel.name}"
+    _KERNELS[qualified] = kernel
+    if qualified in _OPS:
+        return _OPS[qualified]
+    n_in = len(kernel.inputs)
+    params = [f"Tensor t{i}" for i in range(n_in)]
+    params += [f"{'float' if s['dtype'].startswith('float') else 'SymInt'}? s{i}=None"
+               for i, s in enumerate(kernel.scalars)]
+    n_out = len(kernel.outputs)
+    returns = "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
+
+    def split(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        tensors = args[:n_in]
+        given = list(args[n_in:]) + [None] * (len(kernel.scalars) - len(args[n_in:]))
+        scalars = {s["name"]: v for s, v in zip(kernel.scalars, given, strict=True)
+                   if v is not None}
+        return tensors, scalars
+
+    def impl(*args: Any) -> Any:
+        current = _KERNELS[qualified]
+        tensors, scalars = split(args)
+        outs = current.run(tensors, scalars)
+        return outs[0] if n_out == 1 else outs
+
+    def fake(*args: Any) -> Any:
+        current = _KERNELS[qualified]
+        tensors, scalars = split(args)
+        dims = current.fake_dims(tensors, scalars)
+        outs = tuple(torch.empty(current._shape(b, dims), dtype=TORCH_DTYPES[b["dtype"]],
+                                 device=tensors[0].device) for b in current.outputs)
+        return outs[0] if n_out == 1 else outs
+
+    op = torch.library.custom_op(qualified, impl, mutates_args=(),
+                                 schema=f"({', '.join(params)}) -> {returns}")
+    op.register_fake(fake)
+    _OPS[qualified] = op
+    return op
+
+
+
+
+# ---- the bundle ----------------------------------------------------------------------------
+class Library:
+    """A loaded bundle: its family as an attribute (``lib.softmax``) and in :attr:`kernels`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        text = (path / "dispatch.json").read_text()
+        info = json.loads(text)
+        if info.get("format") != FORMAT or info.get("version") != VERSION:
+            raise BundleError(f"{path / 'dispatch.json'} is format {info.get('format')!r} "
+                              f"version {info.get('version')!r}; this loader reads {FORMAT!r} "
+                              f"version {VERSION}")
+        self.info = info
+        namespace = "tuneforge_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        kernel = Kernel(path, info, namespace)
+        self.kernels: dict[str, Kernel] = {kernel.name: kernel}
+        setattr(self, kernel.name, kernel)
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.kernels[name]
+
+    def __repr__(self) -> str:
+        return f"<tuneforge library {self.path}: {', '.join(self.kernels)}>"
+
+
+def load(path: str | Path | None = None) -> Library:
+    """The bundle at ``path`` (default: the folder this file is in)."""
+    folder = Path(path) if path is not None else Path(__file__).resolve().parent
+    if not (folder / "dispatch.json").is_file():
+        raise BundleError(f"{folder} has no dispatch.json: not a tuneforge library bundle")
+    return Library(folder)

@@ -1,0 +1,56 @@
+"""Export bundles for the bundle tests: built from the replay datasets' best points (the
+session compiler's cache makes a second build free), and the bundle's own loader imported."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from agent.bundle import BundleEntry, replay_entries, write_bundle
+from kernels.base import Dims
+from kernels.userspec import build_family, load_spec_dir
+from worker.compile import Compiler
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "transpose"
+PROVENANCE = {"exported": "by the tests", "commit": "test"}
+_modules = itertools.count()
+
+
+def build(compiler: Compiler, out: Path, family: Any, shapes: Iterable[str] | None = None,
+          extra: Iterable[BundleEntry] = ()) -> Path:
+    """A bundle of ``family``'s replay bests at ``shapes`` (all of them by default), for an
+    H200, plus ``extra`` entries."""
+    wanted = set(shapes) if shapes is not None else None
+    entries = [e for e in (replay_entries(family) if wanted != set() else [])
+               if wanted is None or str(e.shape) in wanted]
+    return write_bundle(out, family, [*entries, *extra], compiler=compiler, arch="sm_90",
+                        sm_count=132, gpu_name="NVIDIA H200", provenance=PROVENANCE)
+
+
+def transpose_family() -> Any:
+    """``examples/transpose``: a user family declared without Python, whose fallback is its
+    reference kernel."""
+    return build_family(load_spec_dir(EXAMPLE))
+
+
+def transpose_entries(family: Any, shapes: Iterable[tuple[int, int]]) -> list[BundleEntry]:
+    """The family's baseline at each shape (``tuned``, no figures)."""
+    return [BundleEntry(Dims(m=m, n=n), family.baseline, source="tuned",
+                        provenance={"campaign": "test"}) for m, n in shapes]
+
+
+def import_loader(bundle: Path) -> ModuleType:
+    """The ``tuneforge_loader.py`` of ``bundle`` as a module of its own."""
+    name = f"tuneforge_loader_{next(_modules)}"
+    spec = importlib.util.spec_from_file_location(name, bundle / "tuneforge_loader.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
