@@ -296,6 +296,8 @@ class Kernel:
         self._steps: dict[tuple[int, tuple[int, ...]], list[_Step]] = {}
         self._devices_ok: set[int] = set()
         self._lock = threading.Lock()
+        #: the custom operator's name (``torch.ops.<namespace>.<name>``)
+        self.qualname = f"{namespace}::{self.name}"
         self.op = _register(namespace, self)
 
     def __repr__(self) -> str:
