@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,8 @@ C_TYPES: dict[str, Any] = {
 WORKSPACE = "workspace"
 #: dynamic shared memory a kernel may use without opting in
 DEFAULT_SMEM_LIMIT = 48 * 1024
+#: input shapes a kernel remembers as checked (then forgets them all and starts again)
+MAX_KNOWN_SHAPES = 4096
 
 
 class InputError(ValueError):
@@ -195,16 +198,31 @@ def _check(cu: Any, result: Any, call: str) -> Any:
     return None
 
 
-def _make_current(cu: Any, index: int) -> None:
-    """Make device ``index``'s primary context (torch's) current on this thread."""
-    primary = _PRIMARY.get(index)
-    if primary is None:
-        device = _check(cu, cu.cuDeviceGet(index), "cuDeviceGet")
-        primary = _PRIMARY[index] = _check(cu, cu.cuDevicePrimaryCtxRetain(device),
-                                           "cuDevicePrimaryCtxRetain")
-    current = _check(cu, cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if current is None or int(current) != int(primary):
-        _check(cu, cu.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+class _Current:
+    """Device ``index``'s primary context (torch's) current on this thread for the ``with``
+    block, the thread's own context restored after it where it was another."""
+
+    __slots__ = ("cu", "index", "previous")
+
+    def __init__(self, cu: Any, index: int) -> None:
+        self.cu, self.index, self.previous = cu, index, None
+
+    def __enter__(self) -> None:
+        cu = self.cu
+        primary = _PRIMARY.get(self.index)
+        if primary is None:
+            device = _check(cu, cu.cuDeviceGet(self.index), "cuDeviceGet")
+            primary = _PRIMARY[self.index] = _check(cu, cu.cuDevicePrimaryCtxRetain(device),
+                                                    "cuDevicePrimaryCtxRetain")
+        current = _check(cu, cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if current is None or int(current) != int(primary):
+            _check(cu, cu.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+            self.previous = current
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None and int(self.previous):
+            self.cu.cuCtxSetCurrent(self.previous)
+        self.previous = None
 
 
 def _stream(index: int) -> int:
@@ -266,7 +284,8 @@ class Kernel:
         self.bundle = bundle
         self.info = info
         family = info["family"]
-        self.name: str = family["display_name"]
+        #: the callable's name: the family's, as a Python identifier
+        self.name: str = re.sub(r"\W", "_", family["display_name"])
         self.dims: list[dict[str, Any]] = family["dims"]
         self.dim_names = [d["name"] for d in self.dims]
         signature = family["signature"]
@@ -292,6 +311,10 @@ class Kernel:
             key = tuple(int(entry["shape"][n]) for n in self.dim_names)
             self.entries[key] = entry
         self._reported: set[tuple[int, ...]] = set()
+        #: the shape of each input tuple seen (its dims checked): a repeat skips the shape's
+        #: checks
+        self._known: dict[tuple[Any, ...], tuple[dict[str, int], tuple[int, ...]]] = {}
+        self._input_dtypes = [TORCH_DTYPES[b["dtype"]] for b in self.inputs]
         self._modules: dict[tuple[int, str], Any] = {}
         self._steps: dict[tuple[int, tuple[int, ...]], list[_Step]] = {}
         self._devices_ok: set[int] = set()
@@ -327,7 +350,18 @@ class Kernel:
 
     def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
         """Check, dispatch and launch; the outputs in signature order."""
-        dims, key = self._check(inputs, scalars)
+        seen = None
+        if not scalars and all(isinstance(t, torch.Tensor) for t in inputs):
+            seen = tuple(t.shape for t in inputs)
+        known = self._known.get(seen) if seen is not None else None
+        if known is not None and self._quick_ok(inputs):
+            dims, key = known
+        else:
+            dims, key = self._check(inputs, scalars)
+            if seen is not None:
+                if len(self._known) >= MAX_KNOWN_SHAPES:
+                    self._known.clear()
+                self._known[seen] = (dims, key)
         found = self._dispatch(dims, key)
         if found.entry is not None:
             return self._run_entry(found.entry, key, inputs, dims)
@@ -343,6 +377,19 @@ class Kernel:
         raise NoFallback(f"{self.name} has no dispatch entry at {_text(dims)} and no fallback "
                          "(no vendor operator, no reference launch in the bundle); shapes with "
                          f"entries: {', '.join(_text(e['shape']) for e in self.entries.values())}")
+
+    def _quick_ok(self, inputs: Sequence[Any]) -> bool:
+        """Whether inputs of a shape already checked pass the checks that depend on more than
+        their shape (dtype, contiguity, device); a False sends the call to the full check."""
+        device = None
+        for t, dtype in zip(inputs, self._input_dtypes, strict=True):
+            if t.dtype is not dtype or not t.is_contiguous() or t.device.type != "cuda":
+                return False
+            if device is None:
+                device = t.device
+            elif t.device != device:
+                return False
+        return device is not None and device.index in self._devices_ok
 
     def _dispatch(self, dims: dict[str, int], key: tuple[int, ...]) -> Dispatch:
         entry = self.entries.get(key)
@@ -485,7 +532,12 @@ class Kernel:
         device = inputs[0].device
         index = device.index if device.index is not None else torch.cuda.current_device()
         cu = _driver()
-        _make_current(cu, index)
+        with _Current(cu, index):
+            return self._launch_entry(cu, index, entry, key, inputs, dims)
+
+    def _launch_entry(self, cu: Any, index: int, entry: dict[str, Any], key: tuple[int, ...],
+                      inputs: Sequence[Any], dims: dict[str, int]) -> tuple[Any, ...]:
+        device = inputs[0].device
         steps = self._steps.get((index, key))
         if steps is None:
             steps = self._prepare(cu, index, entry, dims)
@@ -584,7 +636,12 @@ class Kernel:
         device = inputs[0].device
         index = device.index if device.index is not None else torch.cuda.current_device()
         cu = _driver()
-        _make_current(cu, index)
+        with _Current(cu, index):
+            return self._launch_reference(cu, index, ref, inputs, dims)
+
+    def _launch_reference(self, cu: Any, index: int, ref: dict[str, Any],
+                          inputs: Sequence[Any], dims: dict[str, int]) -> tuple[Any, ...]:
+        device = inputs[0].device
         with self._lock:
             module = self._module(cu, index, ref["cubin"])
         fn = _function(cu, module, ref["kernel_name"])

@@ -1,0 +1,377 @@
+"""The exported library's Python loader at random shapes, beside the vendor (issue 35's loader
+target), on a GPU with torch and cuda-bindings.
+
+It builds its own bundles (no database): per family, the replay dataset's best point at each of
+its shapes (``tuned``, with the library's figure) plus, up to half the shapes, random shapes
+given the best point of the nearest replay shape where it launches (``nearest``: an entry, no
+figure of its own); the other half are random shapes with no entry (the fallback runs). Shapes
+are log-uniform: GEMM 1..8192 per dimension, softmax 1..65536 rows and 1..262144 columns (at
+most 2^28 elements). For every shape:
+
+- the loader's output is checked by the family's rule (``scaled``, tolerance 1e-4) against a
+  float64 reference;
+- the loader, the vendor and (at shapes with an entry) the cubin launched directly are timed:
+  L2 flushed (a 256 MiB write) before each call, CUDA events, median;
+- the dispatch overhead: back-to-back calls at a small shape with an entry, wall time a call,
+  the loader against the direct launch of the same cubin.
+
+Prints a table and writes ``loader_bench.json`` under ``--out`` (default ``$OUT`` or ``.``)::
+
+    python bench/loader_bench.py --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
+from kernels import get_family  # noqa: E402
+from kernels.base import Dims, Rejection  # noqa: E402
+from worker.compile import Compiler  # noqa: E402
+
+TOLERANCE = 1e-4
+#: ranges of the issue's loader target
+RANGES = {"gemm_bias_relu": {"m": 8192, "n": 8192, "k": 8192},
+          "softmax": {"rows": 65536, "cols": 262144}}
+MAX_SOFTMAX_ELEMENTS = 1 << 28
+#: the small shape the dispatch overhead is measured at, per family (an entry is made there)
+SMALL = {"softmax": {"rows": 64, "cols": 1024}, "gemm_bias_relu": {"m": 64, "n": 64, "k": 64}}
+
+
+def log_uniform(rng: random.Random, hi: int) -> int:
+    """An integer in [1, hi], uniform in its logarithm."""
+    return max(1, min(hi, int(round(math.exp(rng.uniform(0.0, math.log(hi)))))))
+
+
+def random_shape(rng: random.Random, family: str) -> dict[str, int]:
+    """A shape in the issue's ranges (softmax: at most 2^28 elements)."""
+    while True:
+        shape = {name: log_uniform(rng, hi) for name, hi in RANGES[family].items()}
+        if family != "softmax" or shape["rows"] * shape["cols"] <= MAX_SOFTMAX_ELEMENTS:
+            return shape
+
+
+def nearest(entries: Sequence[BundleEntry], shape: Dims) -> BundleEntry:
+    """The entry whose shape is nearest ``shape`` in log space (sum of |log a - log b|)."""
+    return min(entries, key=lambda e: sum(abs(math.log(e.shape[n]) - math.log(shape[n]))
+                                          for n in shape))
+
+
+def plan(family_name: str, rng: random.Random, shapes: int, sm_count: int
+         ) -> tuple[list[BundleEntry], list[Dims]]:
+    """The bundle's entries (the replay bests, the small shape, then random ``nearest``
+    entries up to half of ``shapes``) and ``shapes // 2`` random shapes without an entry."""
+    family = get_family(family_name)
+    tuned = replay_entries(family)
+    entries = list(tuned)
+    taken = {e.shape for e in entries}
+
+    def add_nearest(shape: Dims) -> bool:
+        base = nearest(tuned, shape)
+        if shape in taken or isinstance(family.launch(base.params, shape, sm_count=sm_count),
+                                        Rejection):
+            return False
+        entries.append(BundleEntry(shape, base.params, source="nearest",
+                                   provenance={**base.provenance, "from": str(base.shape)}))
+        taken.add(shape)
+        return True
+
+    add_nearest(family.make_dims(SMALL[family_name]))
+    while len(entries) < shapes - shapes // 2:
+        add_nearest(family.make_dims(random_shape(rng, family_name)))
+    untuned: list[Dims] = []
+    while len(untuned) < shapes // 2:
+        shape = family.make_dims(random_shape(rng, family_name))
+        if shape not in taken:
+            untuned.append(shape)
+            taken.add(shape)
+    return entries, untuned
+
+
+def build(work: Path, family_name: str, entries: list[BundleEntry], arch: str, sm_count: int,
+          gpu_name: str, compiler: Compiler) -> Path:
+    """The bundle of ``entries`` under ``work``."""
+    return write_bundle(work / family_name, get_family(family_name), entries,
+                        compiler=compiler, arch=arch, sm_count=sm_count, gpu_name=gpu_name,
+                        provenance={"built_by": "bench/loader_bench.py",
+                                    "date": time.strftime("%Y-%m-%d")})
+
+
+# ---- inputs, references, checks ----------------------------------------------------------
+def inputs(torch: Any, family: str, shape: Dims, seed: int) -> list[Any]:
+    """Fresh normal inputs of ``family`` at ``shape`` on the GPU."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    if family == "softmax":
+        return [torch.randn(shape["rows"], shape["cols"], device="cuda", generator=gen)]
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    return [torch.randn(m, k, device="cuda", generator=gen),
+            torch.randn(k, n, device="cuda", generator=gen),
+            torch.randn(n, device="cuda", generator=gen)]
+
+
+def scaled_error(torch: Any, family: str, out: Any, args: Sequence[Any]) -> dict[str, float]:
+    """The family's ``scaled`` rule against a float64 reference: the norm-relative error and
+    the largest element error over its scale (softmax: ``ref + 1/cols``; GEMM:
+    ``Σ|a·b| + |bias|``)."""
+    if family == "softmax":
+        x = args[0].double()
+        ref = torch.softmax(x, -1)
+        scale = ref + 1.0 / x.shape[1]
+    else:
+        a, b, bias = (t.double() for t in args)
+        ref = torch.relu(a @ b + bias)
+        scale = a.abs() @ b.abs() + bias.abs()
+    err = (out.double() - ref).abs()
+    finite = bool(torch.isfinite(out).all())
+    rel = float(err.norm() / ref.norm()) if float(ref.norm()) > 0 else float(err.norm())
+    return {"rel_err": rel if finite else math.inf,
+            "max_scaled_err": float((err / scale.clamp_min(1e-30)).max()) if finite
+            else math.inf}
+
+
+def vendor(torch: Any, family: str) -> Callable[..., Any]:
+    """The vendor's operator as a user calls it (a fresh output each call)."""
+    if family == "softmax":
+        return lambda x: torch.softmax(x, -1)
+
+    def gemm(a: Any, b: Any, bias: Any) -> Any:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return torch.relu(torch.addmm(bias, a, b))
+    return gemm
+
+
+# ---- the cubin launched directly ---------------------------------------------------------
+class DirectLaunch:
+    """An entry's cubin launched with the CUDA driver bindings and nothing else: its module,
+    functions, arguments and output packed once; a call is its launches on torch's current
+    stream (the baseline of the dispatch overhead)."""
+
+    def __init__(self, torch: Any, bundle: Path, entry: dict[str, Any], args: Sequence[Any],
+                 loader: Any) -> None:
+        from cuda.bindings import driver as cu
+
+        self.cu = cu
+        data = json.loads((bundle / "dispatch.json").read_text())
+        sig = data["family"]["signature"]
+        point = data["points"][entry["point"]]
+        torch.cuda.synchronize()
+        ok = cu.cuModuleLoadData((bundle / point["cubin"]).read_bytes())
+        assert ok[0] == cu.CUresult.CUDA_SUCCESS, ok
+        self.module = ok[1]
+        launch = entry["launch"]
+        shape = entry["shape"]
+        ins = iter(args)
+        self.keep: list[Any] = []
+        pointers: dict[str, int] = {}
+        for buf in sig["buffers"]:
+            t = next(ins) if buf["role"] == "in" else torch.empty(
+                eval_count(buf["count"], shape), device="cuda")
+            self.keep.append(t)
+            pointers[buf["name"]] = t.data_ptr()
+        if launch.get("workspace_bytes"):
+            ws = torch.empty(launch["workspace_bytes"], dtype=torch.uint8, device="cuda")
+            self.keep.append(ws)
+            pointers["workspace"] = ws.data_ptr()
+        scalars = {s["name"]: shape[s["value"]] for s in sig["scalars"]}
+        self.steps = []
+        for step, main in ((launch.get("prologue"), False), (launch, True),
+                           (launch.get("epilogue"), False)):
+            if not step:
+                continue
+            names = ([b["name"] for b in sig["buffers"]] + [s["name"] for s in sig["scalars"]]
+                     + (["workspace"] if launch.get("workspace_bytes") else [])
+                     ) if main else step["args"]
+            cells = [ctypes.c_int32(a) if isinstance(a, int) else
+                     ctypes.c_int32(scalars[a]) if a in scalars else ctypes.c_void_p(pointers[a])
+                     for a in names]
+            array = (ctypes.c_void_p * len(cells))(*[ctypes.addressof(c) for c in cells])
+            self.keep += [cells, array]
+            fn = cu.cuModuleGetFunction(self.module, step["kernel_name"].encode())[1]
+            smem = int(step.get("dynamic_smem_bytes") or 0)
+            if smem > 48 * 1024:
+                cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem)
+            if main and int(launch.get("cluster_size") or 1) > 1:
+                cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1)
+            grid = list(step["grid"])
+            if main and launch.get("persistent"):
+                # grid x cut to the CTAs resident at once, as the loader cuts it
+                grid[0] = int(loader._persistent_x(cu, fn, 0, launch))
+            self.steps.append((fn, *grid, *step["block"], smem, ctypes.addressof(array)))
+        self.stream = torch.cuda.current_stream().cuda_stream
+
+    def __call__(self) -> None:
+        launch = self.cu.cuLaunchKernel
+        for fn, gx, gy, gz, bx, by, bz, smem, params in self.steps:
+            launch(fn, gx, gy, gz, bx, by, bz, smem, self.stream, params, 0)
+
+
+def eval_count(count: str, shape: dict[str, int]) -> int:
+    """A buffer's element count (a product of dimensions)."""
+    return math.prod(shape[name.strip()] for name in count.split("*"))
+
+
+# ---- timing ------------------------------------------------------------------------------
+def flushed_us(torch: Any, fn: Callable[[], Any], flush: Any, reps: int) -> float:
+    """Median of ``reps`` calls of ``fn``, the L2 flushed before each, CUDA events."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
+    """Wall time a call of ``calls`` back-to-back calls (the best of three runs)."""
+    best = math.inf
+    for _ in range(3):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def reps_for(us: float) -> int:
+    """Timed calls at a call of ``us``: more for short ones, at least 5."""
+    return int(max(5, min(40, 200_000 / max(us, 1.0))))
+
+
+def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: list[Dims],
+                 flush: Any, seed: int) -> dict[str, Any]:
+    """Every shape of one family: correctness, times, ratios; and the dispatch overhead."""
+    lib = loader.load(bundle)
+    kernel = lib.kernels[next(iter(lib.kernels))]
+    data = json.loads((bundle / "dispatch.json").read_text())
+    ven = vendor(torch, family)
+    rows = []
+    cases = [(e["shape"], e) for e in data["entries"]] + [(s.as_dict(), None) for s in untuned]
+    for number, (shape, entry) in enumerate(cases):
+        dims = get_family(family).make_dims(shape)
+        args = inputs(torch, family, dims, seed + number)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", loader.FallbackWarning)
+            out = kernel(*args)
+            check = scaled_error(torch, family, out, args)
+            vendor_us = flushed_us(torch, partial(ven, *args), flush, 5)
+            reps = reps_for(vendor_us)
+            vendor_us = flushed_us(torch, partial(ven, *args), flush, reps)
+            loader_us = flushed_us(torch, partial(kernel, *args), flush, reps)
+        row: dict[str, Any] = {
+            "shape": str(dims), "entry": entry["source"] if entry else None,
+            "passed": check["rel_err"] <= TOLERANCE and check["max_scaled_err"] <= TOLERANCE,
+            **check, "loader_us": loader_us, "vendor_us": vendor_us,
+            "x_vendor": vendor_us / loader_us}
+        if entry is not None:
+            direct = DirectLaunch(torch, bundle, entry, args, loader)
+            row["direct_us"] = flushed_us(torch, direct, flush, reps)
+            row["x_direct"] = row["direct_us"] / loader_us
+            if entry.get("measured_us"):
+                row["library_us"] = entry["measured_us"]
+                row["vs_library"] = loader_us / entry["measured_us"]
+        rows.append(row)
+        del args, out
+    small = get_family(family).make_dims(SMALL[family])
+    entry = next(e for e in data["entries"] if e["shape"] == small.as_dict())
+    args = inputs(torch, family, small, seed)
+    direct = DirectLaunch(torch, bundle, entry, args, loader)
+    overhead: dict[str, Any] = {
+        "shape": str(small), "loader_us": per_call_us(torch, partial(kernel, *args)),
+        "direct_us": per_call_us(torch, direct),
+        "vendor_us": per_call_us(torch, partial(ven, *args))}
+    overhead["added_us"] = overhead["loader_us"] - overhead["direct_us"]
+    fallback = [r["x_vendor"] for r in rows if r["entry"] is None]
+    return {"rows": rows, "overhead": overhead,
+            "untuned_geomean_x_vendor": math.exp(statistics.fmean(math.log(v) for v in fallback)),
+            "untuned_worst_x_vendor": min(fallback)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--shapes", type=int, default=50, help="shapes per family")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--families", default="softmax,gemm_bias_relu")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    major, minor = torch.cuda.get_device_capability()
+    props = torch.cuda.get_device_properties(0)
+    arch, sm_count = f"sm_{major}{minor}", int(props.multi_processor_count)
+    work = Path(tempfile.mkdtemp(prefix="tf-loader-bench-"))
+    compiler = Compiler(work / "nvcc-cache", arch=arch, workers=os.cpu_count() or 1)
+    rng = random.Random(args.seed)
+    flush = torch.empty(64 << 20, device="cuda")  # 256 MiB: four H200 L2s
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "gpu": props.name,
+                              "torch": torch.__version__, "seed": args.seed, "families": {}}
+    started = time.perf_counter()
+    for family in args.families.split(","):
+        entries, untuned = plan(family, rng, args.shapes, sm_count)
+        bundle = build(work, family, entries, arch, sm_count, props.name, compiler)
+        if str(bundle) not in sys.path:
+            sys.path.insert(0, str(bundle))
+        import tuneforge_loader
+
+        report["families"][family] = bench_family(torch, tuneforge_loader, bundle, family,
+                                                  untuned, flush, args.seed)
+    compiler.close()
+    report["seconds"] = time.perf_counter() - started
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "loader_bench.json").write_text(json.dumps(report, indent=1))
+    print_table(report)
+    return 0 if all(r["passed"] for f in report["families"].values() for r in f["rows"]) else 1
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """One line per family: correctness, tuned shapes against the direct launch and the
+    library's figure, the dispatch overhead, the fallback against the vendor."""
+    print(f"loader at random shapes, {report['gpu']}, torch {report['torch']}, "
+          f"{report['date']}")
+    print(f"{'family':16} {'shapes':>6} {'wrong':>5} {'tuned x direct (min/med)':>25} "
+          f"{'vs library (max)':>16} {'overhead us':>12} {'untuned x vendor (gm/min)':>26}")
+    for name, fam in report["families"].items():
+        rows = fam["rows"]
+        tuned = [r for r in rows if r["entry"] is not None]
+        direct = sorted(r["x_direct"] for r in tuned)
+        library = [r["vs_library"] for r in tuned if "vs_library" in r]
+        print(f"{name:16} {len(rows):>6} {sum(not r['passed'] for r in rows):>5} "
+              f"{direct[0]:>12.3f}/{statistics.median(direct):<12.3f} "
+              f"{max(library) if library else math.nan:>16.3f} "
+              f"{fam['overhead']['added_us']:>12.2f} "
+              f"{fam['untuned_geomean_x_vendor']:>13.3f}/{fam['untuned_worst_x_vendor']:<12.3f}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

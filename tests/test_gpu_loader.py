@@ -1,0 +1,208 @@
+"""The exported bundle's Python loader on a GPU: correct at its entries and at random shapes
+without one (the fallback), eager and under ``torch.compile(fullgraph=True)``, for softmax,
+the GEMM and a user family (``examples/transpose``); its time at an entry against the cubin
+launched directly, and torch's beside it in the same run."""
+
+from __future__ import annotations
+
+import random
+import sys
+import warnings
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("cuda.bindings")
+
+from bundle_support import build, import_loader, transpose_family  # noqa: E402
+
+from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
+from bench.loader_bench import (  # noqa: E402
+    TOLERANCE,
+    DirectLaunch,
+    flushed_us,
+    inputs,
+    nearest,
+    per_call_us,
+    random_shape,
+    scaled_error,
+    vendor,
+)
+from kernels import get_family  # noqa: E402
+from kernels.base import Candidate, Dims  # noqa: E402
+from worker.compile import Compiler  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+SOFTMAX_TUNED = ("65536x128", "16384x1024", "16x262144", "256x262144")
+EXTRA = {"softmax": [{"rows": 64, "cols": 1024}, {"rows": 300, "cols": 777}],
+         "gemm_bias_relu": [{"m": 64, "n": 64, "k": 64}, {"m": 517, "n": 1029, "k": 263}]}
+TRANSPOSE = [(64, 96), (1000, 3), (2048, 4096)]
+
+
+def nearest_entries(family: Any, tuned: list[BundleEntry], shapes: list[dict[str, int]]
+                    ) -> list[BundleEntry]:
+    out = []
+    for shape in shapes:
+        dims = family.make_dims(shape)
+        out.append(BundleEntry(dims, nearest(tuned, dims).params, source="nearest"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundles(compiler: Compiler, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gpu-loader")
+    out = {}
+    for name, shapes in (("softmax", SOFTMAX_TUNED), ("gemm_bias_relu", None)):
+        family = get_family(name)
+        tuned = [e for e in replay_entries(family) if shapes is None or str(e.shape) in shapes]
+        out[name] = build(compiler, root / name, family, shapes,
+                          nearest_entries(family, tuned, EXTRA[name]))
+    transpose = transpose_family()
+    staged = transpose.apply(Candidate(transpose.baseline), "apply_shared_memory_transpose()")
+    assert isinstance(staged, Candidate)
+    points = [transpose.baseline, staged.params]
+    entries = [BundleEntry(Dims(m=m, n=n), points[i % 2], source="tuned")
+               for i, (m, n) in enumerate(TRANSPOSE)]
+    out["transpose"] = write_bundle(root / "transpose", transpose, entries, compiler=compiler,
+                                    arch="sm_90", sm_count=132, gpu_name="NVIDIA H200",
+                                    provenance={})
+    return out
+
+
+@pytest.fixture(scope="module")
+def loader(bundles: dict[str, Path]) -> ModuleType:
+    return import_loader(bundles["softmax"])
+
+
+@pytest.fixture(scope="module")
+def libs(bundles: dict[str, Path], loader: ModuleType) -> dict[str, Any]:
+    return {name: loader.load(path).kernels[name] for name, path in bundles.items()}
+
+
+def shapes_of(bundle_kernel: Any) -> list[dict[str, int]]:
+    return [e["shape"] for e in bundle_kernel.entries.values()]
+
+
+def untuned(family: str, count: int, seed: int, taken: list[dict[str, int]]
+            ) -> list[dict[str, int]]:
+    rng = random.Random(seed)
+    out: list[dict[str, int]] = []
+    while len(out) < count:
+        shape = random_shape(rng, family)
+        if family == "softmax" and shape["rows"] * shape["cols"] > 1 << 24:
+            continue  # keep the test's float64 references small
+        if family == "gemm_bias_relu" and shape["m"] * shape["n"] * shape["k"] > 1 << 33:
+            continue
+        if shape not in taken and shape not in out:
+            out.append(shape)
+    return out
+
+
+@pytest.mark.parametrize("family", ["softmax", "gemm_bias_relu"])
+def test_builtin_family_is_correct_at_entries_and_random_shapes(
+        libs: dict[str, Any], loader: ModuleType, family: str) -> None:
+    kernel = libs[family]
+    cases = [(s, True) for s in shapes_of(kernel)]
+    cases += [(s, False) for s in untuned(family, 6, 35, shapes_of(kernel))]
+    for number, (shape, has_entry) in enumerate(cases):
+        dims = get_family(family).make_dims(shape)
+        args = inputs(torch, family, dims, number)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = kernel(*args)
+            again = kernel(*args)
+        reports = [w for w in caught if issubclass(w.category, loader.FallbackWarning)]
+        assert len(reports) == (0 if has_entry else 1), (shape, [str(w.message) for w in caught])
+        torch.cuda.synchronize()
+        check = scaled_error(torch, family, out, args)
+        assert check["rel_err"] <= TOLERANCE, (shape, check)
+        assert check["max_scaled_err"] <= TOLERANCE, (shape, check)
+        assert torch.equal(out, again), shape
+        assert out.shape == tuple(args[0].shape[:1]) + (
+            (dims["cols"],) if family == "softmax" else (dims["n"],))
+
+
+def test_loader_runs_on_torchs_current_stream(libs: dict[str, Any]) -> None:
+    kernel = libs["softmax"]
+    dims = get_family("softmax").make_dims(shapes_of(kernel)[0])
+    (x,) = inputs(torch, "softmax", dims, 7)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = kernel(x)
+        total = y.sum(-1)  # queued behind the kernel on the same stream
+    side.synchronize()
+    assert torch.allclose(total, torch.ones_like(total), atol=1e-4)
+
+
+def test_user_family_is_exact_at_entries_and_through_its_reference(
+        libs: dict[str, Any], loader: ModuleType) -> None:
+    kernel = libs["transpose"]
+    cases = [(m, n, True) for m, n in TRANSPOSE] + [(7, 9, False), (1, 5000, False),
+                                                    (3001, 17, False)]
+    for m, n, has_entry in cases:
+        x = torch.randn(m, n, device="cuda")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = kernel(x)
+        reports = [w for w in caught if issubclass(w.category, loader.FallbackWarning)]
+        assert len(reports) == (0 if has_entry else 1)
+        assert out.shape == (m, n)  # the count m * n's factors: the n x m transpose's bytes
+        assert torch.equal(out.view(n, m), x.t()), (m, n)
+
+
+@pytest.mark.parametrize("family", ["softmax", "gemm_bias_relu", "transpose"])
+def test_compiled_fullgraph_matches_eager(libs: dict[str, Any], family: str) -> None:
+    kernel = libs[family]
+    torch._dynamo.reset()
+
+    def program(*args: Any) -> Any:
+        return kernel(*args) * 2.0 + 1.0
+
+    compiled = torch.compile(program, fullgraph=True)
+    entry = shapes_of(kernel)[0 if family != "gemm_bias_relu" else 1]
+    shapes = [entry, untuned(family, 1, 11, shapes_of(kernel))[0]] if family != "transpose" \
+        else [{"m": 64, "n": 96}, {"m": 33, "n": 70}]
+    for number, shape in enumerate(shapes):
+        if family == "transpose":
+            args = [torch.randn(shape["m"], shape["n"], device="cuda")]
+        else:
+            args = inputs(torch, family, get_family(family).make_dims(shape), 100 + number)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = compiled(*args)
+            want = program(*args)
+        assert torch.equal(got, want), (family, shape)
+
+
+@pytest.mark.parametrize("family", ["softmax", "gemm_bias_relu"])
+def test_time_at_entries_is_the_cubins_and_dispatch_is_cheap(
+        libs: dict[str, Any], bundles: dict[str, Path], loader: ModuleType, family: str) -> None:
+    """At each entry the loader's flushed time is within 5 % (+ 2 µs) of the same cubin
+    launched directly; back-to-back at the small entry it adds at most 20 µs a call (the
+    issue's target, 5 µs, is the benchmark's to report)."""
+    kernel = libs[family]
+    flush = torch.empty(64 << 20, device="cuda")
+    for shape in shapes_of(kernel):
+        dims = get_family(family).make_dims(shape)
+        args = inputs(torch, family, dims, 1)
+        entry = kernel.entries[dims.values_tuple()]
+        direct = DirectLaunch(torch, bundles[family], entry, args, loader)
+        direct_us = flushed_us(torch, direct, flush, 15)
+        loader_us = flushed_us(torch, partial(kernel, *args), flush, 15)
+        vendor_us = flushed_us(torch, partial(vendor(torch, family), *args), flush, 15)
+        sys.stdout.write(f"{family} {dims}: loader {loader_us:.1f} us, direct "
+                         f"{direct_us:.1f} us, torch {vendor_us:.1f} us "
+                         f"({vendor_us / loader_us:.2f}x torch)\n")
+        assert loader_us <= 1.05 * direct_us + 2.0, (str(dims), loader_us, direct_us)
+    small = get_family(family).make_dims(EXTRA[family][0])
+    args = inputs(torch, family, small, 2)
+    direct = DirectLaunch(torch, bundles[family], kernel.entries[small.values_tuple()], args,
+                          loader)
+    added = per_call_us(torch, lambda: kernel(*args), 500) - per_call_us(torch, direct, 500)
+    sys.stdout.write(f"{family} {small}: dispatch adds {added:.2f} us a call\n")
+    assert added <= 20.0
