@@ -85,7 +85,10 @@ class CampaignRead(BaseModel):
     start_from: str | None
     allowed_actions: list[str] | None
     evaluations: int
+    #: GPU time its evaluations took (those served from the team's history took none)
     gpu_seconds: float
+    #: evaluations served from the team's history (each links to the original measurement)
+    served_from_history: int = 0
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,8 @@ class CampaignSpec:
     team_id: str | None = None
     #: run the compute-sanitizer gate on the best kernel once the campaign is done
     sanitize: bool = False
+    #: serve an evaluation the team made before from its history (False: measure afresh)
+    reuse: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -106,7 +109,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
         leaderboard=spec.leaderboard, start_from=spec.start_from,
         allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
-        sanitize=spec.sanitize, status="queued",
+        sanitize=spec.sanitize, reuse=spec.reuse, status="queued",
     )
     session.add(campaign)
     session.flush()
@@ -138,8 +141,10 @@ def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, A
     return cand.params, f"warm start: best of campaign {camp.id[:8]} at {camp.shape_text}"
 
 
-def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
-    """Running: the seed's baseline first (and the team's best earlier point if asked)."""
+def start_campaign(session: Session, campaign_id: str,
+                   seeds: Sequence[tuple[Any, str]] = ()) -> list[Candidate]:
+    """Running: the seed's baseline first (and the team's best earlier point if asked), then
+    ``seeds``, points given with why (a shape set's transferred bests), each once."""
     campaign = lock_campaign(session, campaign_id)
     if campaign.status != "queued":
         return []
@@ -163,6 +168,12 @@ def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
                                               action="warm_start()", reason=found[1],
                                               proposed_by="warm_start",
                                               parent_id=created[0].id))
+    for params, reason in seeds:
+        if key_of(params) in {c.params_key for c in created}:
+            continue
+        created.append(new_candidate(session, campaign, family, params, action="transfer()",
+                                      reason=reason, proposed_by="transfer",
+                                      parent_id=created[0].id))
     return created
 
 
