@@ -1,4 +1,5 @@
-"""The feedback record of DESIGN.md §5: what the agent sees of every candidate.
+"""The feedback record: what the agent sees of every candidate
+(docs/ARCHITECTURE.md#the-feedback-record).
 
 One JSON document per candidate. ``core/feedback.schema.json`` is generated from these models
 (``python -m core.feedback``) and a test keeps it in sync.
@@ -156,7 +157,7 @@ class BestSoFar(_Model):
 
 
 class FeedbackRecord(_Model):
-    """One candidate's whole story (DESIGN.md §5)."""
+    """One candidate's whole story."""
 
     iteration: int
     campaign_id: str | None = None

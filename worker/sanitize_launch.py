@@ -41,7 +41,7 @@ from worker import launch_contract as lc
 
 MARKER = "TF_SANITIZE_RESULT "
 #: norm-relative error allowed between the kernel and the float64 reference (the pass rule's
-#: tolerance, DESIGN.md §4)
+#: tolerance, docs/ARCHITECTURE.md#the-evaluation-protocol)
 TOLERANCE = 1e-4
 
 

@@ -1,6 +1,6 @@
 """The error class of each precision scheme of the GEMM, and which schemes a tolerance admits.
 
-A scheme's error class is the worst of DESIGN.md §4's two figures (norm-relative error, and each
+A scheme's error class is the worst of the pass rule's two figures (norm-relative error, and each
 element's error over Σ|a·b| + |bias|) over normal, uniform [0, 1) and mixed-magnitude inputs at
 K = 4096 and 8192 (M = N = 2048), measured on the GPU by ``bench/precision_calibration.py`` with
 one representative kernel a scheme (:data:`REPRESENTATIVES`). The expert offers a scheme only
