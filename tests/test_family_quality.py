@@ -1,5 +1,5 @@
 """bench/family_quality.py's table header says how long the sustained runs lasted, read from a
-recorded H200 run (session 14, call 4), not the length they were sized for."""
+recorded H200 run (2026-12-02, commit 75efee1, call 4), not the length they were sized for."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_params_round_trip_and_canonical() -> None:
         FAMILY.params_from_dict({"tile": 4})
     assert FAMILY.fixed_dims(p) is None
     assert FAMILY.for_shape(p, dims(2, 3)) == p
-    [dataset] = FAMILY.replay_datasets()  # the H200 campaigns' points (docs/GPU.md, session 10)
+    [dataset] = FAMILY.replay_datasets()  # the H200 campaigns' points
     assert dataset.name == "replay-h200.jsonl.gz"
     assert FAMILY.dynamic_smem_bytes(p) == 0
     assert FAMILY.threads_per_block(p) == 128
