@@ -27,7 +27,7 @@ side for ``--window`` seconds after a warm-up while 100 clients read one of them
 per N: each campaign's time from one proposal to its next (median, p90), candidates per second
 for all together, the service's CPU per candidate and the API's latency; with ``--write-docs``
 it writes "Service overhead against concurrent campaigns" in docs/BENCHMARKS.md and a plot
-under docs/bench/.
+under runs/DATE-COMMIT-service-campaigns/.
 """
 
 from __future__ import annotations
@@ -591,7 +591,7 @@ def write_sweep_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], path:
         f"| {r['cpu_per_candidate_ms']:.1f} + {r['pg_cpu_per_candidate_ms']:.1f} "
         f"| {r['api_p50_ms']:.1f} / {r['api_p99_ms']:.1f} ({r['api_failed']} failed) "
         f"| {r['load']} |" for r in rows)
-    image = plot.relative_to(path.parent).as_posix()
+    image = Path(os.path.relpath(plot, path.parent)).as_posix()
     section = f"""## Service overhead against concurrent campaigns
 
 `{meta['command']}` · {meta['date']} · {meta['machine']} · commit {meta['commit']}.
@@ -658,7 +658,8 @@ def main() -> None:
                 "warmup": args.warmup}
         if args.json:
             args.json.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
-        plot = ROOT / "docs" / "bench" / "service-overhead-campaigns.png"
+        plot = (ROOT / "runs" / f"{meta['date']}-{meta['commit']}-service-campaigns"
+                / "service-overhead-campaigns.png")
         if args.write_docs:
             plot_sweep(rows, plot, f"replay, 2-core box, commit {meta['commit']}")
             write_sweep_markdown(rows, meta, args.markdown, plot)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.family_quality import sustained_lengths
 
-RUN = Path(__file__).resolve().parents[1] / "docs/gpu-runs/2026-12-02-s14/call4/quality.json"
+RUN = Path(__file__).resolve().parents[1] / "runs/2026-12-02-75efee1/call4/quality.json"
 
 
 def test_the_header_gives_the_lengths_the_runs_lasted() -> None:
