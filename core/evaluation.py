@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernels.base import Dims
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass
@@ -93,7 +94,7 @@ class EvalOptions:
     """How a candidate is judged and timed (passed per call: ``Evaluator.measure(...,
     options=...)``)."""
 
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     #: small shapes checked besides the campaign's; None: the family's ``edge_shapes``
     edge_shapes: Sequence[Dims] | None = None
     #: distributions checked at the campaign shape; by default one per candidate, rotating with

@@ -30,7 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from kernels import get_family
 from kernels.base import Dims
-from kernels.family import Metric
+from kernels.family import DEFAULT_TOLERANCE, Metric
 
 
 def utcnow() -> dt.datetime:
@@ -87,7 +87,7 @@ class Campaign(Base):
     arch: Mapped[str] = mapped_column(String(16), default="sm_90")
     backend: Mapped[str] = mapped_column(String(16), default="gpu")
     gpu_name: Mapped[str | None] = mapped_column(String(128))
-    tolerance: Mapped[float] = mapped_column(Float, default=1e-4)
+    tolerance: Mapped[float] = mapped_column(Float, default=DEFAULT_TOLERANCE)
     policy: Mapped[str] = mapped_column(String(32), default="expert")
     accept_threshold_pct: Mapped[float] = mapped_column(Float, default=0.5)
     profile: Mapped[str] = mapped_column(String(8), default="light")

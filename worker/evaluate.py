@@ -186,6 +186,8 @@ class GpuEvaluator:
                  options: EvalOptions | None = None, vendor_cache: Path | None = None) -> None:
         self.family = family
         self.compiler = compiler
+        #: the GPU index the child runs on (``CUDA_VISIBLE_DEVICES`` of the child)
+        self.gpu = str(gpu)
         self.options = options or EvalOptions()
         self.vendor_cache = vendor_cache
         support = compiler.compile(SUPPORT_SOURCE.read_text())

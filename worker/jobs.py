@@ -38,13 +38,10 @@ from kernels import get_family
 from kernels.base import Dims, params_key
 from worker.compile import (
     Compiler,
-    candidate_params,
     compile_candidate,
     compiler_from_settings,
-    reference_params,
-    target_arch,
 )
-from worker.evaluate import ReplayEvaluator
+from worker.evaluators import gpu_evaluator, replay_evaluator
 
 
 @lru_cache(maxsize=4)
@@ -84,23 +81,50 @@ def measurement_from_dict(data: dict[str, Any]) -> Measurement:
     return Measurement(**{k: v for k, v in data.items() if k in names})
 
 
+def failure_payload(status: str, error: str) -> dict[str, Any]:
+    """The report of an evaluation that could not complete (e.g. it killed its worker past
+    the delivery cap): the candidate's outcome, recorded as ``status``."""
+    return {"failure": True, "status": status, "error": error}
+
+
+def measurement_from_payload(payload: dict[str, Any]) -> Measurement:
+    """The measurement a GPU step reported: a measurement's dict, or a
+    :func:`failure_payload`."""
+    if payload.get("failure"):
+        return Measurement(str(payload["status"]), error=str(payload.get("error")))
+    return measurement_from_dict(payload)
+
+
 # ---- the process-wide runtime of a worker ---------------------------------------------------
 class WorkerRuntime:
-    """What one worker process builds once: the compiler or the evaluator of its backend."""
+    """What one worker process builds once: the compiler or the evaluators of its backend
+    (a Celery worker's, from the settings; embedded mode's, one per local evaluator)."""
 
-    def __init__(self, settings: Settings, role: str) -> None:
+    def __init__(self, settings: Settings, role: str, *, backend: str | None = None,
+                 gpu: str | None = None, evaluators: dict[str, Evaluator] | None = None,
+                 compiler: Compiler | None = None) -> None:
         self.settings = settings
         self.role = role
-        self.backend = settings.backend
+        self.backend = backend or settings.backend
         if self.backend not in ("gpu", "replay"):
             raise ValueError(f"TUNEFORGE_BACKEND must be gpu or replay, not {self.backend!r}")
-        self.gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-        self._compiler: Compiler | None = None
-        self._evaluators: dict[str, Evaluator] = {}
+        self.gpu = gpu or os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        self._compiler = compiler
+        self._evaluators: dict[str, Evaluator] = dict(evaluators or {})
         self._replay_compiles: dict[tuple[str, str], CompileResult] = {}
         self._evaluations = 0  # done since the last heartbeat (written with the next one)
         self._busy_s = 0.0  # seconds spent on them (from taking the task to sending the result)
         self._count_lock = threading.Lock()
+
+    @classmethod
+    def local(cls, settings: Settings, evaluator: Evaluator) -> WorkerRuntime:
+        """The runtime of one evaluator of an embedded campaign (its family's only)."""
+        family = getattr(evaluator, "family", None)
+        compiler = getattr(evaluator, "compiler", None)
+        return cls(settings, "gpu", backend=evaluator.backend,
+                   gpu=str(getattr(evaluator, "gpu", "0")),
+                   evaluators={family.name: evaluator} if family is not None else {},
+                   compiler=compiler)
 
     @property
     def compiler(self) -> Compiler:
@@ -114,15 +138,11 @@ class WorkerRuntime:
         if kernel not in self._evaluators:
             family = get_family(kernel)
             if self.backend == "replay":
-                self._evaluators[kernel] = ReplayEvaluator(
-                    family, replay_dataset(kernel), arch=self.settings.arch)
+                self._evaluators[kernel] = replay_evaluator(family, self.settings,
+                                                            replay_dataset(kernel))
             else:
-                from worker.evaluate import GpuEvaluator
-
-                self._evaluators[kernel] = GpuEvaluator(
-                    family, self.compiler, gpu=self.gpu,
-                    options=EvalOptions(timeout_s=self.settings.eval_timeout_s),
-                    vendor_cache=self.settings.home / "vendor.json")
+                self._evaluators[kernel] = gpu_evaluator(family, self.settings, gpu=self.gpu,
+                                                         compiler=self.compiler)
         return self._evaluators[kernel]
 
     def count_evaluation(self, busy_s: float = 0.0, evaluations: int = 1) -> None:
@@ -209,12 +229,21 @@ _INCUMBENT_PARAMS = (
     .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
            _INCUMBENT_ROW.c.id != _CANDIDATES.id)
     .correlate(_CANDIDATE_TABLE).scalar_subquery())
-_TAKE_FOR_EVALUATION = (
+_TAKE_FOR_EVALUATION_ONLY = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("compiled", "measuring")))
     .values(status="measuring", attempts=_CANDIDATES.attempts + 1,
-            claimed_by=bindparam("node"))
-    .returning(*_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params")))
+            claimed_by=bindparam("node")))
+_TAKE_FOR_EVALUATION = _TAKE_FOR_EVALUATION_ONLY.returning(
+    *_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params"))
+#: SQLite renders the UPDATE's own columns unqualified, which the correlated subquery cannot
+#: tell from the incumbent's: there the incumbent is read by a second statement
+_TAKE_FOR_EVALUATION_SQLITE = _TAKE_FOR_EVALUATION_ONLY.returning(*_TAKEN)
+_INCUMBENT_OF = (
+    select(_INCUMBENT_ROW.c.params)
+    .join(_CAMPAIGN_TABLE, _CAMPAIGN_TABLE.c.incumbent_id == _INCUMBENT_ROW.c.id)
+    .where(_CAMPAIGN_TABLE.c.id == bindparam("campaign_id"),
+           _INCUMBENT_ROW.c.id != bindparam("candidate_id")))
 _RECORD_COMPILED = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
@@ -321,12 +350,17 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
                      ) -> EvaluateJob | None:
     """Mark the candidate measuring, claimed by ``node``, counting one more delivery attempt
     (one statement, which may commit on its own); None when it is finished."""
-    cand = session.execute(_TAKE_FOR_EVALUATION,
-                           {"candidate_id": candidate_id, "node": node}).first()
+    values = {"candidate_id": candidate_id, "node": node}
+    if session.get_bind().dialect.name == "sqlite":
+        cand = session.execute(_TAKE_FOR_EVALUATION_SQLITE, values).first()
+        incumbent = session.scalar(_INCUMBENT_OF, {
+            "campaign_id": cand.campaign_id, "candidate_id": cand.id}) if cand else None
+    else:
+        cand = session.execute(_TAKE_FOR_EVALUATION, values).first()
+        incumbent = cand.incumbent_params if cand is not None else None
     if cand is None:
         return None
     campaign = _campaign_constants(session, _EVALUATION_CONTEXT, cand.campaign_id)
-    incumbent = cand.incumbent_params
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
@@ -378,6 +412,7 @@ class SanitizeJob:
     params: dict[str, Any]
     source: str
     shape: Dims
+    tolerance: float
 
 
 def start_sanitize(session: Session, candidate_id: str, node: str | None = None
@@ -392,44 +427,22 @@ def start_sanitize(session: Session, candidate_id: str, node: str | None = None
     campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     return SanitizeJob(cand.id, campaign.kernel, campaign.backend, dict(cand.params),
-                       cand.source, campaign.problem)
+                       cand.source, campaign.problem, campaign.tolerance)
 
 
 def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
-    """The gate's record: compile the stored source again (a cache hit), then memcheck and
-    racecheck on this worker's GPU; a gate that cannot run is an ``error`` record saying why."""
-    from worker.sanitize import (
-        DEFAULT_TOOLS,
-        SanitizerUnavailable,
-        check,
-        error_record,
-        sanitizer_path,
-    )
+    """The gate's record (:func:`worker.sanitize.gate`) on this worker's GPU."""
+    from worker.sanitize import error_record, gate, sanitizer_path
 
     if runtime.backend != "gpu" or job.backend != "gpu":
         return error_record(f"a {runtime.backend} worker cannot run compute-sanitizer on a "
                             f"{job.backend} campaign's kernel")
     family = get_family(job.kernel)
-    params = family.params_from_dict(job.params)
-    compiled = runtime.compiler.compile(
-        job.source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
-        arch=target_arch(family, params, runtime.compiler.arch),
-        params=candidate_params(family, params))
-    if compiled.status != "ok":
-        return error_record(f"the source did not compile again: {compiled.status}: "
-                            f"{compiled.error}")
-    reference = runtime.compiler.compile(family.reference_source(),
-                                         params=reference_params(family))
-    if reference.status != "ok":
-        return error_record(f"the reference kernel did not compile: {reference.error}")
     settings = runtime.settings
-    try:
-        return check(family, params, compiled.cubin(), tools=DEFAULT_TOOLS,
-                     campaign_shape=job.shape, gpu=runtime.gpu,
-                     exe=sanitizer_path(settings.compute_sanitizer),
-                     timeout_s=settings.sanitize_timeout_s, reference=reference.cubin())
-    except SanitizerUnavailable as exc:
-        return error_record(str(exc))
+    return gate(runtime.compiler, family, family.params_from_dict(job.params), job.source,
+                campaign_shape=job.shape, tolerance=job.tolerance, gpu=runtime.gpu,
+                exe=sanitizer_path(settings.compute_sanitizer),
+                timeout_s=settings.sanitize_timeout_s)
 
 
 # ---- heartbeats -----------------------------------------------------------------------------

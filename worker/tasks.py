@@ -220,11 +220,11 @@ def evaluate_candidate(candidate_id: str) -> None:
         return  # already recorded (a redelivered message)
     payload: dict[str, Any]
     if job.attempts > MAX_EVALUATION_ATTEMPTS:
-        payload = {"failure": True, "status": "crashed", "error": (
+        payload = jobs.failure_payload("crashed", (
             f"its evaluation ended the GPU worker process {job.attempts - 1} times (killed, "
-            "or past the task's hard time limit); not requeued again")}
+            "or past the task's hard time limit); not requeued again"))
     elif _runtime_error is not None:
-        payload = {"failure": True, "status": "crashed", "error": _runtime_error}
+        payload = jobs.failure_payload("crashed", _runtime_error)
     else:
         try:
             m = jobs.run_evaluation(runtime(), job)

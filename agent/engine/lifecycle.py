@@ -18,17 +18,19 @@ from core.models import Campaign, Candidate, new_id, utcnow
 from core.settings import get_settings
 from kernels import get_family
 from kernels.base import Action, UnknownAction
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass
 class CampaignSpec:
-    """What a kernel engineer submits."""
+    """A campaign's settings, resolved (``agent.campaigns.resolve``); the field defaults here
+    are the one home of every setting's default."""
 
     #: the family's name (None: the settings' ``default_kernel``)
     kernel: str | None = None
     #: the problem's dimensions by the family's names (None: the family's ``default_dims``)
     dims: dict[str, int] | None = None
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     policy: str = "expert"
     accept_threshold_pct: float = 0.5
     profile: str = "light"

@@ -23,7 +23,27 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
                        top_up_to: int | None = None, settings: Any = None,
                        cache: HistoryCache | None = HISTORY) -> list[Candidate]:
     """New candidates from the policy (the campaign row is locked): ``slots`` of them, or as
-    many as keep ``top_up_to`` candidates in flight. ``cache=None`` reads the whole history."""
+    many as keep ``top_up_to`` candidates in flight, proposed one at a time (each proposal sees
+    the ones before it in flight, as a decision taken after each result would).
+    ``cache=None`` reads the whole history."""
+    if top_up_to is None:
+        return _propose(session, campaign_id, policy=policy, space=space, slots=slots,
+                        settings=settings, cache=cache)
+    created: list[Candidate] = []
+    while True:
+        more = _propose(session, campaign_id, policy=policy, space=space, top_up_to=top_up_to,
+                        settings=settings, cache=cache, at_most=1)
+        if not more:
+            return created
+        created += more
+        session.flush()  # the next round's history read finds the new candidate in flight
+
+
+def _propose(session: Session, campaign_id: str, *, policy: Policy, space: SearchSpace,
+             slots: int | None = None, top_up_to: int | None = None, settings: Any = None,
+             cache: HistoryCache | None = HISTORY, at_most: int | None = None
+             ) -> list[Candidate]:
+    """One round of :func:`propose_candidates` (at most ``at_most`` new candidates)."""
     campaign = lock_campaign(session, campaign_id)
     if campaign.status != "running":
         return []
@@ -40,6 +60,8 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     pending = sum(1 for h in items if h.status in CANDIDATE_IN_FLIGHT)
     if top_up_to is not None:
         slots = top_up_to - pending
+    if slots is not None and at_most is not None:
+        slots = min(slots, at_most)
     if slots is None or slots <= 0:
         return []
     incumbent = next((h for h in items if h.id == campaign.incumbent_id), None)

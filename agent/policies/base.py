@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
 from kernels.base import Action, Candidate, Dims, Rejection, params_key
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class PolicyContext:
     #: the device the campaign measures on (``sm_count`` and limits), when known
     device: dict[str, Any] | None = None
     #: the campaign's correctness tolerance (the campaigns' default when not given)
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     #: the campaign decided for (what a policy keys its memory of the campaign by), when known
     campaign_id: str | None = None
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
