@@ -1,6 +1,7 @@
-"""The documentation's links lead somewhere: every relative link of the README, docs/ and the
-run index names a file of the repository (and a heading of it, when it has an anchor), and every
-``docs/NAME.md#anchor`` the code cites names a heading that exists."""
+"""The documentation holds together: every relative link of the README, docs/ and the run index
+names a file of the repository (and a heading of it, when it has an anchor), every
+``docs/NAME.md#anchor`` the code cites names a heading that exists, and the reference pages
+(docs/reference/) are what the code generates now."""
 
 from __future__ import annotations
 
@@ -109,3 +110,10 @@ def test_every_cited_section_exists() -> None:
             if not target.exists() or anchor not in anchors(target):
                 problems.append(f"{source.relative_to(ROOT)}: {doc}#{anchor}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_reference_pages_are_current() -> None:
+    from bench.reference_docs import stale
+
+    assert not stale(), (f"docs/reference/ out of date: {', '.join(stale())}; "
+                         "run `python -m bench.reference_docs`")
