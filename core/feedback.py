@@ -145,7 +145,7 @@ class Profile(_Model):
     spill_bytes: int | None = Field(default=None, description="spill bytes (ptxas)")
     limiter: str | None = Field(default=None, description="what limits theoretical occupancy")
     sources: dict[str, str] = Field(
-        default_factory=dict, description="figure -> its source (ptxas, occupancy-api, ncu)")
+        default_factory=dict, description="figure -> where it comes from (ptxas, ncu, …)")
     missing: dict[str, str] = Field(default_factory=dict, description="figure -> why null")
 
 
