@@ -116,4 +116,4 @@ def test_the_reference_pages_are_current() -> None:
     from bench.reference_docs import stale
 
     assert not stale(), (f"docs/reference/ out of date: {', '.join(stale())}; "
-                         "run `python -m bench.reference_docs`")
+                         "run `make docs` (python -m bench.reference_docs)")
