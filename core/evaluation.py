@@ -70,7 +70,7 @@ class CompileResult:
         return Path(self.cubin_path).read_bytes()
 
     def summary(self, max_smem_limit: int) -> dict[str, Any]:
-        """The ``compile`` block of the feedback record (DESIGN.md §5)."""
+        """The ``compile`` block of the feedback record."""
         return {
             "status": self.status,
             "seconds": round(self.seconds, 4),

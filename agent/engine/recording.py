@@ -132,7 +132,8 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
 
 
 def build_feedback(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
-    """The feedback record of DESIGN.md §5, validated against :class:`FeedbackRecord`."""
+    """The feedback record, validated against :class:`FeedbackRecord`
+    (docs/ARCHITECTURE.md#the-feedback-record)."""
     family = get_family(campaign.kernel)
     compile_block = dict(cand.compile or {
         "seconds": 0.0, "max_smem_limit": family.max_smem_limit(campaign.arch)})

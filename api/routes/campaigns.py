@@ -186,7 +186,7 @@ def candidates(campaign: CampaignDep, session: SessionDep,
             responses=error_responses(401, 404))
 def candidate(campaign: CampaignDep, session: SessionDep,
               candidate_id: CampaignIdPath) -> CandidateDetail:
-    """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
+    """One candidate: its feedback record and its CUDA source."""
     c = session.get(Candidate, candidate_id) if is_id(candidate_id) else None
     if c is None or c.campaign_id != campaign.id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {shown(candidate_id)} in "
