@@ -181,7 +181,10 @@ class CampaignCreate(_In):
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1,
                              description=f"default: {DEFAULTS.seed}")
     leaderboard: list[float | LeaderboardEntry] | None = Field(default=None, max_length=10_000)
-    start_from: Literal["best"] | None = None
+    start_from: Literal["best", "library"] | None = Field(default=None, description=(
+        "best: start from the team's best point at the nearest shape; library: from the "
+        "library's fallback points at this shape (a probe of what the library would run "
+        "here)"))
     #: check the best kernel with compute-sanitizer (memcheck, racecheck) once done
     sanitize: bool | None = Field(default=None, description=f"default: {DEFAULTS.sanitize}")
     fresh: bool | None = Field(default=None, description=(

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from agent import library, shapesets
 from agent import sanitize as sanitize_gate
-from agent import shapesets
 from agent.engine import history, lifecycle, locking, proposing, recording
 from agent.policies.base import Policy, SearchSpace
 from core.arch import gpu_queue
@@ -96,8 +96,7 @@ def decide(session: Session, campaign_id: str, fleet: Fleet) -> Plan:
             lifecycle.finish_campaign(session, campaign, "failed", reason)
             return plan(session, campaign)
         shapesets.before_start(session, campaign)
-        seeds = shapesets.transfer_seeds(session, campaign) if campaign.set_id else []
-        lifecycle.start_campaign(session, campaign_id, seeds)
+        lifecycle.start_campaign(session, campaign_id, _seeds(session, campaign))
     if campaign.status == "running":
         share = max(1, min(campaign.parallel, fleet.slots(session, campaign)))
         proposing.propose_candidates(session, campaign_id, policy=fleet.policy(campaign),
@@ -105,6 +104,19 @@ def decide(session: Session, campaign_id: str, fleet: Fleet) -> Plan:
                                      settings=fleet.settings,
                                      other_shapes=shapesets.other_shapes(session, campaign))
     return plan(session, campaign)
+
+
+def _seeds(session: Session, campaign: Campaign) -> list[tuple[Any, str]]:
+    """The points a campaign starts from after its baseline: a shape set's member, the bests
+    the set found at its nearest shapes; ``start_from: library``, the library's fallback
+    points at its shape (a probe)."""
+    if campaign.set_id is not None:
+        return shapesets.transfer_seeds(session, campaign)
+    if campaign.start_from == "library":
+        return library.fallback_points(session, team_id=campaign.team_id,
+                                       kernel=campaign.kernel, shape=dict(campaign.dims),
+                                       gpu=campaign.gpu_name, arch=campaign.arch)
+    return []
 
 
 #: Candidates waiting for their next step (built once: building costs more than running it).

@@ -178,7 +178,8 @@ def tune(
     actions: Annotated[str | None, typer.Option(
         help="restrict the action space to these transform names (comma-separated)")] = None,
     start_from: Annotated[str | None, typer.Option(
-        help="'best': warm start from the best earlier result of this kernel and GPU")] = None,
+        help="'best': warm start from the best earlier result of this kernel and GPU; "
+             "'library': from the library's picks at this shape (a probe)")] = None,
     out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
         "tuneforge-out"),
     kernel: KernelOpt = None,

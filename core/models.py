@@ -148,6 +148,8 @@ class Campaign(Base):
     weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1.0")
     #: serve an evaluation the team has made before from its history (False: measure afresh)
     reuse: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: the tuneforge that ran the campaign (:func:`core.version.commit`)
+    commit: Mapped[str | None] = mapped_column(String(64))
 
     shape_set: Mapped[ShapeSet | None] = relationship(back_populates="members")
     candidates: Mapped[list[Candidate]] = relationship(

@@ -17,6 +17,7 @@ from agent.engine.locking import CampaignError, emit, lock_campaign
 from agent.policies.base import key_of
 from core.models import Campaign, Candidate, new_id, utcnow
 from core.settings import get_settings
+from core.version import commit
 from kernels import get_family
 from kernels.base import Action, UnknownAction
 from kernels.family import DEFAULT_TOLERANCE
@@ -109,7 +110,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
         leaderboard=spec.leaderboard, start_from=spec.start_from,
         allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
-        sanitize=spec.sanitize, reuse=spec.reuse, status="queued",
+        sanitize=spec.sanitize, reuse=spec.reuse, commit=commit(), status="queued",
     )
     session.add(campaign)
     session.flush()
@@ -155,7 +156,7 @@ def start_campaign(session: Session, campaign_id: str,
     created = [new_candidate(session, campaign, family, family.baseline, action=None,
                               reason="the seed's baseline", proposed_by="baseline",
                               parent_id=None)]
-    if campaign.start_from:
+    if campaign.start_from == "best":
         found = warm_start_params(session, campaign)
         if found is None:
             emit(session, campaign.id, "note", {"kind": "warm_start", "message":
@@ -168,11 +169,12 @@ def start_campaign(session: Session, campaign_id: str,
                                               action="warm_start()", reason=found[1],
                                               proposed_by="warm_start",
                                               parent_id=created[0].id))
+    source = "library" if campaign.start_from == "library" else "transfer"
     for params, reason in seeds:
         if key_of(params) in {c.params_key for c in created}:
             continue
-        created.append(new_candidate(session, campaign, family, params, action="transfer()",
-                                      reason=reason, proposed_by="transfer",
+        created.append(new_candidate(session, campaign, family, params, action=f"{source}()",
+                                      reason=reason, proposed_by=source,
                                       parent_id=created[0].id))
     return created
 

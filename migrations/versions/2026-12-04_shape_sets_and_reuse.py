@@ -6,7 +6,8 @@ candidate carries the key of its evaluation (``evaluation_key``: everything that
 result); a second request for the same evaluation in the team is served from the first
 (``served_from``), and keeps the interleaved runs of the incumbent it was measured against
 (``incumbent_runs``) so that a decision served from history is the one that was taken.
-``campaigns.reuse`` false forces fresh measurements.
+``campaigns.reuse`` false forces fresh measurements; ``campaigns.commit`` names the tuneforge
+that ran the campaign (a library entry's provenance).
 
 Revision ID: 20261204_shape_sets_and_reuse
 Revises: 20261202_candidate_action_text
@@ -45,6 +46,7 @@ def upgrade() -> None:
                                    server_default='1.0'))
         batch.add_column(sa.Column('reuse', sa.Boolean(), nullable=False,
                                    server_default=sa.true()))
+        batch.add_column(sa.Column('commit', sa.String(64), nullable=True))
         batch.create_foreign_key('fk_campaigns_set_id', 'shape_sets', ['set_id'], ['id'],
                                  ondelete='CASCADE')
         batch.create_index('ix_campaigns_set_id', ['set_id'])
@@ -64,6 +66,7 @@ def downgrade() -> None:
     with op.batch_alter_table('campaigns') as batch:
         batch.drop_index('ix_campaigns_set_id')
         batch.drop_constraint('fk_campaigns_set_id', type_='foreignkey')
+        batch.drop_column('commit')
         batch.drop_column('reuse')
         batch.drop_column('weight')
         batch.drop_column('set_index')

@@ -75,7 +75,19 @@ def test_a_shape_set_runs_its_members_in_turn_and_again_from_history(
     assert [(r["shape"], r["best"]["params"], r["best"]["avg_us"]) for r in again["shapes"]] \
         == [(r["shape"], r["best"]["params"], r["best"]["avg_us"]) for r in first["shapes"]]
 
+    with stack.client(team_a.key) as client:
+        # the library of the team holds each shape's best; a shape nobody measured gets the
+        # nearest measured shape's best that is valid there
+        lib = client.get("/library/softmax").json()
+        assert {e["shape"] for e in lib["entries"]} >= {"8192x8192", "8192x4096", "16384x1024"}
+        near = client.get("/library/softmax/pick", params={"shape": "8192x2048"}).json()
+        assert (near["rule"], near["from_shape"]) == (2, "8192x4096")
+        assert client.get("/library/softmax/pick", params={"shape": "0x1"}).status_code == 422
+        assert client.get("/library/no_such_family").status_code == 404
+
     with stack.client(team_b.key) as client:
+        empty = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
+        assert (empty["rule"], empty["kind"]) == (3, "vendor")  # never team a's library
         theirs = run_set(stack, client, BODY)
         assert theirs["served_from_history"] == 0
         assert theirs["gpu_seconds"] > 1.0
