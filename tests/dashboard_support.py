@@ -113,7 +113,7 @@ def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> 
     ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]).complete_space())
     with db.sessions.begin() as s:
         campaign = lifecycle.create_campaign(
-            s, lifecycle.CampaignSpec(kernel="gemm_bias_relu",
+            s, lifecycle.CampaignSpec(parallel=2, kernel="gemm_bias_relu",
                                       dims={"m": 4096, "n": 4096, "k": 4096},
                                       policy=policy, budget_iterations=budget, seed=0,
                                       team_id=db.team_id),
