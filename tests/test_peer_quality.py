@@ -11,15 +11,10 @@ from typing import Any
 
 import pytest
 
-from bench.peer_quality import (
-    build_parser,
-    format_table,
-    peer_problems,
-    plan,
-    summary_rows,
-    vendor_noise,
-)
-from bench.peers import parse_jobs, softmax_variants
+from bench.peer_families import softmax_variants
+from bench.peer_quality import build_parser, plan
+from bench.peer_table import format_table, peer_problems, summary_rows, vendor_noise
+from bench.peers import parse_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX_SWEEP = ["65536x128", "32768x512", "16384x1024", "65536x1024", "8192x4096", "8192x8192",
