@@ -17,7 +17,14 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from sqlalchemy.orm import Session
 
 from agent.engine.lifecycle import CampaignSpec, create_campaign
@@ -135,14 +142,26 @@ class LeaderboardEntry(_In):
     name: str | None = Field(default=None, max_length=200, pattern=PRINTABLE)
 
 
+class ShapeEntry(_In):
+    """One shape of a shape set, and how much it matters (how often the program runs it)."""
+
+    shape: ShapeModel
+    weight: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
+
+
 class CampaignCreate(_In):
-    """``POST /campaigns``."""
+    """``POST /campaigns``: one shape (``shape``), or a shape set (``shapes``) tuned as one job
+    under one budget (``agent/shapesets.py``)."""
 
     kernel: str = Field(default_factory=lambda: get_settings().default_kernel,
                         pattern=PRINTABLE, description=(
                             "a built-in family's name, or one of the team's own (GET "
                             "/families): NAME (its latest version), NAME@vN or NAME@hash12"))
-    shape: ShapeModel
+    shape: ShapeModel | None = None
+    shapes: list[ShapeEntry] | None = Field(
+        default=None, min_length=1, max_length=64, description=(
+            "a shape set: the shapes a program runs, each with its weight; tuned one after "
+            "another under the one budget, each starting from what the others found"))
     tolerance: float | None = Field(
         default=None, gt=0, le=0.1, allow_inf_nan=False,
         description="correctness tolerance; default: the one the family declares, else "
@@ -162,9 +181,15 @@ class CampaignCreate(_In):
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1,
                              description=f"default: {DEFAULTS.seed}")
     leaderboard: list[float | LeaderboardEntry] | None = Field(default=None, max_length=10_000)
-    start_from: Literal["best"] | None = None
+    start_from: Literal["best", "library"] | None = Field(default=None, description=(
+        "best: start from the team's best point at the nearest shape; library: from the "
+        "library's fallback points at this shape (a probe of what the library would run "
+        "here)"))
     #: check the best kernel with compute-sanitizer (memcheck, racecheck) once done
     sanitize: bool | None = Field(default=None, description=f"default: {DEFAULTS.sanitize}")
+    fresh: bool | None = Field(default=None, description=(
+        "measure every candidate, even one whose evaluation the team's history holds (by "
+        "default such an evaluation is served from the history: no GPU time)"))
     allowed_actions: list[ActionText] | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("kernel")
@@ -179,11 +204,33 @@ class CampaignCreate(_In):
 
     @field_validator("shape")
     @classmethod
-    def _family_shape(cls, shape: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+    def _family_shape(cls, shape: dict[str, int] | None, info: ValidationInfo
+                      ) -> dict[str, int] | None:
         family = _family_of(info)
-        if family is None:  # refused, or a team's family the route checks the shape against
+        if family is None or shape is None:  # refused, or a team's family (the route checks)
             return shape
         return family_shape(family, shape)
+
+    @field_validator("shapes")
+    @classmethod
+    def _family_shapes(cls, shapes: list[ShapeEntry] | None, info: ValidationInfo
+                       ) -> list[ShapeEntry] | None:
+        family = _family_of(info)
+        if family is None or shapes is None:
+            return shapes
+        for i, entry in enumerate(shapes):
+            try:
+                entry.shape = family_shape(family, entry.shape)
+            except ValueError as exc:
+                raise ValueError(f"shapes[{i}]: {exc}") from None
+        return shapes
+
+    @model_validator(mode="after")
+    def _one_shape_or_a_set(self) -> CampaignCreate:
+        if (self.shape is None) == (self.shapes is None):
+            raise ValueError("give either shape (one shape) or shapes (a shape set), not "
+                             + ("both" if self.shape is not None else "neither"))
+        return self
 
     @field_validator("policy")
     @classmethod
@@ -225,6 +272,8 @@ def resolve(request: CampaignCreate, *, family: Any, arch: str, team_id: str | N
             default_parallel: int) -> CampaignSpec:
     """Every setting of the campaign ``request`` asks for, the defaults filled in
     (``ValueError`` starting with the field's name when the family refuses one)."""
+    if request.shape is None:
+        raise ValueError("shape: a shape set is opened by agent.shapesets.open_set")
     try:
         dims = family_shape(family, request.shape)
     except ValueError as exc:
@@ -249,7 +298,8 @@ def resolve(request: CampaignCreate, *, family: Any, arch: str, team_id: str | N
         parallel=request.parallel if request.parallel is not None else default_parallel,
         budget_wall_s=request.budget.wall_seconds, budget_gpu_s=request.budget.gpu_seconds,
         leaderboard=leaderboard, start_from=request.start_from, allowed_actions=allowed,
-        arch=arch, team_id=team_id, **{k: v for k, v in given.items() if v is not None})
+        arch=arch, team_id=team_id, reuse=not request.fresh,
+        **{k: v for k, v in given.items() if v is not None})
 
 
 def open_campaign(session: Session, request: CampaignCreate, *, family: Any, arch: str,

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from agent import library, shapesets
 from agent import sanitize as sanitize_gate
 from agent.engine import history, lifecycle, locking, proposing, recording
 from agent.policies.base import Policy, SearchSpace
@@ -48,9 +49,11 @@ class Plan:
     evaluate: list[tuple[str, str]] = field(default_factory=list)  # (candidate id, queue)
     #: the compute-sanitizer gate on a done campaign's best kernel: (candidate id, queue)
     sanitize: list[tuple[str, str]] = field(default_factory=list)
+    #: campaigns to decide for next: the member of a shape set whose turn has come
+    decide: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.compile or self.evaluate or self.sanitize)
+        return bool(self.compile or self.evaluate or self.sanitize or self.decide)
 
 
 class Fleet(Protocol):
@@ -86,17 +89,34 @@ def decide(session: Session, campaign_id: str, fleet: Fleet) -> Plan:
     except locking.CampaignError:
         return Plan()
     if campaign.status == "queued":
+        if not shapesets.its_turn(session, campaign):
+            return Plan()  # a shape set's member waits for the ones before it
         reason = fleet.prepare(session, campaign)
         if reason is not None:
             lifecycle.finish_campaign(session, campaign, "failed", reason)
-            return Plan()
-        lifecycle.start_campaign(session, campaign_id)
+            return plan(session, campaign)
+        shapesets.before_start(session, campaign)
+        lifecycle.start_campaign(session, campaign_id, _seeds(session, campaign))
     if campaign.status == "running":
         share = max(1, min(campaign.parallel, fleet.slots(session, campaign)))
         proposing.propose_candidates(session, campaign_id, policy=fleet.policy(campaign),
                                      space=fleet.space(campaign), top_up_to=share,
-                                     settings=fleet.settings)
+                                     settings=fleet.settings,
+                                     other_shapes=shapesets.other_shapes(session, campaign))
     return plan(session, campaign)
+
+
+def _seeds(session: Session, campaign: Campaign) -> list[tuple[Any, str]]:
+    """The points a campaign starts from after its baseline: a shape set's member, the bests
+    the set found at its nearest shapes; ``start_from: library``, the library's fallback
+    points at its shape (a probe)."""
+    if campaign.set_id is not None:
+        return shapesets.transfer_seeds(session, campaign)
+    if campaign.start_from == "library":
+        return library.fallback_points(session, team_id=campaign.team_id,
+                                       kernel=campaign.kernel, shape=dict(campaign.dims),
+                                       gpu=campaign.gpu_name, arch=campaign.arch)
+    return []
 
 
 #: Candidates waiting for their next step (built once: building costs more than running it).
@@ -115,9 +135,11 @@ def plan(session: Session, campaign: Campaign) -> Plan:
                 session.execute(_WAITING, {"campaign_id": campaign.id})]
     queue = gpu_queue(campaign.arch)
     gate = sanitize_gate.wanted(session, campaign)
+    following = shapesets.advance(session, campaign) if not rows else None
     return Plan(compile=[cid for cid, status in rows if status == "pending"],
                 evaluate=[(cid, queue) for cid, status in rows if status == "compiled"],
-                sanitize=[(gate, queue)] if gate else [])
+                sanitize=[(gate, queue)] if gate else [],
+                decide=[following] if following else [])
 
 
 def on_compiled(session: Session, candidate_id: str, result: CompileResult,

@@ -4,8 +4,9 @@ The driver (:mod:`agent.driver`) decides exactly as in the service; this module 
 delivery. Each evaluator (a GPU's isolated child, or a replay) has a thread that takes the
 candidates the plans send to compile, compiles them in a shared pool ahead of the one it
 measures, and runs every step with the plain functions of ``worker/jobs.py`` that the Celery
-workers run: take the candidate, compile, record the compile, take it for its evaluation,
-measure (the incumbent interleaved), then report to the driver, whose next plan it carries out.
+workers run: take the candidate, compile, record the compile (serving its measurement from the
+history when the evaluation was made before), take it for its evaluation, measure (the
+incumbent interleaved), then report to the driver, whose next plan it carries out.
 
 A campaign keeps ``parallel`` candidates in flight (the driver's rule), spread over the
 evaluators: each thread holds at most ``ceil(parallel / evaluators)`` of them, one measuring
@@ -138,6 +139,20 @@ class EmbeddedRunner:
         record = jobs.run_sanitize(self.runtimes[0], job)
         self._step(lambda s: driver.on_sanitized(s, candidate_id, record))
 
+    def run_set(self, set_id: str) -> list[Campaign]:
+        """Run a shape set's members to their ends, one after another (the driver gives each
+        its share of the set's budget and its transferred points as it starts)."""
+        from agent.shapesets import members
+
+        with self.sessions() as s:
+            ids = [m.id for m in members(s, set_id)]
+        done = []
+        for campaign_id in ids:
+            done.append(self.run(campaign_id))
+            if self.errors:
+                break
+        return done
+
     def run(self, campaign_id: str) -> Campaign:
         """Start the campaign if queued, then carry out its plans until it ends."""
         self._take(self._step(lambda s: driver.decide(s, campaign_id, self.fleet)))
@@ -220,7 +235,10 @@ class EmbeddedRunner:
         if job is not None and result is not None:
             if result.status != "ok":
                 return self._step(lambda s: driver.on_compiled(s, cid, result, self.fleet))
-            self._step(lambda s: jobs.record_compiled(s, job, result))
+            key, served = self._step(lambda s: jobs.evaluation_of(s, job, result))
+            self._step(lambda s: jobs.record_compiled(s, job, result, key))
+            if served is not None:  # the history holds this evaluation: no GPU
+                return self._step(lambda s: driver.on_measured(s, cid, served, self.fleet))
         evaluation = self._step(lambda s: jobs.start_evaluation(s, cid, self.node))
         if evaluation is None:
             return Plan()  # recorded already

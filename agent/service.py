@@ -37,7 +37,7 @@ from core.models import (
     WorkerNode,
     utcnow,
 )
-from core.queues import TaskName, enqueue_once
+from core.queues import TaskName, enqueue, enqueue_once
 from core.settings import Settings, get_settings
 from kernels import get_family
 from worker.jobs import forget_nodes, replay_dataset, silent_after_s
@@ -221,3 +221,5 @@ def send(plan: Plan) -> None:
         enqueue_once(TaskName.EVALUATE, cid, cid, queue=queue)
     for cid, queue in plan.sanitize:
         enqueue_once(TaskName.SANITIZE, cid, cid, queue=queue)
+    for campaign_id in plan.decide:  # a shape set's next member (deciding twice is harmless)
+        enqueue(TaskName.DECIDE, campaign_id)

@@ -36,10 +36,50 @@ class MetricRead(BaseModel):
 
 
 class CampaignCreated(BaseModel):
-    """``201`` answer of ``POST /campaigns``."""
+    """``201`` answer of ``POST /campaigns``: a campaign, or a shape set (``kind``) whose member
+    campaigns are listed in the order they run (``GET /shape-sets/{id}`` follows it)."""
 
     id: str
     status: CampaignStatus
+    kind: Literal["campaign", "shape_set"] = "campaign"
+    campaigns: list[str] | None = None
+
+
+class SetMemberRead(BaseModel):
+    """One shape of a shape set: its campaign, its progress and its best so far."""
+
+    campaign_id: str
+    shape: str
+    weight: float
+    status: CampaignStatus
+    reason: str | None
+    evaluations: int
+    #: its share of the set's budget (set as it starts)
+    budget: int
+    gpu_seconds: float
+    served_from_history: int
+    best: dict[str, Any] | None
+    vendor_us: float | None
+    #: the best's speed over the vendor's (vendor time / best time)
+    x_vendor: float | None
+    pct_of_peak: float | None
+
+
+class ShapeSetRead(BaseModel):
+    """A shape set as one table: a row a shape, with the set's totals."""
+
+    set_id: str
+    kernel: str
+    #: the family's metric unit of the members' ``throughput``
+    unit: str
+    status: CampaignStatus
+    reason: str | None
+    budget: int
+    evaluations: int
+    gpu_seconds: float
+    served_from_history: int
+    wall_seconds: float | None
+    shapes: list[SetMemberRead]
 
 
 class PointSummary(BaseModel):
@@ -85,7 +125,14 @@ class CampaignRead(BaseModel):
     start_from: str | None
     allowed_actions: list[str] | None
     evaluations: int
+    #: GPU time its evaluations took (those served from the team's history took none)
     gpu_seconds: float
+    #: evaluations served from the team's history (each links to the original measurement)
+    served_from_history: int = 0
+    #: the shape set this campaign is a member of, its place there (from 0) and its weight
+    set_id: str | None = None
+    set_index: int | None = None
+    weight: float = 1.0
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -59,6 +59,8 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
                            gpu_seconds=campaign.budget_gpu_s),
         start_from=campaign.start_from, allowed_actions=campaign.allowed_actions,
         evaluations=campaign.evaluations, gpu_seconds=campaign.gpu_seconds,
+        served_from_history=s["served_from_history"], set_id=campaign.set_id,
+        set_index=campaign.set_index, weight=campaign.weight,
         created_at=campaign.created_at, started_at=campaign.started_at,
         finished_at=campaign.finished_at, best=s["best"], baseline=s["baseline"],
         speedup_vs_baseline=s["speedup_vs_baseline"], vendor_us=campaign.vendor_us,

@@ -373,6 +373,9 @@ def report(
                       f"{best.get('throughput', '–')} {campaign['metric']['unit']}, "
                       f"{campaign.get('pct_of_vendor') or '–'}% of the vendor's time, "
                       f"{campaign['evaluations']} evaluations · read from {source.where}")
+    err_console.print(f"GPU time {campaign.get('gpu_seconds', 0):.1f} s; "
+                      f"{campaign.get('served_from_history', 0)} evaluations served from the "
+                      "team's history", highlight=False)
 
 
 def export(

@@ -28,6 +28,7 @@ from cli.common import (
     resolve_params,
     resolve_shape,
 )
+from cli.shapeset import parse_shape_set, print_result, progress_of
 from core.settings import get_settings
 from kernels.family import DEFAULT_TOLERANCE
 
@@ -57,7 +58,7 @@ OPTION_OF: dict[tuple[str, ...], str] = {
     ("accept_threshold_pct",): "--threshold", ("profile",): "--profile", ("seed",): "--seed",
     ("parallel",): "--parallel", ("leaderboard",): "--leaderboard",
     ("start_from",): "--start-from", ("allowed_actions",): "--actions",
-    ("sanitize",): "--sanitize",
+    ("sanitize",): "--sanitize", ("fresh",): "--fresh", ("shapes",): "--shapes",
 }
 
 
@@ -146,6 +147,10 @@ def tune(
     shape: Annotated[str | None, typer.Option(help=(
         "problem shape as the family writes it (4096x4096x4096, rows=8192,cols=32768); "
         "default: the family's"))] = None,
+    shapes: Annotated[str | None, typer.Option(help=(
+        "a shape set tuned as one job under one budget: a file (a shape a line, an optional "
+        "weight after it; or JSON), or shapes inline: 4096x4096x4096,8192x1024x4096:2 "
+        "(';' between shapes written by name)"))] = None,
     budget: Annotated[int | None, typer.Option(
         help=f"evaluations (iterations) [default: {DEFAULTS.budget_iterations}]")] = None,
     wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
@@ -173,13 +178,17 @@ def tune(
     actions: Annotated[str | None, typer.Option(
         help="restrict the action space to these transform names (comma-separated)")] = None,
     start_from: Annotated[str | None, typer.Option(
-        help="'best': warm start from the best earlier result of this kernel and GPU")] = None,
+        help="'best': warm start from the best earlier result of this kernel and GPU; "
+             "'library': from the library's picks at this shape (a probe)")] = None,
     out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
         "tuneforge-out"),
     kernel: KernelOpt = None,
     sanitize: Annotated[bool, typer.Option(
         "--sanitize", help="check the final best kernel with compute-sanitizer (memcheck, "
                            "racecheck) on the GPU; exit 1 unless it passes")] = False,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="measure every candidate again, even one the database has measured "
+                        "(by default such an evaluation is served from the history)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="last stdout line: one JSON")] = False,
 ) -> None:
     """Run an embedded tuning campaign and print its summary.
@@ -193,18 +202,24 @@ def tune(
       tuneforge tune --actions apply_coalesce,apply_tiling,apply_shared_memory_load
 
       tuneforge tune --backend gpu --budget 300 --sanitize
+
+      tuneforge tune --kernel softmax --shapes 8192x8192,4096x32768:2 --budget 160
     """
     settings = get_settings()
     family = resolve_family(kernel, db)
+    if shape is not None and shapes is not None:
+        fail("--shape and --shapes: give one shape or a shape set, not both")
     problem = resolve_shape(family, shape)
+    entries = parse_shape_set(family, shapes) if shapes is not None else None
     if policy is not None:
         _check_policy(policy, settings)
     _check_choices(backend=backend, profile=profile)
     fields = {
-        "kernel": family.name, "shape": problem.as_dict(), "tolerance": tolerance,
+        "kernel": family.name, "tolerance": tolerance,
+        "shape": problem.as_dict() if entries is None else None, "shapes": entries,
         "policy": policy, "accept_threshold_pct": threshold, "profile": profile, "seed": seed,
         "parallel": parallel, "leaderboard": _load_leaderboard(leaderboard),
-        "start_from": start_from,
+        "start_from": start_from, "fresh": fresh or None,
         "allowed_actions": [a.strip() for a in actions.split(",") if a.strip()]
         if actions else None,
         "budget": {"iterations": budget, "wall_seconds": wall_seconds,
@@ -223,8 +238,13 @@ def tune(
             _check_sanitizer(settings)
             fields["sanitize"] = True
         if local.backend == "replay":
-            check_replay_shape(local, family, problem)
+            for dims in ([e["shape"] for e in entries] if entries else [problem.as_dict()]):
+                check_replay_shape(local, family, family.make_dims(dims))
             replay_banner(local)
+        if entries is not None:
+            _tune_set(url, campaign_request(fields, family), family, settings, local, out,
+                      as_json)
+            return
         campaign_id, total = _open(url, campaign_request(fields, family), family, settings,
                                    local, problem)
         runner, progress = _runner(url, local, family, problem, total, settings, as_json)
@@ -244,6 +264,58 @@ def tune(
         _print_summary(result)
     if result["status"] == "failed" or (result.get("sanitizer") or {}).get("status") in (
             "flagged", "error"):
+        raise typer.Exit(1)
+
+
+def _tune_set(url: str, request: Any, family: Any, settings: Any, local: Any, out: Path,
+              quiet: bool) -> None:
+    """Open the shape set, run its members one after another, print its table (or its JSON)
+    and write each shape's best kernel under ``out``."""
+    from agent.embedded import EmbeddedRunner
+    from agent.engine.locking import CampaignError
+    from agent.report import best_kernel_files
+    from agent.shapesets import members, open_set, result
+    from core.db import session_factory
+    from core.models import ShapeSet
+
+    sessions = session_factory(url)
+    with sessions.begin() as s:
+        try:
+            shape_set = open_set(s, request, family=family, arch=settings.arch, team_id=None,
+                                 backend=local.backend, default_parallel=local_parallel(local),
+                                 device=local.evaluators[0].device,
+                                 vendor_us=local.evaluators[0].vendor_us)
+        except CampaignError as exc:
+            fail(str(exc))
+        set_id, campaigns = shape_set.id, members(s, shape_set.id)
+    progress, on_progress = progress_of(family, campaigns, quiet)
+    runner = EmbeddedRunner(sessions, local.evaluators, settings=settings,
+                            on_progress=on_progress)
+    try:
+        with progress:
+            runner.run_set(set_id)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: the set stays in the database[/]")
+        raise typer.Exit(130) from None
+    with sessions() as s:
+        found = s.get(ShapeSet, set_id)
+        assert found is not None
+        outcome = result(s, found)
+        files = []
+        for member in members(s, set_id):
+            try:
+                files += [str(p) for p in best_kernel_files(
+                    s, member, out / set_id[:8] / member.shape_text)]
+            except OSError as exc:
+                cannot_write(out / set_id[:8], exc)
+    outcome["files"] = files
+    if runner.errors:
+        outcome["error"] = repr(runner.errors[0])
+    if quiet:
+        sys.stdout.write(json.dumps(outcome) + "\n")
+    else:
+        print_result(outcome)
+    if outcome["status"] == "failed":
         raise typer.Exit(1)
 
 

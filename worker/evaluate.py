@@ -555,7 +555,7 @@ class ReplayEvaluator:
 def feedback_record(params: Any, compiled: CompileResult, m: Measurement | None, *,
                     max_smem_limit: int, device: dict[str, Any], backend: str,
                     action: str | None = None, iteration: int = 0) -> dict[str, Any]:
-    """A standalone feedback record (DESIGN.md §5) of one evaluation, validated by the schema."""
+    """A standalone feedback record of one evaluation, validated by the schema."""
     from core.feedback import FeedbackRecord
 
     compile_block = compiled.summary(max_smem_limit)

@@ -93,6 +93,9 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
     cand.profile = m.profile
     cand.error = m.error
     cand.gpu_seconds = m.gpu_seconds
+    cand.served_from = m.served_from
+    cand.incumbent_runs = ({"key": m.incumbent_key, "runs_us": list(m.incumbent_runs_us)}
+                           if m.incumbent_key and m.incumbent_runs_us else None)
     cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
     cand.finished_at = utcnow()
     decision = _decide(m, threshold_pct=campaign.accept_threshold_pct, first=incumbent is None,
@@ -120,7 +123,7 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
         "throughput": (m.perf or {}).get("throughput") if status == "ok" else None,
         "unit": (m.perf or {}).get("unit") if status == "ok" else None,
         "decision": decision, "best_us": campaign.best_us, "best_id": campaign.best_id,
-        "evaluations": campaign.evaluations,
+        "evaluations": campaign.evaluations, "served_from": m.served_from,
     })
     if campaign.status == "running":
         left, spent = budget_left(campaign)
@@ -129,7 +132,8 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
 
 
 def build_feedback(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
-    """The feedback record of DESIGN.md §5, validated against :class:`FeedbackRecord`."""
+    """The feedback record, validated against :class:`FeedbackRecord`
+    (docs/ARCHITECTURE.md#the-feedback-record)."""
     family = get_family(campaign.kernel)
     compile_block = dict(cand.compile or {
         "seconds": 0.0, "max_smem_limit": family.max_smem_limit(campaign.arch)})

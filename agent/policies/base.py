@@ -63,6 +63,19 @@ class SearchSpace(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ShapeOutcome:
+    """What was found at another shape of a shape set: its best point and time, and the mean
+    share of the incumbent's time each transform saved there (in %, clipped to +-50)."""
+
+    shape: str
+    #: :func:`agent.shapesets.shape_distance` from the campaign's shape
+    distance: float
+    best_params: Any
+    best_us: float
+    payoffs: dict[str, float]
+
+
 @dataclass
 class PolicyContext:
     """Everything a policy may use to decide."""
@@ -86,6 +99,8 @@ class PolicyContext:
     tolerance: float = DEFAULT_TOLERANCE
     #: the campaign decided for (what a policy keys its memory of the campaign by), when known
     campaign_id: str | None = None
+    #: the outcomes at the other shapes of the campaign's shape set, nearest first
+    other_shapes: tuple[ShapeOutcome, ...] = ()
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
     notes: list[dict[str, Any]] = field(default_factory=list)
     _explored: set[str] | None = field(default=None, init=False, repr=False, compare=False)

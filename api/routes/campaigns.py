@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 from sqlalchemy import String, bindparam, func, literal_column, select
 
-from agent import campaigns
+from agent import campaigns, shapesets
 from agent.campaigns import CampaignCreate, shown
 from agent.engine import lifecycle, locking
 from agent.report import best_kernel
@@ -73,8 +73,15 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
     except families.FamilyError as exc:
         raise _refused("kernel", str(exc)) from None
     try:
-        campaign = campaigns.open_campaign(session, body, family=family, arch=settings.arch,
-                                           team_id=team.team_id, backend=settings.backend)
+        if body.shapes is not None:
+            shape_set = shapesets.open_set(
+                session, body, family=family, arch=settings.arch, team_id=team.team_id,
+                backend=settings.backend, default_parallel=campaigns.SERVICE_PARALLEL)
+            ids = [m.id for m in shapesets.members(session, shape_set.id)]
+        else:
+            campaign = campaigns.open_campaign(session, body, family=family,
+                                               arch=settings.arch, team_id=team.team_id,
+                                               backend=settings.backend)
     except locking.CampaignError as exc:
         session.rollback()
         field = str(exc).split(":", 1)[0]  # the engine's messages start with the field's name
@@ -84,6 +91,10 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
             {"loc": loc, "msg": message, "type": "value_error"}]) from None
     session.commit()
+    if body.shapes is not None:
+        enqueue(TaskName.DECIDE, ids[0])  # the others start in turn, as each one ends
+        return CampaignCreated(id=shape_set.id, status="queued", kind="shape_set",
+                               campaigns=ids)
     enqueue(TaskName.DECIDE, campaign.id)
     return CampaignCreated(id=campaign.id, status="queued")
 
@@ -186,7 +197,7 @@ def candidates(campaign: CampaignDep, session: SessionDep,
             responses=error_responses(401, 404))
 def candidate(campaign: CampaignDep, session: SessionDep,
               candidate_id: CampaignIdPath) -> CandidateDetail:
-    """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
+    """One candidate: its feedback record and its CUDA source."""
     c = session.get(Candidate, candidate_id) if is_id(candidate_id) else None
     if c is None or c.campaign_id != campaign.id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {shown(candidate_id)} in "
