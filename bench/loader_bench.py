@@ -70,9 +70,10 @@ def random_shape(rng: random.Random, family: str) -> dict[str, int]:
 
 
 def nearest(entries: Sequence[BundleEntry], shape: Dims) -> BundleEntry:
-    """The entry whose shape is nearest ``shape`` in log space (sum of |log a - log b|)."""
-    return min(entries, key=lambda e: sum(abs(math.log(e.shape[n]) - math.log(shape[n]))
-                                          for n in shape))
+    """The entry whose shape is nearest ``shape`` by the library's distance (the sum of
+    ``|ln(a / b)|`` over the dims, ``agent.shapesets.shape_distance``, which this module does
+    not import: it needs the database's packages)."""
+    return min(entries, key=lambda e: sum(abs(math.log(e.shape[n] / shape[n])) for n in shape))
 
 
 def plan(family_name: str, rng: random.Random, shapes: int, sm_count: int
