@@ -17,7 +17,7 @@ most 2^28 elements). For every shape:
 
 Prints a table and writes ``loader_bench.json`` under ``--out`` (default ``$OUT`` or ``.``)::
 
-    python bench/loader_bench.py --out $OUT
+    python bench/loader_bench.py --out $OUT [--work DIR]
 """
 
 from __future__ import annotations
@@ -323,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shapes", type=int, default=50, help="shapes per family")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--families", default="softmax,gemm_bias_relu")
+    parser.add_argument("--work", help="folder for the bundles (kept; default a temporary "
+                        "one): examples/library/softmax_demo.cu runs WORK/softmax")
     args = parser.parse_args(argv)
     import torch
 
@@ -330,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     major, minor = torch.cuda.get_device_capability()
     props = torch.cuda.get_device_properties(0)
     arch, sm_count = f"sm_{major}{minor}", int(props.multi_processor_count)
-    work = Path(tempfile.mkdtemp(prefix="tf-loader-bench-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="tf-loader-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     compiler = Compiler(work / "nvcc-cache", arch=arch, workers=os.cpu_count() or 1)
     rng = random.Random(args.seed)
     flush = torch.empty(64 << 20, device="cuda")  # 256 MiB: four H200 L2s
