@@ -255,3 +255,34 @@ def replay_entries(family: Any, dataset: Any = None) -> list[BundleEntry]:
             provenance={"replay": data.path.name, "gpu": data.meta.get("gpu"), "date": date,
                         "commit": commit}))
     return out
+
+
+def library_entries(family: Any, entries: Sequence[Mapping[str, Any]],
+                    picks: Sequence[Mapping[str, Any]] = ()) -> list[BundleEntry]:
+    """The bundle of a team's library (``GET /library/{family}``'s entries, with ``GET
+    .../pick`` answers for shapes of the program nobody measured): one entry a shape whose
+    pick is a point. A measured shape where the vendor ran faster is left out, as is a shape
+    whose pick is the vendor: the loader runs the vendor there."""
+    out: list[BundleEntry] = []
+    for e in entries:
+        if e.get("vendor_us") is not None and e["vendor_us"] < e["avg_us"]:
+            continue
+        out.append(BundleEntry(
+            shape=family.make_dims(e["dims"]), params=family.params_from_dict(e["params"]),
+            measured_us=float(e["avg_us"]), vendor_us=e.get("vendor_us"),
+            measured_at_shape=True, source="tuned",
+            provenance={k: e.get(k) for k in ("campaign_id", "candidate_id", "iteration",
+                                              "measured_at", "commit", "backend", "gpu")}))
+    measured = {str(x.shape) for x in out}
+    for p in picks:
+        if p["kind"] != "point" or p["shape"] in measured:
+            continue
+        out.append(BundleEntry(
+            shape=family.parse_dims(p["shape"]), params=family.params_from_dict(p["params"]),
+            measured_us=p.get("avg_us"), vendor_us=p.get("vendor_us"),
+            measured_at_shape=bool(p["measured_at_shape"]),
+            source="tuned" if p["measured_at_shape"] else "nearest",
+            provenance={"from_shape": p.get("from_shape"), "rule": p.get("rule"),
+                        "reason": p.get("reason")}))
+    return out
+

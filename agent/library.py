@@ -102,6 +102,17 @@ def gpus(session: Session, *, team_id: str | None, kernel: str) -> list[str]:
     return sorted(counts, key=lambda g: -counts[g])
 
 
+def device(session: Session, *, team_id: str | None, kernel: str,
+           gpu: str | None) -> dict[str, Any]:
+    """The device record of the team's latest campaign of ``kernel`` on ``gpu`` (its SM count
+    sizes a bundle's persistent grids)."""
+    found = session.scalars(
+        select(Campaign.device).where(_team(team_id), Campaign.kernel == kernel,
+                                      Campaign.gpu_name == gpu, Campaign.device.is_not(None))
+        .order_by(Campaign.created_at.desc()).limit(1)).first()
+    return dict(found or {})
+
+
 def _team(team_id: str | None) -> Any:
     return Campaign.team_id == team_id if team_id is not None else Campaign.team_id.is_(None)
 

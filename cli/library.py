@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -56,7 +57,9 @@ def read_library(kernel: str | None, gpu: str | None, db: str | None, url: str |
     with session_scope(target) as s:
         models = library.gpus(s, team_id=None, kernel=name)
         rows = library.entries(s, team_id=None, kernel=name, gpu=gpu)
-    return {"family": name, "gpu": gpu or next(iter(models), None), "gpus": models,
+        model = gpu or next(iter(models), None)
+        sm_count = library.device(s, team_id=None, kernel=name, gpu=model).get("sm_count")
+    return {"family": name, "gpu": model, "gpus": models, "sm_count": sm_count,
             "entries": [e.to_dict() for e in rows]}
 
 
@@ -108,22 +111,7 @@ def pick(shape: Annotated[str, typer.Option(help="the shape, as the family write
     """
     kind, target = _target(db, url, key)
     name = _family_name(kernel, kind, target)
-    if kind == "api":
-        with target as client:
-            chosen = dict(call(client, "GET", f"/library/{name}/pick",
-                               params={"shape": shape, **({"gpu": gpu} if gpu else {})}))
-    else:
-        from agent import library
-        from core.db import session_scope
-        from kernels import get_family
-
-        try:
-            dims = get_family(name).parse_dims(shape)
-        except ValueError as exc:
-            fail(f"--shape: {exc}")
-        with session_scope(target) as s:
-            chosen = library.pick(s, team_id=None, kernel=name, shape=dims.as_dict(),
-                                  gpu=gpu, arch=get_settings().arch).to_dict()
+    chosen = picks_of(kind, target, name, [shape], gpu, "--shape")[0]
     if as_json:
         sys.stdout.write(json.dumps(chosen) + "\n")
         return
@@ -131,6 +119,95 @@ def pick(shape: Annotated[str, typer.Option(help="the shape, as the family write
                                                                       sort_keys=True)
     console.print(f"{chosen['shape']}: rule {chosen['rule']}, {chosen['reason']}\n  runs "
                   f"{what}", highlight=False, soft_wrap=True)
+
+
+def picks_of(kind: str, target: Any, name: str, shapes: list[str], gpu: str | None,
+             option: str) -> list[dict[str, Any]]:
+    """What the library runs at each of ``shapes`` (the service's ``GET .../pick``, or the
+    local database's :func:`agent.library.pick`)."""
+    from kernels import get_family
+
+    if kind == "api":
+        with target as client:
+            return [dict(call(client, "GET", f"/library/{name}/pick",
+                              params={"shape": s, **({"gpu": gpu} if gpu else {})}))
+                    for s in shapes]
+    from agent import library
+    from core.db import session_scope
+
+    family = get_family(name)
+    out = []
+    with session_scope(target) as s:
+        for text in shapes:
+            try:
+                dims = family.parse_dims(text)
+            except ValueError as exc:
+                fail(f"{option}: {exc}")
+            out.append(library.pick(s, team_id=None, kernel=name, shape=dims.as_dict(),
+                                    gpu=gpu, arch=get_settings().arch).to_dict())
+    return out
+
+
+@library_app.command("export")
+def export(out: Annotated[Path, typer.Option(help="the bundle's folder (new or empty)")],
+           kernel: KernelOpt = None, gpu: GpuOpt = None,
+           shapes: Annotated[str | None, typer.Option(help=(
+               "more shapes the program runs (as tune --shapes takes them): each gets the "
+               "library's pick there, when that is a point"))] = None,
+           db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
+           as_json: JsonOpt = False) -> None:
+    """Write the library as a bundle a program loads without tuneforge: a cubin a point, the
+    dispatch table (dispatch.json), a Python loader (torch + the CUDA driver bindings) and a
+    C++ header over the driver API (docs/LIBRARY.md).
+
+    Examples:
+
+      tuneforge library export --kernel softmax --db runs.db --out lib/softmax
+
+      tuneforge library export --kernel softmax --shapes 65536x129,16384x2048 --url … --out lib/
+    """
+    from agent.bundle import BundleError, library_entries, write_bundle
+    from cli.common import check_writable_folder
+    from cli.shapeset import parse_shape_set
+    from core.version import commit
+    from kernels import get_family
+    from worker.compile import compiler_from_settings
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        fail(f"--out {out}: not an empty folder")
+    check_writable_folder("--out", out)
+    found = read_library(kernel, gpu, db, url, key)
+    if not found["entries"]:
+        fail(f"the library holds no {found['family']} point on {found['gpu'] or 'any GPU'}: "
+             "nothing to export")
+    family = get_family(found["family"])
+    extra = [str(family.make_dims(e["shape"])) for e in parse_shape_set(family, shapes)] \
+        if shapes else []
+    kind, target = _target(db, url, key)
+    picks = picks_of(kind, target, found["family"], extra, found["gpu"], "--shapes")
+    settings = get_settings()
+    compiler = compiler_from_settings(settings)
+    try:
+        with err_console.status(f"compiling {len(found['entries']) + len(picks)} entries …"):
+            path = write_bundle(out, family, library_entries(family, found["entries"], picks),
+                                compiler=compiler, arch=settings.arch,
+                                sm_count=int(found.get("sm_count") or 132),
+                                gpu_name=str(found["gpu"]),
+                                provenance={"exported_by": commit(), "gpu": found["gpu"]})
+    except BundleError as exc:
+        fail(str(exc))
+    finally:
+        compiler.close()
+    data = json.loads((path / "dispatch.json").read_text())
+    summary = {"out": str(path), "family": found["family"], "gpu": found["gpu"],
+               "entries": len(data.get("entries", [])), "points": len(data.get("points", {}))}
+    if as_json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    console.print(f"{summary['entries']} shapes, {summary['points']} kernels of "
+                  f"{found['family']} for {found['gpu']} in {path}: load it with "
+                  f"tuneforge_loader.load('{path}') or include {path}/tuneforge_dispatch.h",
+                  highlight=False, soft_wrap=True)
 
 
 @library_app.command("probe")

@@ -98,3 +98,27 @@ def test_a_probe_measures_the_fallback_once(tuned: tuple[Path, str]) -> None:
                       "8192x4096", "--db", db, "--json")
     assert after["rule"] == 1
     assert after["measured_at_shape"] is True
+
+
+def test_the_library_exports_a_bundle_a_program_loads(tuned: tuple[Path, str]) -> None:
+    home, db = tuned
+    out = home / "bundle"
+    done = tuneforge(home, "library", "export", "--kernel", "softmax", "--db", db, "--shapes",
+                     "65536x129,16384x2048", "--out", str(out), "--json")
+    assert done["family"] == "softmax"
+    data = json.loads((out / "dispatch.json").read_text())
+    entries = {f"{e['shape']['rows']}x{e['shape']['cols']}": e for e in data["entries"]}
+    # measured shapes where a point beat the vendor, and the program's other shapes' picks;
+    # 65536x128, where the vendor ran faster, is left to the loader's vendor fallback
+    assert "65536x128" not in entries
+    assert entries["8192x8192"]["source"] == "tuned"
+    assert entries["8192x8192"]["measured_at_shape"] is True
+    assert entries["65536x129"]["source"] == "nearest"
+    assert entries["65536x129"]["measured_at_shape"] is False
+    assert (out / "tuneforge_loader.py").exists()
+    assert (out / "tuneforge_dispatch.h").read_text().count("65536") >= 1
+    for point in data["points"].values():
+        assert (out / point["cubin"]).stat().st_size > 1000
+    again = tuneforge(home, "library", "export", "--kernel", "softmax", "--db", db, "--out",
+                      str(out), code=2)
+    assert "not an empty folder" in again.stderr

@@ -32,6 +32,8 @@ class LibraryRead(BaseModel):
     gpu: str | None
     #: every GPU model the team measured this family on
     gpus: list[str]
+    #: the SMs of ``gpu`` (what an export sizes persistent grids for)
+    sm_count: int | None = None
     #: how a shape is dispatched (the rule in words)
     rule: str
     entries: list[dict[str, Any]]
@@ -81,8 +83,12 @@ def read_library(family: FamilyPath, session: SessionDep, team: TeamDep,
     found = _family(session, team.team_id, family)
     models = library.gpus(session, team_id=team.team_id, kernel=found.name)
     rows = library.entries(session, team_id=team.team_id, kernel=found.name, gpu=gpu)
-    return LibraryRead(family=found.name, gpu=gpu or next(iter(models), None), gpus=models,
-                       rule=RULE, entries=[e.to_dict() for e in rows])
+    model = gpu or next(iter(models), None)
+    sm_count = library.device(session, team_id=team.team_id, kernel=found.name,
+                              gpu=model).get("sm_count")
+    return LibraryRead(family=found.name, gpu=model, gpus=models, rule=RULE,
+                       sm_count=int(sm_count) if sm_count else None,
+                       entries=[e.to_dict() for e in rows])
 
 
 @router.get("/{family}/pick", response_model=PickRead, responses=error_responses(401, 404))
