@@ -400,6 +400,8 @@ class FamilySummary(BaseModel):
     default_shape: str
     unit: str
     transforms: int
+    #: the vendor baseline a campaign of it is compared with (``cuBLAS fp32``); None: none
+    vendor: str | None = None
 
 
 class FamilyRead(FamilySummary):
@@ -413,6 +415,10 @@ class FamilyRead(FamilySummary):
     metric: dict[str, Any]
     dim_bounds: list[dict[str, Any]]
     correctness: str
+    #: the tolerance a campaign of it runs at when the submitter gives none
+    tolerance: float
+    #: the baseline point: where a campaign starts
+    baseline: dict[str, Any]
     distributions: list[str]
     edge_shapes: list[str]
     all_versions: list[FamilyVersionRead]

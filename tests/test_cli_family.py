@@ -121,14 +121,68 @@ def test_kernels_lists_the_team_families_beside_the_built_ins(db: str,
     assert listed["vscale"]["key"].startswith("vscale@")
     code, out, err = run("kernels", "--db", db)
     assert code == 0, err
-    assert "vscale v1" in out
-    assert "yours ·" in out
+    assert "vscale v1 (yours)" in out
     assert max(len(line) for line in out.splitlines()) <= 80
     # no --db and no default database yet: the built-ins, and no database is created
     code, out, err = run("kernels", "--json")
     assert code == 0, err
     assert {f["origin"] for f in json.loads(out)} == {"builtin"}
     assert not list(tuneforge_home.glob("*.db"))
+
+
+def test_kernels_names_each_familys_vendor_baseline(db: str) -> None:
+    # the README says `tuneforge kernels` shows the vendor baseline: it had no such column
+    assert run("family", "add", str(SPEC_DIR), "--db", db)[0] == 0
+    code, out, err = run("kernels", "--db", db)
+    assert code == 0, err
+    assert "vendor" in out.splitlines()[2]  # the header
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert "cuBLAS fp32" in rows["gemm_bias_relu"]
+    assert "torch.softmax" in rows["softmax"]
+    assert " none " in rows["vscale v1 (yours)"]  # a user's family has no vendor baseline
+    assert max(len(line) for line in out.splitlines()) <= 80
+    code, out, err = run("kernels", "--db", db, "--json")
+    listed = {f["name"]: f for f in json.loads(out)}
+    assert listed["softmax"]["vendor"].startswith("torch.softmax")
+    assert listed["vscale"]["vendor"] is None
+
+
+def test_show_says_what_one_checks_after_registering(db: str) -> None:
+    # only --json had the restrictions, the launch, the reference, the baseline and the
+    # tolerance: what one reads back after `family add` to see the spec was taken as meant
+    examples = ROOT / "examples" / "transpose"
+    assert run("family", "add", str(examples), "--db", db)[0] == 0
+    code, out, err = run("family", "show", "transpose", "--db", db)
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80
+    rows: dict[str, str] = {}
+    label = ""
+    for line in out.splitlines():
+        cells = line.split("│")
+        if len(cells) == 4:  # │ label │ value │
+            label = cells[1].strip() or label
+            rows[label] = f"{rows.get(label, '')} {cells[2].strip()}".strip()
+    spec = json.loads((examples / "family.json").read_text())
+    for restriction in spec["restrictions"]:
+        assert restriction in rows["restrictions"]
+    assert "grid (ceil_div(n, tile_x), ceil_div(ceil_div(m, tile_y), tiles), 1)" in \
+        rows["launch"]
+    assert "block (tile_x // vec, tile_y // rows, 1)" in rows["launch"]
+    assert rows["reference"].startswith(
+        "transpose_reference in reference.cu, writes float64; grid")
+    assert rows["baseline"] == ("tile_x=32, tile_y=8, rows=1, vec=1, use_smem=false, pad=0, "
+                                "tiles=1")
+    assert rows["correctness"].startswith("exact: every element equal to the reference")
+    assert rows["vendor"].startswith("none")
+    # a rule with a tolerance says the one its campaigns run at
+    code, out, err = run("family", "show", "softmax", "--db", db)
+    assert code == 0, err
+    assert "scaled, tolerance 0.0001" in out
+    assert "torch.softmax" in out
+    code, out, err = run("family", "show", "transpose", "--db", db, "--json")
+    shown = json.loads(out)
+    assert (shown["tolerance"], shown["baseline"]["tile_x"]) == (1e-4, 32)
 
 
 @pytest.mark.parametrize(("edit", "words"), [

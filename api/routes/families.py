@@ -21,7 +21,7 @@ from api.schemas import (
 from core import families
 from core.models import Family
 from kernels import family_names, get_family
-from kernels.family import KernelFamily, describe
+from kernels.family import KernelFamily, campaign_tolerance, describe
 
 router = APIRouter(prefix="/families", tags=["families"], route_class=StrictJsonRoute)
 
@@ -36,6 +36,7 @@ def _summary(family: KernelFamily, row: Family | None, versions: int) -> dict[st
         "versions": versions, "description": family.description,
         "dims": [d.name for d in family.dims], "default_shape": str(family.default_dims),
         "unit": family.metric.unit, "transforms": len(family.transforms.names()),
+        "vendor": family.vendor.name if family.vendor is not None else None,
     }
 
 
@@ -113,7 +114,8 @@ def read_family(session: Session, team_id: str | None, name: str) -> FamilyRead:
         tunables={k: list(v) for k, v in family.domains().items()},
         transform_names=declared["transforms"], signature=declared["signature"],
         metric=declared["metric"], dim_bounds=declared["dims"],
-        correctness=declared["correctness"], distributions=declared["distributions"],
+        correctness=declared["correctness"], tolerance=campaign_tolerance(family, None),
+        baseline=family.baseline.to_dict(), distributions=declared["distributions"],
         edge_shapes=declared["edge_shapes"], all_versions=[_version(r) for r in stored],
         spec=row.spec if row is not None else None)
 
