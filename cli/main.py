@@ -104,7 +104,7 @@ def _team_families(db: str | None) -> list[dict[str, Any]]:
     """The team's own families in ``--db`` (else the default database, where there is one):
     the latest version of each, as ``GET /families`` lists them. A ``--db`` that is missing or
     not a database exits 2 naming it; the default one only adds its families when it opens."""
-    from cli.common import database_url, open_database, sqlite_path
+    from cli.common import database_url, open_database, require_tables, sqlite_path
 
     if db is not None:
         url = database_url(db)
@@ -114,7 +114,10 @@ def _team_families(db: str | None) -> list[dict[str, Any]]:
         if path is not None and not path.exists():
             return []  # no database yet: nobody registered anything (and none is created)
     try:
-        open_database(url)
+        if sqlite_path(url) is None:
+            require_tables(url)  # a server's database is migrated by its admin, not by a read
+        else:
+            open_database(url)
     except typer.Exit:
         if db is not None:
             raise

@@ -31,6 +31,7 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    require_tables,
     sqlite_path,
 )
 from core.settings import get_settings
@@ -102,6 +103,8 @@ class DbSource:
         path = sqlite_path(url)
         if path is not None:
             open_database(url)  # a file of an older version gets the newer columns
+        else:
+            require_tables(url)  # a service's database: migrated by its admin, not here
         families.install(url)  # its campaigns may run families registered in it
         self.sessions = session_factory(url)
         self.where = str(path) if path is not None else "the database"

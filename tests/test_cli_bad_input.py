@@ -6,6 +6,11 @@ against a server is in ``tests/service/test_bad_input.py``."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -132,6 +137,17 @@ CASES: list[tuple[list[str], int, str]] = [
     (["db", "check", "--db", "nonsense://x"], 2,
      "error: --db 'nonsense://x' is neither a database URL nor a file"),
     (["db", "check", "--db", "{empty}"], 2, "no such table: campaigns (not a tuneforge database?"),
+    # a database tuneforge does not store in: one line, not the driver's missing module
+    (["campaigns", "--db", "mysql://u@localhost/runs"], 2,
+     "error: --db mysql://u@localhost/runs: tuneforge stores in SQLite or PostgreSQL only, "
+     "not mysql"),
+    (["report", "zzzz", "--db", "mysql://u:pw@localhost/runs"], 2,
+     "error: --db mysql://u:***@localhost/runs: tuneforge stores in SQLite or PostgreSQL only"),
+    (["tune", "--db", "oracle://u@localhost/runs"], 2,
+     "tuneforge stores in SQLite or PostgreSQL only, not oracle"),
+    (["campaigns", "--db", "postgresql+psycopg://postgres@127.0.0.1:1/none"], 2,
+     "error: --db postgresql+psycopg://postgres@127.0.0.1:1/none: cannot open it as a "
+     "database: connection failed"),
     # service commands, before they start anything
     (["submit", "{missing}"], 2, "error: {missing}: [Errno 2] No such file or directory"),
     (["submit", "{nan_board}", "--url", "http://127.0.0.1:9"], 2,
@@ -191,3 +207,52 @@ def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert files(tmp_path) == before  # nothing written
     assert not list(tuneforge_home.iterdir()), list(tuneforge_home.iterdir())
+
+
+@pytest.fixture
+def empty_postgres() -> Iterator[str]:
+    """A Postgres database without tuneforge's tables (what the server's ``postgres``
+    database is), dropped at the end."""
+    from service.service_stack import create_database, drop_database
+
+    url = create_database("tuneforge_bad_input")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+def test_a_database_without_tuneforge_tables_is_one_line_naming_the_command(
+        empty_postgres: str, tuneforge_home: Path) -> None:
+    # `campaigns --db postgresql+psycopg://…/postgres` printed an 85-line traceback
+    runner = CliRunner()
+    for args in (["campaigns"], ["report", "zzzz"], ["export", "zzzz"], ["db", "check"],
+                 ["kernels"]):
+        result = runner.invoke(app, [*args, "--db", empty_postgres], env={"COLUMNS": "300"})
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "has no tuneforge tables: create them with `TUNEFORGE_DATABASE_URL=" in \
+            result.stderr
+    # a read migrates nothing: the database is still without tables
+    from sqlalchemy import inspect
+
+    from core.db import get_engine
+
+    assert inspect(get_engine(empty_postgres)).get_table_names() == []
+    # an older version's tables: what to run to bring them up to date
+    upgrade_database(empty_postgres, "20261201_dims")
+    result = runner.invoke(app, ["campaigns", "--db", empty_postgres], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert "holds tuneforge's tables of an older version (migration 20261201_dims): bring " \
+        "them up to date with `TUNEFORGE_DATABASE_URL=" in result.stderr
+    # the command the line names, run as a user copies it, makes the database readable
+    command = result.stderr.split("`")[1]
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TUNEFORGE_HOME": str(tuneforge_home),
+                                            "PATH": f"{Path(sys.executable).parent}:"
+                                                    f"{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    result = runner.invoke(app, ["campaigns", "--db", empty_postgres, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
