@@ -12,6 +12,7 @@ Plain functions and dicts (no pydantic): this module also runs on GPU hosts with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -35,6 +36,7 @@ from worker.compile import (
     target_arch,
 )
 from worker.gpu_runner import GpuChild
+from worker.launch_contract import rejudge
 
 __all__ = [
     "SUPPORT_SOURCE", "CompileResult", "EvalOptions", "Evaluator", "GpuEvaluator",
@@ -510,8 +512,9 @@ class ReplayEvaluator:
                 seed: int, options: EvalOptions | None = None,
                 incumbent: tuple[Any, CompileResult] | None = None,
                 verify: bool = False) -> Measurement:
-        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent);
-        ``options`` change nothing of a recorded answer."""
+        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent),
+        judged at the tolerance of ``options`` (:meth:`at_tolerance`); nothing else of
+        ``options`` changes a recorded answer."""
         row = self.dataset.get(params.to_dict(), shape)
         if row is None:
             return Measurement("not_measured",
@@ -521,10 +524,43 @@ class ReplayEvaluator:
             inc_row = self.dataset.get(incumbent[0].to_dict(), shape)
             if inc_row is not None and inc_row.get("perf"):
                 inc_runs = list(inc_row["perf"]["runs_us"])
-        return Measurement(row["status"], correctness=row.get("correctness"),
-                           perf=self.perf_of(row.get("perf"), shape), profile=row.get("profile"),
-                           error=row.get("error"), incumbent_runs_us=inc_runs,
-                           gpu_seconds=float(row.get("gpu_seconds", 0.0)))
+        m = Measurement(row["status"], correctness=row.get("correctness"),
+                        perf=self.perf_of(row.get("perf"), shape), profile=row.get("profile"),
+                        error=row.get("error"), incumbent_runs_us=inc_runs,
+                        gpu_seconds=float(row.get("gpu_seconds", 0.0)))
+        return self.at_tolerance(m, (options or self.options).tolerance)
+
+    def at_tolerance(self, m: Measurement, tolerance: float) -> Measurement:
+        """A recorded measurement judged at ``tolerance`` rather than the one it was measured
+        at, from each case's recorded error figures: a pass becomes ``wrong`` where a figure
+        exceeds the tighter tolerance; a recorded failure that the looser tolerance would pass
+        was never timed, so it is ``not_measured`` (no pass that did not happen), as is a row
+        whose cases lack the figures."""
+        block = m.correctness
+        if m.status not in ("ok", "wrong") or not block or block.get("tolerance") == tolerance:
+            return m
+        recorded = block.get("tolerance")
+        at = f"at tolerance {tolerance:g} (measured at {recorded:g})" if recorded is not None \
+            else f"at tolerance {tolerance:g}"
+        rule = self.family.correctness.to_dict()
+        cases = [rejudge(c, tolerance, rule) for c in block.get("cases") or []]
+        recheck = block.get("recheck")
+        rechecked = rejudge(recheck, tolerance, rule) if recheck is not None else None
+        if not cases or any(c is None for c in cases) or (recheck is not None
+                                                          and rechecked is None):
+            return dataclasses.replace(m, status="not_measured", perf=None, error=(
+                f"cannot judge the recorded measurement {at}: its row lacks the error "
+                "figures"))
+        judged = correctness_block([c for c in cases if c is not None], tolerance, rechecked)
+        if not judged["passed"]:
+            return dataclasses.replace(m, status="wrong", correctness=judged, perf=None,
+                                       error=judged["reason"], incumbent_runs_us=None)
+        if m.status != "ok" or not m.perf:
+            return dataclasses.replace(m, status="not_measured", correctness=judged, perf=None,
+                                       incumbent_runs_us=None, error=(
+                f"passes {at} on its recorded errors, but it failed when measured and was "
+                "never timed"))
+        return dataclasses.replace(m, correctness=judged)
 
     def perf_of(self, perf: dict[str, Any] | None, shape: Dims) -> dict[str, Any] | None:
         """A recorded perf block in the keys of :func:`perf_block` (rows recorded before the
