@@ -268,6 +268,8 @@ class CampaignRead(BaseModel):
     baseline: PointSummary | None
     speedup_vs_baseline: float | None
     vendor_us: float | None
+    #: the best kernel's speed against the vendor's, in % (the vendor's time over the best's:
+    #: 407 is 4.07× the vendor)
     pct_of_vendor: float | None
     rank_est: int | None
     sanitize: bool = False

@@ -265,7 +265,7 @@ def open_source(db: str | None, url: str | None, key: str | None) -> Source:
 def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
               as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False
               ) -> None:
-    """List campaigns: id, status, kernel and shape, evaluations, best, % of the vendor.
+    """List campaigns: id, status, kernel and shape, evaluations, best, × the vendor's speed.
 
     Examples:
 
@@ -290,7 +290,7 @@ def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
             "policy": c["policy"], "backend\nGPU": f"{c['backend']}\n{c.get('gpu') or '–'}",
             "evalu-\nations": f"{c['evaluations']}/{c['budget']['iterations']}",
             "best": f"{rate}\n{c['metric']['unit']}" if rate is not None else "–",
-            "% of\nvendor": str(c.get("pct_of_vendor") or "–"),
+            "×\nvendor": f"{c['pct_of_vendor'] / 100:.2f}×" if c.get("pct_of_vendor") else "–",
             "created": c["created_at"][:16].replace("T", " ")})
     # every cell whole (the id is what the other commands take); where the terminal is too
     # narrow the least needed columns give way instead (--json has them all)
@@ -337,7 +337,7 @@ def report(
 
       TUNEFORGE_API_KEY=tf_… tuneforge report 81d814f4e…
     """
-    from agent.exports import convergence_png, markdown_report
+    from agent.exports import convergence_png, markdown_report, vendor_speed
 
     source = open_source(db, url, key)
     cid = source.resolve(campaign_id)
@@ -361,11 +361,13 @@ def report(
                              ("elapsed_s", "convergence-time.png")):
                 path = out_dir / name
                 plots.append(convergence_png(campaign, points, path, by=by,
-                                             peak=page.get("peak")))
+                                             peak=page.get("peak"),
+                                             peak_label=page.get("peak_label")))
                 bar.advance(step)
             path = md
             md.write_text(markdown_report(campaign, points, plots=[p.name for p in plots],
-                                          peak=page.get("peak")))
+                                          peak=page.get("peak"),
+                                          peak_label=page.get("peak_label")))
         except OSError as exc:
             cannot_write(path, exc)
         bar.advance(step)
@@ -374,7 +376,7 @@ def report(
     best = campaign.get("best") or {}
     err_console.print(f"campaign {cid[:8]} ({campaign['status']}): best "
                       f"{best.get('throughput', '–')} {campaign['metric']['unit']}, "
-                      f"{campaign.get('pct_of_vendor') or '–'}% of the vendor's time, "
+                      f"{vendor_speed(campaign.get('pct_of_vendor'), page.get('vendor'))}, "
                       f"{campaign['evaluations']} evaluations · read from {source.where}")
 
 

@@ -182,7 +182,8 @@ def test_key_is_asked_once_then_campaigns_are_listed(browser: Any, server: Serve
     assert cells[1].startswith("done")
     assert cells[5] == "40 / 40"
     assert cells[6] == f"{tflops:.2f} TFLOP/s"
-    assert cells[7] == f"{pct:.1f}%"
+    assert cells[7] == f"{pct / 100:.2f}×"  # × vendor, the one wording of every page
+    assert "× vendor" in page.inner_text("#campaigns thead")
     page.screenshot(path=str(artifacts / "campaigns.png"), full_page=True)
     page.goto(server.url + "/ui/history")  # the key is kept: no second question
     p.loaded()
@@ -220,6 +221,19 @@ def test_campaign_page_plots_every_candidate_by_status(page: Page, done: tuple[T
         best_id = campaign.best_id
     assert attr(pg, "#candidate", "data-candidate") == best_id
     assert pg.inner_text("[data-stat=evaluations] .value") == "40 / 40"
+    with db.sessions() as s:
+        campaign = s.get(Campaign, cid)
+        assert campaign is not None
+        assert campaign.best_us is not None
+        assert campaign.vendor_us is not None
+        ratio = campaign.vendor_us / campaign.best_us
+        best_rate = 2 * 4096**3 / (campaign.best_us * 1e-6) / 1e12
+    assert pg.inner_text("[data-stat=vendor] .label") == "× cuBLAS fp32"
+    assert pg.inner_text("[data-stat=vendor] .value") == f"{ratio:.2f}×"
+    # the SIMT best against the FP32 FMA peak, the peak that bounds it
+    assert pg.inner_text("[data-stat=peak] .label") == "FP32 FMA peak"
+    assert pg.inner_text("[data-stat=peak] .sub") == \
+        f"the best runs at {100 * best_rate / 66.912:.0f}% of it"
     pg.screenshot(path=str(artifacts / "campaign.png"), full_page=True)
     # zoom by dragging across the first half of the iteration plot: fewer points drawn
     assert pg.evaluate("window.scrollY") == 0  # selecting the best did not move the page

@@ -23,11 +23,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from core.arch import datasheet_gbs, metric_peak, theoretical_occupancy
+from core.arch import ceiling, datasheet_gbs, theoretical_occupancy
 from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.replay import ReplayDataset
 from kernels.base import Dims, LaunchConfig, Rejection
-from kernels.family import reference_setup
+from kernels.family import point_peak, reference_setup
 from worker.compile import (
     Compiler,
     candidate_params,
@@ -80,6 +80,13 @@ def perf_block(runs_us: Sequence[float], metric: Any, dims: Dims, *, vendor_us: 
         "vendor_us": vendor_us,
     })
     return block
+
+
+def peak_for(family: Any, params: Any, device: dict[str, Any]) -> tuple[float | None, str]:
+    """The ceiling the point ``params`` of ``family`` is held against on ``device``, in the
+    family's unit, and where it comes from (or why there is none): the peak of its precision
+    scheme (:func:`kernels.family.point_peak`)."""
+    return ceiling(point_peak(family, params), device)
 
 
 def correctness_block(cases: list[dict[str, Any]], tolerance: float,
@@ -208,8 +215,11 @@ class GpuEvaluator:
             raise RuntimeError(
                 f"compiler targets {compiler.arch} but GPU {gpu} is {self.device.get('arch')}"
             )
-        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
         self._vendor: dict[str, tuple[float | None, str | None]] = {}
+
+    def peak_for(self, params: Any) -> tuple[float | None, str]:
+        """The ceiling ``params`` is held against on this GPU (:func:`peak_for`)."""
+        return peak_for(self.family, params, self.device)
 
     def compile(self, params: Any) -> Future[CompileResult]:
         """Validate, render and compile in the pool."""
@@ -330,9 +340,9 @@ class GpuEvaluator:
             return Measurement("ok", correctness=correctness, profile=profile,
                                gpu_seconds=gpu_seconds)
         vendor_us = self.vendor_us(shape)
+        peak, peak_source = self.peak_for(params)
         perf = perf_block(bench["runs_us"][0], family.metric, shape, vendor_us=vendor_us,
-                          peak=self.peak, peak_source=self.peak_source,
-                          reps=bench["reps_per_run"])
+                          peak=peak, peak_source=peak_source, reps=bench["reps_per_run"])
         extra: dict[str, Any] = {}
         if vendor_us is None:
             extra["vendor_missing"] = self._vendor[str(shape)][1]
@@ -470,7 +480,6 @@ class ReplayEvaluator:
         device = dict(dataset.meta.get("device") or {})
         device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
         self.device = with_datasheet(device)
-        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
         self.measured_on = dataset.provenance()[0]
 
     def compile(self, params: Any) -> Future[CompileResult]:
@@ -525,7 +534,8 @@ class ReplayEvaluator:
             if inc_row is not None and inc_row.get("perf"):
                 inc_runs = list(inc_row["perf"]["runs_us"])
         m = Measurement(row["status"], correctness=row.get("correctness"),
-                        perf=self.perf_of(row.get("perf"), shape), profile=row.get("profile"),
+                        perf=self.perf_of(row.get("perf"), shape, params),
+                        profile=row.get("profile"),
                         error=row.get("error"), incumbent_runs_us=inc_runs,
                         gpu_seconds=float(row.get("gpu_seconds", 0.0)))
         return self.at_tolerance(m, (options or self.options).tolerance)
@@ -562,19 +572,29 @@ class ReplayEvaluator:
                 "never timed"))
         return dataclasses.replace(m, correctness=judged)
 
-    def perf_of(self, perf: dict[str, Any] | None, shape: Dims) -> dict[str, Any] | None:
+    def peak_for(self, params: Any) -> tuple[float | None, str]:
+        """The ceiling ``params`` is held against on the dataset's device (:func:`peak_for`)."""
+        return peak_for(self.family, params, self.device)
+
+    def perf_of(self, perf: dict[str, Any] | None, shape: Dims, params: Any
+                ) -> dict[str, Any] | None:
         """A recorded perf block in the keys of :func:`perf_block` (rows recorded before the
-        metric's keys existed get them from the family's metric and the dataset's device)."""
-        if not perf or "unit" in perf:
+        metric's keys existed get them from the family's metric and the dataset's device),
+        held against the ceiling of ``params`` (the recording's peak may have been another)."""
+        if not perf:
             return perf
+        peak, peak_source = self.peak_for(params)
         block = perf_block(perf["runs_us"], self.family.metric, shape,
-                           vendor_us=perf.get("vendor_us"), peak=self.peak,
-                           peak_source=self.peak_source, reps=perf.get("reps_per_run"))
-        recorded = {k: v for k, v in perf.items() if v is not None}
+                           vendor_us=perf.get("vendor_us"), peak=peak,
+                           peak_source=peak_source, reps=perf.get("reps_per_run"))
+        recorded = {k: v for k, v in perf.items()
+                    if v is not None and k not in ("peak", "peak_source", "pct_of_peak")}
         merged = {**block, **recorded}
         for key in ("throughput_tflops", "throughput_gbs"):
             if key in recorded:
                 merged["throughput"] = recorded[key]
+        rate = merged.get("throughput")
+        merged["pct_of_peak"] = round(100.0 * rate / peak, 2) if peak and rate else None
         return merged
 
     def vendor_us(self, shape: Dims) -> float | None:

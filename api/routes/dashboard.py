@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.exports import STATUS_COLOURS, aware, campaign_peak, campaign_points
+from agent.exports import STATUS_COLOURS, aware, campaign_ceiling, campaign_points
 from api.deps import CampaignDep, OffsetQuery, SessionDep
 from api.json_body import StrictJsonRoute
 from api.schemas import error_responses
@@ -73,7 +73,8 @@ class PointPage(BaseModel):
 
     campaign_id: str
     status: str
-    #: the family's metric: ``TFLOP/s`` or ``GB/s``, and what its peak is
+    #: the family's metric: ``TFLOP/s`` or ``GB/s``; the ceiling of the best kernel (its
+    #: precision scheme's: ``bf16x3 ceiling``, ``FP32 FMA peak``) and what it is
     unit: str
     peak_label: str
     vendor: str | None
@@ -119,12 +120,13 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
     items, total = campaign_points(session, campaign, limit=limit, offset=offset)
     vendor = campaign.throughput(campaign.vendor_us)
     family = get_family(campaign.kernel)
+    peak, peak_label = campaign_ceiling(campaign)
     return PointPage(campaign_id=campaign.id, status=campaign.status,
-                     unit=family.metric.unit, peak_label=family.metric.peak_label,
+                     unit=family.metric.unit, peak_label=peak_label,
                      vendor=family.vendor.name if family.vendor else None,
                      vendor_us=campaign.vendor_us,
                      vendor_throughput=round(vendor, 4) if vendor else None,
-                     peak=campaign_peak(campaign), started_at=aware(campaign.started_at),
+                     peak=peak, started_at=aware(campaign.started_at),
                      status_colours=STATUS_COLOURS,
                      items=[PointRead.model_validate(p) for p in items],
                      notes=campaign_notes(session, campaign.id), total=total,

@@ -60,12 +60,12 @@ function renderStats() {
     stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
     stat(`best ${unit}`, fmt(best.throughput),
       best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : running() ? "no correct kernel yet" : "no correct kernel", "best"),
-    stat(`% of ${vendorName}`, fmtPct(c.pct_of_vendor), vendor ? `${vendorName} ${fmt(vendor)} ${unit}` : "no vendor time", "vendor"),
+    stat(`× ${vendorName}`, fmtVendor(c.pct_of_vendor), vendor ? `${vendorName} ${fmt(vendor)} ${unit}` : "no vendor time", "vendor"),
     stat("speedup vs baseline", c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–",
       base.throughput ? `baseline ${fmt(base.throughput)} ${unit}` : "", "speedup"),
     stat("evaluations", `${c.evaluations} / ${c.budget.iterations}`, `${fmt(c.gpu_seconds, 1)} GPU s`, "evaluations"),
     stat(state.page.peak_label || "peak", peak ? `${fmt(peak, 1)}` : "–",
-      peak && best.throughput ? `best is ${fmtPct(100 * best.throughput / peak)} of peak` : unit, "peak"),
+      peak && best.throughput ? `the best runs at ${fmtPct(100 * best.throughput / peak, 0)} of it` : unit, "peak"),
     stat("policy · backend", `${c.policy}`, `${c.backend} · ${c.gpu || "unknown GPU"}`, "policy"));
 }
 
@@ -379,7 +379,7 @@ async function renderCandidate(candidateId) {
       ["decision", d.reason],
       ["parent", parent ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(parent.id); } },
         `#${parent.iteration} ${parent.action || "baseline"}`) : "none (the baseline)"],
-      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput ?? perf.throughput_tflops)} ${perf.unit || "TFLOP/s"} · ${fmtPct(perf.pct_of_vendor)} of ${state.page.vendor || "the vendor"} · spread ${fmtPct(perf.spread_pct, 2)}` : null],
+      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput ?? perf.throughput_tflops)} ${perf.unit || "TFLOP/s"} · ${fmtVendor(perf.pct_of_vendor)} ${state.page.vendor || "the vendor"} · spread ${fmtPct(perf.spread_pct, 2)}` : null],
       ["runs", perf.runs_us ? perf.runs_us.map((r) => fmt(r, 1)).join(", ") + " µs" : null],
       ["compile", comp.seconds !== undefined ? `${fmt(comp.seconds)} s · ${comp.regs_per_thread ?? "–"} registers · ${comp.smem_bytes ?? "–"} B smem · ${comp.spill_bytes ?? "–"} B spills${comp.error ? ` · ${comp.error}` : ""}` : null],
       ["correctness", corr.tolerance !== undefined ? `${corr.passed ? "passed" : "failed"} · norm-relative error ${sci(corr.rel_err)} · max scaled error ${sci(corr.max_scaled_err)} (tolerance ${sci(corr.tolerance)})${corr.reason ? ` · ${corr.reason}` : ""}` : null],
