@@ -131,6 +131,7 @@ class EmbeddedRunner:
                 inc = s.get(Candidate, campaign.incumbent_id) if campaign.incumbent_id else None
                 inc_params = (get_family(campaign.kernel).params_from_dict(inc.params)
                               if inc is not None and inc.id != cid else None)
+                inc_id = inc.id if inc_params is not None and inc is not None else None
             if ok:
                 incumbent = None
                 if inc_params is not None:
@@ -139,6 +140,8 @@ class EmbeddedRunner:
                         incumbent = (inc_params, inc_compiled)
                 m = ev.measure(params, compiled, shape=shape, iteration=iteration, seed=seed,
                                options=options, incumbent=incumbent)
+                if incumbent is not None:  # which candidate its interleaved runs are of
+                    m = dataclasses.replace(m, incumbent_id=inc_id)
                 with self.lock, self.sessions.begin() as s:
                     recording.record_measurement(s, cid, m)
             self._progress(campaign_id, cid)

@@ -98,7 +98,10 @@ def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
         "runs_us": perf.get("runs_us") if ok else None,
         "decision": {"accepted": decision.get("accepted"),
                      "improvement_pct": decision.get("improvement_pct"),
-                     "reason": decision.get("reason")} if decision else None,
+                     "reason": decision.get("reason"),
+                     "incumbent_id": decision.get("incumbent_id"),
+                     "incumbent_iteration": decision.get("incumbent_iteration")}
+        if decision else None,
         "compile_s": (cand.compile or {}).get("seconds"),
         "gpu_seconds": cand.gpu_seconds,
         "created_at": created.isoformat() if created else None,
@@ -292,7 +295,7 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
     # the parent tells two acceptances of one transform apart (applied to different kernels)
     iteration_of = {p["id"]: p["iteration"] for p in points}
     lines += ["", "## Accepted steps", "",
-              f"| iteration | parent | action | {unit} | speed-up vs incumbent | "
+              f"| iteration | parent | action | {unit} | speed-up vs incumbent (#) | "
               "why it was tried | why it was kept |",
               "|---|---|---|---|---|---|---|"]
     for p in accepted_steps(points):
@@ -300,10 +303,14 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         parent = iteration_of.get(p.get("parent_id"))
         # the decision's improvement is the time it saves (+81% for a 5.3x faster kernel, as
         # the reasons say): the column shows the speed-up it stands for
+        # against the incumbent it was decided on, which with several candidates in flight
+        # may be a later one than its parent
+        against = decision.get("incumbent_iteration")
+        speedup = _fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')
         lines.append(
             f"| {p['iteration']} | {'–' if parent is None else parent} | "
             f"`{p.get('action') or 'baseline'}` | {_fmt(p.get('throughput'))} | "
-            f"{_fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')} | "
+            f"{speedup if against is None or speedup == '–' else f'{speedup} (#{against})'} | "
             f"{_md_cell(p.get('reason'))} | {_md_cell(decision.get('reason'))} |")
     lines += ["", "## Transforms that paid", "",
               "| transform | tried | accepted | speed-up of its accepted steps |",

@@ -120,6 +120,9 @@ class Measurement:
     error: str | None = None
     #: interleaved runs of the incumbent measured in the same request, when one was given.
     incumbent_runs_us: list[float] | None = None
+    #: the candidate those runs are of: the campaign's incumbent when the measurement began
+    #: (another result may have replaced it by the time this one is recorded)
+    incumbent_id: str | None = None
     gpu_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -140,6 +140,10 @@ class Decision(_Model):
     accepted: bool
     improvement_pct: float | None = None
     reason: str
+    #: the incumbent the candidate was compared with (the campaign's when it was recorded),
+    #: and its iteration; absent for a failure or the first correct kernel
+    incumbent_id: str | None = None
+    incumbent_iteration: int | None = None
 
 
 class BestSoFar(_Model):

@@ -223,10 +223,12 @@ def test_report_writes_both_plots_and_a_summary_with_the_accepted_steps(
     assert [int(s.split("|")[1]) for s in steps] == [c.iteration for c in accepted]
     # each step's speed-up over the incumbent, as the TFLOP/s show it (the column was "gain":
     # the time saved, "+81.20%" for a kernel 5.3 times faster)
-    assert "| speed-up vs incumbent |" in section
+    assert "| speed-up vs incumbent (#) |" in section
     for line, cand in zip(steps[1:], accepted[1:], strict=True):
         improvement = (cand.decision or {})["improvement_pct"]
-        assert line.split("|")[5].strip() == f"{1 / (1 - improvement / 100):.2f}x", line
+        against = (cand.decision or {})["incumbent_iteration"]
+        assert line.split("|")[5].strip() == \
+            f"{1 / (1 - improvement / 100):.2f}x (#{against})", line
     # each step names the kernel it was applied to: one transform accepted twice is two steps
     iteration_of = {c.id: c.iteration for c in rows}
     assert "| iteration | parent | action |" in section

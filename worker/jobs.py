@@ -209,12 +209,18 @@ _INCUMBENT_PARAMS = (
     .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
            _INCUMBENT_ROW.c.id != _CANDIDATES.id)
     .correlate(_CANDIDATE_TABLE).scalar_subquery())
+_INCUMBENT_ID = (
+    select(_CAMPAIGN_TABLE.c.incumbent_id)
+    .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
+           _CAMPAIGN_TABLE.c.incumbent_id != _CANDIDATES.id)
+    .correlate(_CANDIDATE_TABLE).scalar_subquery())
 _TAKE_FOR_EVALUATION = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("compiled", "measuring")))
     .values(status="measuring", attempts=_CANDIDATES.attempts + 1,
             claimed_by=bindparam("node"))
-    .returning(*_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params")))
+    .returning(*_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params"),
+               _INCUMBENT_ID.label("incumbent_id")))
 _RECORD_COMPILED = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
@@ -309,6 +315,8 @@ class EvaluateJob:
     backend: str
     params: dict[str, Any]
     incumbent_params: dict[str, Any] | None
+    #: the candidate ``incumbent_params`` are of (None without an incumbent)
+    incumbent_id: str | None
     shape: Dims
     iteration: int
     seed: int
@@ -331,6 +339,7 @@ def start_evaluation(session: Session, candidate_id: str, node: str | None = Non
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
         incumbent_params=dict(incumbent) if incumbent is not None else None,
+        incumbent_id=cand.incumbent_id if incumbent is not None else None,
         shape=get_family(campaign.kernel).make_dims(campaign.dims), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
         attempts=cand.attempts,
@@ -361,6 +370,8 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
             incumbent = (inc_params, inc_compiled)
     m = ev.measure(params, compiled, shape=job.shape, iteration=job.iteration, seed=job.seed,
                    options=options, incumbent=incumbent)
+    if incumbent is not None:  # which candidate its interleaved runs are of
+        m = dataclasses.replace(m, incumbent_id=job.incumbent_id)
     speed = runtime.settings.replay_speed
     if runtime.backend == "replay" and speed > 0 and m.gpu_seconds > 0:
         time.sleep(m.gpu_seconds / speed)  # behave like a GPU under load tests

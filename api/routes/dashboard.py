@@ -30,6 +30,9 @@ class DecisionRead(BaseModel):
     accepted: bool | None
     improvement_pct: float | None
     reason: str | None
+    #: the incumbent it was compared with (a correct candidate after the first), its iteration
+    incumbent_id: str | None = None
+    incumbent_iteration: int | None = None
 
 
 class PointRead(BaseModel):
