@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, defer, object_session
 from core import formats
 from core.arch import ceiling
 from core.models import Campaign, Candidate
-from core.statuses import CANDIDATE_FINAL, FinalStatus
+from core.statuses import CANDIDATE_FINAL, FinalStatus, failure_line
 from kernels import get_family
 from kernels.family import KernelFamily, point_peak
 
@@ -110,6 +110,9 @@ def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
         if started and finished else None,
         "params": cand.params,
         "error": (cand.error or "")[:300] or None,
+        "failure": failure_line(cand.status, cand.error or str(
+            decision.get("reason") or "").removeprefix(f"{cand.status}: "))
+        if cand.status in CANDIDATE_FINAL and cand.status != "ok" else None,
     }
 
 

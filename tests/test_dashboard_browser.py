@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from dashboard_support import (
+    CHILD_DEATH,
     FAILURES,
     Server,
     TeamDb,
@@ -334,6 +335,40 @@ def test_a_long_diff_keeps_its_line_numbers_inside_the_box(page: Page, done: tup
         scrolled = pg.evaluate(GUTTER)
         assert scrolled["misaligned"] == 0, (where, scrolled)  # each number beside its line
     pg.screenshot(path=str(artifacts / "candidate-long-diff-scrolled.png"), full_page=True)
+
+
+def test_a_failed_candidate_shows_its_status_and_one_line_the_rest_behind_a_click(
+        page: Page, done: tuple[TeamDb, str], artifacts: Path) -> None:
+    # the dashboard showed a failed candidate's raw Python exception text, traceback and all
+    db, cid = done
+    crashed = rows_of(db, cid)[12]
+    assert crashed.error == CHILD_DEATH
+    one_line = ("evaluation process died (exit 1): LogicError: cuStreamSynchronize failed: an "
+                "illegal memory access was encountered (injected by the test)")
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    row = pg.locator(f"#chain tr[data-id='{crashed.id}']")
+    assert row.locator(".badge").inner_text() == "crashed"  # the recorded status
+    assert row.locator(".failure").inner_text() == one_line
+    assert "Traceback" not in row.inner_text()
+    assert 'File "' not in pg.inner_text("#chain")
+    row.click()
+    pg.wait_for_selector(f"#candidate[data-candidate='{crashed.id}'][data-ready=true]")
+    panel = pg.locator("#candidate")
+    assert panel.locator(".failure").inner_text() == one_line
+    assert "why it failed" in panel.inner_text()
+    detail = pg.locator("#error-detail pre")
+    assert not detail.is_visible()  # the detail waits behind a click
+    pg.click("#error-detail summary")
+    assert detail.is_visible()
+    assert detail.inner_text() == CHILD_DEATH
+    pg.screenshot(path=str(artifacts / "candidate-failed.png"), full_page=True)
+    # every failed candidate's row is one line: its status and why
+    for c in rows_of(db, cid):
+        if c.status not in ("ok", "pending", "compiling", "compiled", "measuring"):
+            cell = pg.locator(f"#chain tr[data-id='{c.id}'] .failure").inner_text()
+            assert cell, c.iteration
+            assert "\n" not in cell, (c.iteration, cell)
 
 
 def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,

@@ -57,7 +57,10 @@ class PointRead(BaseModel):
     finished_at: dt.datetime | None
     elapsed_s: float | None
     params: dict[str, Any]
+    #: the recorded error's first 300 characters (the candidate's record has all of it)
     error: str | None
+    #: a failed candidate's one-line reason (``core.statuses.failure_line``); None otherwise
+    failure: str | None = None
 
 
 class NoteRead(BaseModel):
