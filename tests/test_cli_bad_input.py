@@ -162,6 +162,10 @@ CASES: list[tuple[list[str], int, str]] = [
      "error: --gpus must list GPU indices like 0,1, got '0,x'"),
     (["worker", "--role", "gpu", "--backend", "tpu"], 2,
      "error: --backend must be gpu or replay, not 'tpu'"),
+    # the API stamps TUNEFORGE_BACKEND on every campaign: a worker of another backend fails them
+    (["worker", "--role", "gpu", "--backend", "replay"], 2,
+     "error: --backend replay is not TUNEFORGE_BACKEND (gpu), the backend the API gives every "
+     "campaign: export TUNEFORGE_BACKEND=replay for the API and every worker"),
 ]
 
 
