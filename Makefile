@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test lint typecheck unit browser gpu-test bench clean
+.PHONY: tune test lint typecheck unit browser gpu-test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -54,6 +54,10 @@ browser:
 ## on a GPU host: the gpu-marked tests only
 gpu-test: $(STAMP)
 	$(BIN)/pytest -q -m gpu $(PYTEST_ARGS)
+
+## docs/reference/ (CLI, API, feedback record, settings) written again from the code
+docs: $(STAMP)
+	$(BIN)/python -m bench.reference_docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

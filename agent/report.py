@@ -6,11 +6,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from core.models import Campaign, Candidate
 from kernels import get_family
 from kernels.base import Rejection
+
+_SERVED = (select(func.count()).select_from(Candidate)
+           .where(Candidate.campaign_id == bindparam("campaign_id"),
+                  Candidate.served_from.is_not(None)))
+
+
+def served_count(session: Session, campaign_id: str) -> int:
+    """Evaluations of the campaign served from the team's history (no GPU time)."""
+    return int(session.scalar(_SERVED, {"campaign_id": campaign_id}) or 0)
 
 
 def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
@@ -41,6 +51,7 @@ def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
         "backend": campaign.backend, "gpu": campaign.gpu_name,
         "evaluations": campaign.evaluations,
         "gpu_seconds": round(campaign.gpu_seconds, 2),
+        "served_from_history": served_count(session, campaign.id),
         "wall_seconds": round((finished - started).total_seconds(), 2)
         if started and finished else None,
         "best": best, "baseline": baseline,

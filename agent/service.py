@@ -1,37 +1,34 @@
-"""How the distributed service drives the engine (the Celery twin of :mod:`agent.embedded`).
+"""The service's side of the campaign driver: its :class:`ServiceFleet` (live GPU workers seen
+by their heartbeats), the sending of a :class:`agent.driver.Plan` as Celery tasks, and the
+reconciler's queries (stalled campaigns, claims of workers that died).
 
-The same engine functions, another transport: each function here runs inside one transaction of
-an agent task and returns a :class:`Plan`, the next steps to enqueue once that transaction has
-committed (:func:`send`).
+Fairness. A campaign keeps at most ``min(parallel, live GPUs of its arch)`` candidates in
+flight: the driver only tops up to that number, one new candidate per finished one. The GPU
+queue is FIFO and every GPU worker takes one message at a time (prefetch 1), so a campaign's
+next candidate joins the back of the queue behind the other campaigns' candidates: campaigns
+take turns on the GPUs in proportion to their ``parallel`` (equal ``parallel``, equal share),
+and no campaign can flood the queue however large its budget.
 
-Fairness. A campaign keeps at most ``min(parallel, live GPUs of its arch)`` candidates in flight:
-:func:`decide` only tops up to that number, one new candidate per finished one. The GPU queue is
-FIFO and every GPU worker takes one message at a time (prefetch 1), so a campaign's next
-candidate joins the back of the queue behind the other campaigns' candidates: campaigns take
-turns on the GPUs in proportion to their ``parallel`` (equal ``parallel``, equal share), and no
-campaign can flood the queue however large its budget.
-
-Idempotence. Every step is re-derived from the database (pending candidates need a compile,
-compiled ones an evaluation) and sent through :func:`core.queues.enqueue_once`, so a task that
-is redelivered after its commit sends what its first run may not have sent, and nothing twice.
+Idempotence. Every step is sent through :func:`core.queues.enqueue_once`, so a task that is
+redelivered after its commit sends what its first run may not have sent, and nothing twice.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
-from agent import sanitize as sanitize_gate
-from agent.engine import history, lifecycle, locking, proposing, recording
+from agent.driver import Plan
 from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
+from core.arch import gpu_queue
 from core.models import (
     Campaign,
     Candidate,
@@ -40,27 +37,10 @@ from core.models import (
     WorkerNode,
     utcnow,
 )
-from core.queues import TaskName, enqueue_once, gpu_queue
+from core.queues import TaskName, enqueue, enqueue_once
 from core.settings import Settings, get_settings
-from core.statuses import CANDIDATE_FINAL
 from kernels import get_family
-from worker.jobs import (
-    compile_result_from_dict,
-    forget_nodes,
-    measurement_from_dict,
-    replay_dataset,
-    silent_after_s,
-)
-
-
-@dataclass
-class Plan:
-    """Steps to enqueue after the commit."""
-
-    compile: list[str] = field(default_factory=list)
-    evaluate: list[tuple[str, str]] = field(default_factory=list)  # (candidate id, queue)
-    #: the compute-sanitizer gate on a done campaign's best kernel: (candidate id, queue)
-    sanitize: list[tuple[str, str]] = field(default_factory=list)
+from worker.jobs import forget_nodes, replay_dataset, silent_after_s
 
 
 @lru_cache(maxsize=16)
@@ -98,109 +78,47 @@ def live_gpus(session: Session, arch: str, settings: Settings) -> list[dict[str,
     return gpus
 
 
-def prepare(session: Session, campaign: Campaign, settings: Settings) -> str | None:
-    """Fill the campaign's device (and vendor time) before it starts; the reason it cannot
-    run, if it cannot (e.g. a replay fleet has no measurement at its shape)."""
-    shape = campaign.problem
-    try:
-        space_for(campaign.kernel, campaign.arch, campaign.backend, str(shape))
-    except ValueError as exc:
-        return f"{campaign.backend} backend: {exc}"
-    if campaign.backend == "replay":
-        dataset = replay_dataset(campaign.kernel)
-        device = dict(dataset.meta.get("device") or {})
-        device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
-        vendor = (dataset.meta.get("vendor_us") or {}).get(str(shape))
-        campaign.vendor_us = float(vendor) if vendor is not None else None
-    else:
-        gpus = live_gpus(session, campaign.arch, settings)
-        device = gpus[0] if gpus else {}
-    if device:
-        campaign.device = device
-        campaign.gpu_name = device.get("name")
-    return None
+class ServiceFleet:
+    """The service's fleet as the driver sees it: the live GPU workers of a campaign's arch
+    (from their heartbeats), one policy object per name, the space of each campaign."""
 
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
 
-def decide(session: Session, campaign_id: str, settings: Settings | None = None) -> Plan:
-    """Start a queued campaign, top its in-flight candidates up to its share, and plan their
-    next steps (the campaign row is locked for the whole transaction: once, when recording a
-    result took the lock already)."""
-    settings = settings or get_settings()
-    try:
-        campaign = locking.lock_campaign(session, campaign_id)
-    except locking.CampaignError:
-        return Plan()
-    if campaign.status == "queued":
-        reason = prepare(session, campaign, settings)
-        if reason is not None:
-            lifecycle.finish_campaign(session, campaign, "failed", reason)
-            return Plan()
-        lifecycle.start_campaign(session, campaign_id)
-    if campaign.status == "running":
-        share = min(campaign.parallel, max(1, len(live_gpus(session, campaign.arch, settings))))
-        space = space_for(campaign.kernel, campaign.arch, campaign.backend, campaign.shape_text)
-        proposing.propose_candidates(session, campaign_id, policy=policy_for(campaign.policy),
-                                     space=space, top_up_to=share, settings=settings)
-    return plan(session, campaign)
+    def slots(self, session: Session, campaign: Campaign) -> int:
+        """One candidate a live GPU of the campaign's arch (at least one: workers may be
+        starting)."""
+        return max(1, len(live_gpus(session, campaign.arch, self.settings)))
 
+    def policy(self, campaign: Campaign) -> Policy:
+        """The process's policy of the campaign's name."""
+        return policy_for(campaign.policy)
 
-#: Candidates waiting for their next step (built once: building costs more than running it).
-_WAITING = select(Candidate.id, Candidate.status).where(
-    Candidate.campaign_id == bindparam("campaign_id"),
-    Candidate.status.in_(("pending", "compiled"))).order_by(Candidate.iteration)
+    def space(self, campaign: Campaign) -> SearchSpace:
+        """Every valid point on a GPU; the measured points of the replay."""
+        return space_for(campaign.kernel, campaign.arch, campaign.backend, campaign.shape_text)
 
-
-def plan(session: Session, campaign: Campaign) -> Plan:
-    """The next step of every candidate waiting for one (in-flight candidates finish even when
-    the campaign was cancelled: the engine records them as they come)."""
-    rows = proposing.waiting(session, campaign.id)  # read by this transaction's decision
-    if rows is None:
-        session.flush()
-        rows = [(cid, status) for cid, status in
-                session.execute(_WAITING, {"campaign_id": campaign.id})]
-    queue = gpu_queue(campaign.arch)
-    gate = sanitize_gate.wanted(session, campaign)
-    return Plan(compile=[cid for cid, status in rows if status == "pending"],
-                evaluate=[(cid, queue) for cid, status in rows if status == "compiled"],
-                sanitize=[(gate, queue)] if gate else [])
-
-
-def on_compiled(session: Session, candidate_id: str, result: dict[str, Any]) -> Plan:
-    """Record a compile reported to the agent (a failure: the compile workers record a success
-    themselves); a compiled candidate goes to the GPUs, a failed one frees its slot."""
-    found = history.candidate_for_record(session, candidate_id)
-    # loaded here, kept by this frame, so that the engine's record finds both in the session
-    campaign = session.get(Campaign, found.campaign_id, options=[recording.COMPILE_RECORD_LOAD]) \
-        if found is not None else None
-    cand = recording.record_compile(session, candidate_id, compile_result_from_dict(result))
-    assert campaign is not None
-    if cand.status == "compiled":
-        return Plan(evaluate=[(cand.id, gpu_queue(campaign.arch))])
-    if cand.status in CANDIDATE_FINAL:  # a failed compile ends the candidate: free its slot
-        return decide(session, campaign.id)
-    return Plan()
-
-
-def on_measured(session: Session, candidate_id: str, payload: dict[str, Any]) -> Plan:
-    """Record a measurement (or a failure such as the redelivery cap), then decide."""
-    if payload.get("failure"):
-        cand = recording.record_failure(session, candidate_id, str(payload["status"]),
-                                        str(payload.get("error")))
-    else:
-        m = measurement_from_dict(payload)
-        cand = recording.record_measurement(session, candidate_id, m)
-        campaign = session.get(Campaign, cand.campaign_id)
-        if campaign is not None and campaign.vendor_us is None and m.perf:
-            vendor = m.perf.get("vendor_us")
+    def prepare(self, session: Session, campaign: Campaign) -> str | None:
+        """Fill the campaign's device (and vendor time) before it starts; the reason it
+        cannot run, if it cannot (e.g. a replay fleet has no measurement at its shape)."""
+        shape = campaign.problem
+        try:
+            space_for(campaign.kernel, campaign.arch, campaign.backend, str(shape))
+        except ValueError as exc:
+            return f"{campaign.backend} backend: {exc}"
+        if campaign.backend == "replay":
+            dataset = replay_dataset(campaign.kernel)
+            device = dict(dataset.meta.get("device") or {})
+            device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
+            vendor = (dataset.meta.get("vendor_us") or {}).get(str(shape))
             campaign.vendor_us = float(vendor) if vendor is not None else None
-    return decide(session, cand.campaign_id)
-
-
-def fail(session: Session, campaign_id: str, reason: str) -> None:
-    """End a campaign that the service itself could not drive (the reason says why)."""
-    campaign = session.get(Campaign, campaign_id, with_for_update=True)
-    if campaign is not None:
-        lifecycle.finish_campaign(session, campaign, "failed", reason[:500])
+        else:
+            gpus = live_gpus(session, campaign.arch, self.settings)
+            device = gpus[0] if gpus else {}
+        if device:
+            campaign.device = device
+            campaign.gpu_name = device.get("name")
+        return None
 
 
 def stalled(session: Session, *, quiet_s: float) -> list[str]:
@@ -295,12 +213,6 @@ def awaiting_gate(session: Session, *, quiet_s: float) -> dict[str, str]:
     return {cid: gpu_queue(arch) for cid, arch in rows}
 
 
-def on_sanitized(session: Session, candidate_id: str, record: dict[str, Any]) -> Plan:
-    """Store the compute-sanitizer gate's record of a candidate (reported by a GPU worker)."""
-    sanitize_gate.record_result(session, candidate_id, record)
-    return Plan()
-
-
 def send(plan: Plan) -> None:
     """Enqueue the plan's steps, each at most once (call after the commit)."""
     for cid in plan.compile:
@@ -309,3 +221,5 @@ def send(plan: Plan) -> None:
         enqueue_once(TaskName.EVALUATE, cid, cid, queue=queue)
     for cid, queue in plan.sanitize:
         enqueue_once(TaskName.SANITIZE, cid, cid, queue=queue)
+    for campaign_id in plan.decide:  # a shape set's next member (deciding twice is harmless)
+        enqueue(TaskName.DECIDE, campaign_id)

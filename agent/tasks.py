@@ -1,7 +1,8 @@
-"""Celery tasks of the agent queue: thin adapters over :mod:`agent.service`.
+"""Celery tasks of the agent queue: thin adapters over the campaign driver (:mod:`agent.driver`).
 
-Ids in; each opens its own session, calls the engine through ``agent.service``, commits, THEN
-enqueues the next steps. A task that fails for a reason other than our infrastructure ends its
+Ids in; each opens its own session, calls the driver with the service's fleet
+(:class:`agent.service.ServiceFleet`), commits, THEN enqueues the plan's steps. A task that
+fails for a reason other than our infrastructure ends its
 campaign ``failed`` with the reason, instead of leaving it hanging.
 """
 
@@ -19,7 +20,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from agent import service
+from agent import driver, service
 from core import feed
 from core.db import session_scope
 from core.evaluation import CompileResult
@@ -42,7 +43,11 @@ from core.queues import (
 )
 from core.settings import get_settings
 from worker import tasks as worker_tasks
-from worker.jobs import compile_result_to_dict
+from worker.jobs import (
+    compile_result_from_dict,
+    compile_result_to_dict,
+    measurement_from_payload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +57,7 @@ def _url() -> str:
 
 
 def _run(campaign_of: Callable[[Session], str | None],
-         step: Callable[[Session], service.Plan]) -> None:
+         step: Callable[[Session], driver.Plan]) -> None:
     started = time.monotonic()
     try:
         with session_scope(_url()) as s:
@@ -64,7 +69,7 @@ def _run(campaign_of: Callable[[Session], str | None],
         with session_scope(_url()) as s:
             campaign_id = campaign_of(s)
             if campaign_id is not None:
-                service.fail(s, campaign_id, f"internal error in the agent: {exc!r}")
+                driver.fail(s, campaign_id, f"internal error in the agent: {exc!r}")
         return
     service.send(plan)
     # an agent's heartbeat carries the steps it took and the seconds they took (its
@@ -80,6 +85,11 @@ def _campaign_of_candidate(candidate_id: str) -> Callable[[Session], str | None]
 
 
 _stop = threading.Event()
+
+
+def fleet() -> service.ServiceFleet:
+    """The service's fleet, as this process's settings describe it."""
+    return service.ServiceFleet(get_settings())
 
 
 @worker_process_init.connect
@@ -398,7 +408,7 @@ def _report_abandoned(step: TaskName, candidate_id: str, releases: int) -> None:
 @app.task(name=TaskName.DECIDE, autoretry_for=INFRA_ERRORS, retry_backoff=True, max_retries=8)
 def decide(campaign_id: str) -> None:
     """Start the campaign if queued and keep its share of candidates in flight."""
-    _run(lambda _s: campaign_id, lambda s: service.decide(s, campaign_id))
+    _run(lambda _s: campaign_id, lambda s: driver.decide(s, campaign_id, fleet()))
 
 
 @app.task(name=TaskName.COMPILED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
@@ -407,7 +417,8 @@ def compiled(candidate_id: str, result: dict[str, Any]) -> None:
     """Record a failed compile reported by a compile worker (the candidate's outcome), then
     decide (a compile worker records a successful compile itself)."""
     _run(_campaign_of_candidate(candidate_id),
-         lambda s: service.on_compiled(s, candidate_id, result))
+         lambda s: driver.on_compiled(s, candidate_id, compile_result_from_dict(result),
+                                      fleet()))
 
 
 @app.task(name=TaskName.MEASURED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
@@ -415,7 +426,8 @@ def compiled(candidate_id: str, result: dict[str, Any]) -> None:
 def measured(candidate_id: str, payload: dict[str, Any]) -> None:
     """Record a measurement reported by a GPU worker, decide, send the next candidates."""
     _run(_campaign_of_candidate(candidate_id),
-         lambda s: service.on_measured(s, candidate_id, payload))
+         lambda s: driver.on_measured(s, candidate_id, measurement_from_payload(payload),
+                                      fleet()))
 
 
 @app.task(name=TaskName.SANITIZED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
@@ -423,4 +435,4 @@ def measured(candidate_id: str, payload: dict[str, Any]) -> None:
 def sanitized(candidate_id: str, record: dict[str, Any]) -> None:
     """Store the compute-sanitizer gate's record that a GPU worker reported."""
     _run(_campaign_of_candidate(candidate_id),
-         lambda s: service.on_sanitized(s, candidate_id, record))
+         lambda s: driver.on_sanitized(s, candidate_id, record))

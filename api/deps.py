@@ -13,7 +13,8 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.schemas import MAX_OFFSET, shown
+from agent.campaigns import shown
+from api.schemas import MAX_OFFSET
 from api.security import Authenticated, authenticate
 from core.db import session_factory
 from core.models import Campaign

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import ui
 from api.events import close_subscriptions
-from api.routes import campaigns, dashboard, families, system
+from api.routes import campaigns, dashboard, families, library, shapesets, system
 from core import families as stored_families
 from core import feed
 from core.queues import publish_events
@@ -56,6 +56,8 @@ def create_app() -> FastAPI:
     v1 = APIRouter(prefix=API_PREFIX)
     v1.include_router(campaigns.router)
     v1.include_router(families.router)
+    v1.include_router(shapesets.router)
+    v1.include_router(library.router)
     v1.include_router(system.router)
     v1.include_router(dashboard.router)
     app.include_router(v1)

@@ -1,4 +1,5 @@
-"""Benchmarks: each prints a table and writes its figures with date, GPU and commit to docs/."""
+"""Benchmarks and tools: each benchmark prints a table, writes its figures with date, GPU and
+commit to docs/ and its raw record to runs/; the tools build datasets and the reference pages."""
 
 from __future__ import annotations
 

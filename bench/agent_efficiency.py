@@ -132,8 +132,9 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
         evaluator = ReplayEvaluator(family, dataset)
         with sessions.begin() as s:
             campaign = lifecycle.create_campaign(
-                s, lifecycle.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy, seed=seed,
-                                          budget_iterations=budget),
+                s, lifecycle.CampaignSpec(
+                    parallel=2, dims={"m": m, "n": n, "k": k}, policy=policy, seed=seed,
+                    budget_iterations=budget),
                 backend="replay", device=evaluator.device)
             cid = campaign.id
         trace: list[tuple[int, float, float, float]] = []

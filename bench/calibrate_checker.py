@@ -1,4 +1,4 @@
-"""Calibrate the correctness rule against cuBLAS (DESIGN.md §4) on a GPU with torch.
+"""Calibrate the correctness rule against cuBLAS on a GPU with torch.
 
     python bench/calibrate_checker.py --size 4096
 

@@ -27,7 +27,7 @@ the end: every candidate final, iterations ``0..budget-1``, one ``result`` event
 candidate, ``evaluations`` = budget, no claim left, ``tuneforge db check`` clean.
 
     .venv/bin/python -m bench.fault_run [--budget 300] [--rounds 2] [--replay-speed 0.1]
-        [--json docs/bench/fault-run.json]
+        [--json runs/DATE-COMMIT-fault-run/fault-run.json]
 """
 
 from __future__ import annotations

@@ -111,8 +111,9 @@ def replay_campaign(policy: TimedPolicy, seed: int, budget: int) -> dict[str, An
         sessions = session_factory(url)
         with sessions.begin() as s:
             cid = lifecycle.create_campaign(
-                s, lifecycle.CampaignSpec(dims={"m": m, "n": n, "k": k}, policy=policy.name,
-                                          seed=seed, budget_iterations=budget),
+                s, lifecycle.CampaignSpec(
+                    parallel=2, dims={"m": m, "n": n, "k": k}, policy=policy.name,
+                    seed=seed, budget_iterations=budget),
                 backend="replay", device=evaluator.device).id
         runner = EmbeddedRunner(sessions, [evaluator], policy=policy, space=space)
         start = time.perf_counter()

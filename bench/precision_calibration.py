@@ -7,7 +7,8 @@ kernel, and the SIMT fp32 kernel) one representative kernel is run through the e
 pipeline's checker (float64 reference, NaN-poisoned output) on normal, uniform [0, 1) and
 mixed-magnitude inputs at M = N = ``--mn`` and K = 4096 and 8192, with the correctness rule
 switched off (tolerance 1: every error is recorded, nothing fails). The figures are the two of
-DESIGN.md §4: norm-relative error and the worst element error over Σ|a·b| + |bias|.
+the pass rule (docs/ARCHITECTURE.md#the-evaluation-protocol): norm-relative error and the
+worst element error over Σ|a·b| + |bias|.
 
 Prints a table and, last, the ``MEASURED`` literal to paste into ``precision.py`` (it replaces
 the one there, with the date, GPU and commit this script prints above it); writes

@@ -295,16 +295,13 @@ included), so the same two cores would feed roughly 20 such GPUs.
 The default `expert` policy keeps up as well since it keeps what it derives from a campaign's
 history between decisions (`agent/policies/expert.py`, one memory per campaign in each agent
 process, checked against the history at every decision): its decision (`propose`, in process,
-history cached) takes 1.1-1.8 ms at 100 to 1000 candidates (p99 under 10 ms,
-`python -m bench.policy_cost`, section "Expert policy: decision cost"). Before, it searched the
-neighbourhoods of the whole history at every decision (18 ms at 100 candidates, 104 ms at 600,
-300 ms at 1000): at 8 workers the agent was busy 96 % of its time and the GPUs reached 38 % of
-8 x one worker (2026-11-29, commit 7abf6c0). Its step now costs about as much CPU as the
-random policy's (13.8 against 11.7 ms at 8 workers, 14.3 against 14.6 at 1); the agent is
+history cached) takes 1.1-1.8 ms at 100 to 1000 candidates (p99 under 10 ms, `python -m
+bench.policy_cost`, section "Expert policy: decision cost"). Its step costs about as much CPU as
+the random policy's (13.8 against 11.7 ms at 8 workers, 14.3 against 14.6 at 1); the agent is
 busier than with `random` because the expert's candidates are faster to measure (0.16 against
 0.21 recorded GPU seconds each), so more results arrive per second. An agent process that has
-not decided for a campaign yet (a restart, or a campaign it has not seen) pays the old cost
-once, at its first decision for it (about 300 ms at 1000 candidates).
+not decided for a campaign yet (a restart, or a campaign it has not seen) pays a full pass once,
+at its first decision for it (about 300 ms at 1000 candidates).
 """
 
 

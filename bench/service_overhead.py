@@ -27,7 +27,7 @@ side for ``--window`` seconds after a warm-up while 100 clients read one of them
 per N: each campaign's time from one proposal to its next (median, p90), candidates per second
 for all together, the service's CPU per candidate and the API's latency; with ``--write-docs``
 it writes "Service overhead against concurrent campaigns" in docs/BENCHMARKS.md and a plot
-under docs/bench/.
+under runs/DATE-COMMIT-service-campaigns/.
 """
 
 from __future__ import annotations
@@ -468,8 +468,8 @@ earlier saturation figures).
     path.write_text(new.rstrip("\n") + "\n")
 
 
-#: Where the time goes (py-spy on the running service, 2026-11-30; kept with the section when
-#: it is rewritten with --before; the history of the figures is in git and in the section).
+#: Where the time goes (py-spy on the running service; kept with the section when it is
+#: rewritten with --before).
 WHERE_THE_TIME_GOES = """
 Where the time goes (py-spy, 100 Hz, 20 s of a 3000-candidate campaign, every Celery main and
 pool process, 2026-11-30): the three Celery main processes take about a third of the samples
@@ -477,10 +477,8 @@ pool process, 2026-11-30): the three Celery main processes take about a third of
 delivered, another of `ZREM`+`HDEL` when it is acknowledged, and the pipes to the pool: the
 cost of `acks_late` on Redis with prefork pools), the agent's pool process a third (its ORM
 flush about 30 % of that: the finished candidate, the campaign, the next candidate and two
-events), the compile and GPU pool processes a sixth each. Removed then: a `SELECT 1` at every
-pool checkout (4-5 per candidate; a connection is now pinged only after a second idle), one
-statement in the agent's step and one in the GPU worker's. Left: the agent's flush as Core
-statements (about 1.5 ms of its step).
+events), the compile and GPU pool processes a sixth each. What is left to take: the agent's
+flush as Core statements (about 1.5 ms of its step).
 """
 
 
@@ -593,7 +591,7 @@ def write_sweep_markdown(rows: list[dict[str, Any]], meta: dict[str, Any], path:
         f"| {r['cpu_per_candidate_ms']:.1f} + {r['pg_cpu_per_candidate_ms']:.1f} "
         f"| {r['api_p50_ms']:.1f} / {r['api_p99_ms']:.1f} ({r['api_failed']} failed) "
         f"| {r['load']} |" for r in rows)
-    image = plot.relative_to(path.parent).as_posix()
+    image = Path(os.path.relpath(plot, path.parent)).as_posix()
     section = f"""## Service overhead against concurrent campaigns
 
 `{meta['command']}` · {meta['date']} · {meta['machine']} · commit {meta['commit']}.
@@ -640,7 +638,7 @@ def main() -> None:
                         "beside these")
     parser.add_argument("--write-docs", action="store_true",
                         help="write the figures (and the sweep's plot) into docs/")
-    # the default since 2026-11-30; still accepted so that recorded command lines run
+    # the default; still accepted so that recorded command lines run
     parser.add_argument("--no-write", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--campaigns", help="comma-separated numbers of concurrent campaigns: "
                         "measure the sweep instead, e.g. 1,2,4,8")
@@ -660,7 +658,8 @@ def main() -> None:
                 "warmup": args.warmup}
         if args.json:
             args.json.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
-        plot = ROOT / "docs" / "bench" / "service-overhead-campaigns.png"
+        plot = (ROOT / "runs" / f"{meta['date']}-{meta['commit']}-service-campaigns"
+                / "service-overhead-campaigns.png")
         if args.write_docs:
             plot_sweep(rows, plot, f"replay, 2-core box, commit {meta['commit']}")
             write_sweep_markdown(rows, meta, args.markdown, plot)

@@ -79,10 +79,10 @@ def main() -> int:
     with sessions.begin() as s:
         cid = create_campaign(s, CampaignSpec(kernel=family.name, dims=dict(shape),
                                               policy=args.policy, budget_iterations=args.budget,
-                                              budget_wall_s=args.wall),
+                                              budget_wall_s=args.wall, parallel=5),
                               backend="gpu", device=ev.device).id
     EmbeddedRunner(sessions, [ev], policy=make_policy(args.policy),
-                   space=FullSpace(family, "sm_90"), lookahead=4).run(cid)
+                   space=FullSpace(family, "sm_90")).run(cid)
     with sessions() as s:
         found = s.get(Campaign, cid)
         assert found is not None

@@ -12,7 +12,7 @@ from ``Last-Event-ID`` mid-way is read last. Every stream must receive every eve
 campaign after its start point exactly once, in order, ending with ``finished``.
 
     .venv/bin/python -m bench.stream_load [--budget 1000] [--gpus 4] [--replay-speed 1]
-        [--idle-s 20] [--json docs/bench/stream-load.json]
+        [--idle-s 20] [--json runs/DATE-COMMIT-stream-load/stream-load.json]
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ def _families(db: str | None, url: str | None, key: str | None) -> list[dict[str
 def local_families(url: str) -> list[dict[str, Any]]:
     """``GET /families`` of a local database (its URL, migrated): the built-ins, then the
     latest version of each family registered there."""
-    from api.routes.families import family_list
+    from api.views import family_list
     from core import families
     from core.db import session_scope
 
@@ -187,7 +187,7 @@ def _family(name: str, db: str | None, url: str | None, key: str | None) -> dict
 
         with target as client:
             return dict(call(client, "GET", f"/families/{quote(name, safe='@')}"))
-    from api.routes.families import read_family
+    from api.views import read_family
     from core import families
     from core.db import session_scope
 

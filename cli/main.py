@@ -233,7 +233,7 @@ def compile_cmd(
         raise typer.Exit(1)
 
 
-from cli import db, family, report, sanitize  # noqa: E402
+from cli import db, family, library, report, sanitize  # noqa: E402
 from cli.service import register  # noqa: E402
 from cli.tune import evaluate, tune  # noqa: E402
 
@@ -243,6 +243,7 @@ register(app)
 report.register(app)
 db.register(app)
 family.register(app)
+library.register(app)
 sanitize.register(app)
 
 

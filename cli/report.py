@@ -122,7 +122,7 @@ class DbSource:
         """Campaigns, newest first."""
         from sqlalchemy import select
 
-        from api.routes.campaigns import campaign_read
+        from api.views import campaign_read
         from core.models import Campaign
 
         with self.sessions() as s:
@@ -143,14 +143,14 @@ class DbSource:
 
     def campaign(self, campaign_id: str) -> dict[str, Any]:
         """The campaign as the API reads it."""
-        from api.routes.campaigns import campaign_read
+        from api.views import campaign_read
 
         with self._campaign(campaign_id) as (s, campaign):
             return campaign_read(s, campaign).model_dump(mode="json")
 
     def points(self, campaign_id: str, bar: Progress) -> dict[str, Any]:
         """Every point of the campaign."""
-        from api.routes.dashboard import point_page
+        from api.views import point_page
 
         task = bar.add_task("points", total=None)
         with self._campaign(campaign_id) as (s, c):

@@ -21,35 +21,30 @@ EXIT_ERROR = 3
 def gate_candidate(sessions: Any, candidate_id: str, *, tools: tuple[str, ...],
                    shapes: list[Any] | None, gpu: str, timeout_s: float, exe: str,
                    device: dict[str, Any]) -> dict[str, Any]:
-    """Compile the candidate's stored source, run the gate, store the record; the record."""
+    """Run the gate (:func:`worker.sanitize.gate`, the service's) on a stored candidate and
+    store the record; the record."""
     from agent.sanitize import record_result
     from core.models import Campaign, Candidate
     from kernels import get_family
-    from worker.compile import compiler_from_settings, target_arch
-    from worker.sanitize import check
+    from worker.compile import compiler_from_settings
+    from worker.sanitize import gate
 
     with sessions() as s:
         cand = s.get(Candidate, candidate_id)
         campaign = s.get(Campaign, cand.campaign_id)
         family = get_family(campaign.kernel)
         params = family.params_from_dict(cand.params)
-        source, arch = cand.source, campaign.arch
+        source, arch, tolerance = cand.source, campaign.arch, campaign.tolerance
         campaign_shape = campaign.problem
     compiler = compiler_from_settings(get_settings(), arch=arch)
     try:
-        compiled = compiler.compile(source, entry=family.name,
-                                    dynamic_smem_bytes=int(getattr(params, "smem_bytes", 0)),
-                                    arch=target_arch(family, params, arch))
+        with err_console.status(f"compute-sanitizer {', '.join(tools)} on candidate "
+                                f"{candidate_id[:8]} …"):
+            record = gate(compiler, family, params, source, campaign_shape=campaign_shape,
+                          tolerance=tolerance, gpu=gpu, exe=exe, timeout_s=timeout_s,
+                          tools=tools, shapes=shapes, device=device)
     finally:
         compiler.close()
-    if compiled.status != "ok":
-        fail(f"cannot compile candidate {candidate_id[:8]}'s source again: {compiled.status}: "
-             f"{compiled.error}", code=EXIT_ERROR)
-    with err_console.status(f"compute-sanitizer {', '.join(tools)} on candidate "
-                            f"{candidate_id[:8]} …"):
-        record = check(family, params, compiled.cubin(), tools=tools,
-                       campaign_shape=campaign_shape, shapes=shapes, gpu=gpu, exe=exe,
-                       timeout_s=timeout_s, device=device)
     with sessions.begin() as s:
         record_result(s, candidate_id, record)
     return record

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.campaigns import DEFAULTS
 from cli.common import (
     DbOpt,
     KernelOpt,
@@ -27,8 +28,9 @@ from cli.common import (
     resolve_params,
     resolve_shape,
 )
+from cli.shapeset import parse_shape_set, print_result, progress_of
 from core.settings import get_settings
-from kernels.family import campaign_tolerance
+from kernels.family import DEFAULT_TOLERANCE
 
 
 def _load_leaderboard(path: Path | None) -> list[Any] | None:
@@ -46,27 +48,33 @@ def _load_leaderboard(path: Path | None) -> list[Any] | None:
     return data
 
 
-#: The options of ``tune`` and ``evaluate`` by the campaign field (``api.schemas.CampaignCreate``)
-#: each sets: a value the service would refuse is refused here too, naming the option.
+#: The options of ``tune`` and ``evaluate`` by the campaign field (``agent.campaigns.
+#: CampaignCreate``) each sets: a value the service would refuse is refused here too, naming
+#: the option.
 OPTION_OF: dict[tuple[str, ...], str] = {
     ("kernel",): "--kernel", ("shape",): "--shape", ("tolerance",): "--tolerance",
     ("budget", "iterations"): "--budget", ("budget", "wall_seconds"): "--wall-seconds",
     ("budget", "gpu_seconds"): "--gpu-seconds", ("policy",): "--policy",
     ("accept_threshold_pct",): "--threshold", ("profile",): "--profile", ("seed",): "--seed",
-    ("parallel",): "--gpus", ("leaderboard",): "--leaderboard", ("start_from",): "--start-from",
-    ("allowed_actions",): "--actions",
+    ("parallel",): "--parallel", ("leaderboard",): "--leaderboard",
+    ("start_from",): "--start-from", ("allowed_actions",): "--actions",
+    ("sanitize",): "--sanitize", ("fresh",): "--fresh", ("shapes",): "--shapes",
 }
 
 
-def check_campaign(fields: dict[str, Any], family: Any) -> None:
-    """Exit 2 with one line naming the option when ``fields`` break a rule of the service's
-    campaign schema (sizes, GPU memory, tolerance, budgets, names) for ``family``."""
+def campaign_request(fields: dict[str, Any], family: Any) -> Any:
+    """The campaign request of the options given (``None`` values left out: the campaign's
+    defaults apply); exit 2 with one line naming the option when ``fields`` break a rule of
+    the service's campaign schema (sizes, GPU memory, tolerance, budgets, names)."""
     from pydantic import ValidationError
 
-    from api.schemas import CampaignCreate
+    from agent.campaigns import CampaignCreate
 
+    given = {k: v for k, v in fields.items() if v is not None}
+    if isinstance(given.get("budget"), dict):
+        given["budget"] = {k: v for k, v in given["budget"].items() if v is not None}
     try:
-        CampaignCreate.model_validate(fields, context={"family": family})
+        return CampaignCreate.model_validate(given, context={"family": family})
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(str(part) for part in error["loc"])
@@ -84,70 +92,103 @@ def gpu_indices(gpus: str) -> list[str]:
     return indices
 
 
-def make_evaluators(backend: str, family: Any, settings: Any, gpus: list[str], *,
-                    tolerance: float, profile: str = "light"
-                    ) -> tuple[list[Any], str, str | None]:
-    """Evaluators for ``backend`` (``auto`` = GPU if pycuda finds one, else replay), the backend
-    used, and why the GPU was not used (if it was not)."""
-    from core.evaluation import EvalOptions
-    from core.replay import ReplayDataset
-    from worker.evaluate import GpuEvaluator, ReplayEvaluator
+def open_evaluators(backend: str, family: Any, settings: Any, gpus: list[str],
+                    db: str | None) -> Any:
+    """The evaluators of ``backend`` (``auto`` = GPU if pycuda finds one, else replay) from the
+    one factory (:func:`worker.evaluators.open_local`); exit 2 saying why none can run."""
+    from worker.evaluators import BackendUnavailable, open_local
 
-    options = EvalOptions(tolerance=tolerance, profile=profile)
-    why_not_gpu = None
-    if backend in ("auto", "gpu"):
-        from worker.compile import compiler_from_settings
-        from worker.gpu_runner import ChildUnavailable
-
-        try:
-            evaluators = [GpuEvaluator(family, compiler_from_settings(settings), gpu=g,
-                                       options=options,
-                                       vendor_cache=settings.home / "vendor.json")
-                          for g in gpus]
-            return evaluators, "gpu", None
-        except (ChildUnavailable, RuntimeError, OSError) as exc:
-            why_not_gpu = str(exc).splitlines()[0][:200]
-            if backend == "gpu":
-                fail(f"--backend gpu: {why_not_gpu}")
-    datasets = family.replay_datasets()
-    if not datasets:
+    try:
+        return open_local(backend, family, settings, gpus)
+    except BackendUnavailable as exc:
         name = family.name.split("@")[0]
-        fail(f"--backend replay: the {family.name} family ships no replay dataset "
-             f"(no GPU here: {why_not_gpu or 'replay asked for'}). Tune it where pycuda "
-             f"finds a GPU; here, `tuneforge compile --kernel {name}` checks that its points "
-             "compile and shows their registers")
-    dataset = ReplayDataset(datasets[0])
-    return [ReplayEvaluator(family, dataset, options=options)], "replay", why_not_gpu
+        hint = ""
+        if "replay dataset" in str(exc):
+            where = f" --db {db}" if db else ""
+            hint = (f". Tune it where pycuda finds a GPU; here, `tuneforge compile --kernel "
+                    f"{name}{where}` checks that its points compile and shows their registers")
+        fail(f"{exc}{hint}")
+
+
+def local_parallel(local: Any) -> int:
+    """Candidates an embedded campaign keeps in flight unless ``--parallel`` says: on GPUs,
+    each measures one while nvcc compiles up to 8 ahead on the cores it leaves (about 1.3 s a
+    compile against a fraction of a second a measurement); a replay compiles one ahead."""
+    n = len(local.evaluators)
+    if local.backend != "gpu":
+        return 2 * n
+    return n * (1 + max(1, min(8, (os.cpu_count() or 2) // (2 * n))))
+
+
+def check_replay_shape(local: Any, family: Any, problem: Any) -> None:
+    """Exit 2 when the replay measured nothing at the campaign's shape (before the campaign is
+    stored)."""
+    from agent.spaces import ReplaySpace
+
+    try:
+        ReplaySpace(family, local.evaluators[0].dataset, str(problem))
+    except ValueError as exc:
+        local.close()
+        fail(f"--shape: {exc}")
+
+
+def replay_banner(local: Any) -> None:
+    """Say that the campaign replays recorded measurements, and whose."""
+    ev = local.evaluators[0]
+    err_console.print(Panel(
+        f"No GPU here ({local.why_not_gpu or 'replay asked for'}).\n"
+        f"Replaying real measurements of [bold]{ev.device.get('name')}[/] taken on "
+        f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commits "
+        f"{ev.dataset.provenance()[1]}): {len(ev.dataset.points)} points at "
+        f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
 
 
 def tune(
     shape: Annotated[str | None, typer.Option(help=(
         "problem shape as the family writes it (4096x4096x4096, rows=8192,cols=32768); "
         "default: the family's"))] = None,
-    budget: Annotated[int, typer.Option(help="evaluations (iterations)")] = 600,
+    shapes: Annotated[str | None, typer.Option(help=(
+        "a shape set tuned as one job under one budget: a file (a shape a line, an optional "
+        "weight after it; or JSON), or shapes inline: 4096x4096x4096,8192x1024x4096:2 "
+        "(';' between shapes written by name)"))] = None,
+    budget: Annotated[int | None, typer.Option(
+        help=f"evaluations (iterations) [default: {DEFAULTS.budget_iterations}]")] = None,
     wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
     gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
-    policy: Annotated[str, typer.Option(help="expert | optuna | random | llm")] = "expert",
-    seed: Annotated[int, typer.Option(help="seed of inputs and policies")] = 0,
+    policy: Annotated[str | None, typer.Option(
+        help=f"expert | optuna | random | llm [default: {DEFAULTS.policy}]")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help=f"seed of inputs and policies [default: {DEFAULTS.seed}]")] = None,
     tolerance: Annotated[float | None, typer.Option(
-        help="correctness tolerance [default: the family's, else 1e-4]")] = None,
-    threshold: Annotated[float, typer.Option(help="accept above this % improvement")] = 0.5,
-    profile: Annotated[str, typer.Option(
-        help="light (ptxas + occupancy) or full (+ Nsight Compute, ~2.5 s a candidate)")] = "light",
+        help=f"correctness tolerance [default: the family's, else {DEFAULT_TOLERANCE:g}]")
+    ] = None,
+    threshold: Annotated[float | None, typer.Option(
+        help=f"accept above this % improvement [default: {DEFAULTS.accept_threshold_pct:g}]")
+    ] = None,
+    profile: Annotated[str | None, typer.Option(
+        help="light (ptxas + occupancy) or full (+ Nsight Compute, ~2.5 s a candidate) "
+             f"[default: {DEFAULTS.profile}]")] = None,
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
     gpus: Annotated[str, typer.Option(help="GPU indices, e.g. 0,1")] = "0",
+    parallel: Annotated[int | None, typer.Option(
+        help="candidates in flight at once [default: 2 a GPU for a replay; on GPUs, one "
+             "measuring and up to 8 compiling ahead, by the cores]")] = None,
     db: DbOpt = None,
     leaderboard: Annotated[Path | None, typer.Option(help="JSON leaderboard for rank_est")] = None,
     actions: Annotated[str | None, typer.Option(
         help="restrict the action space to these transform names (comma-separated)")] = None,
     start_from: Annotated[str | None, typer.Option(
-        help="'best': warm start from the best earlier result of this kernel and GPU")] = None,
+        help="'best': warm start from the best earlier result of this kernel and GPU; "
+             "'library': from the library's picks at this shape (a probe)")] = None,
     out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
         "tuneforge-out"),
     kernel: KernelOpt = None,
     sanitize: Annotated[bool, typer.Option(
         "--sanitize", help="check the final best kernel with compute-sanitizer (memcheck, "
                            "racecheck) on the GPU; exit 1 unless it passes")] = False,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="measure every candidate again, even one the database has measured "
+                        "(by default such an evaluation is served from the history)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="last stdout line: one JSON")] = False,
 ) -> None:
     """Run an embedded tuning campaign and print its summary.
@@ -161,125 +202,206 @@ def tune(
       tuneforge tune --actions apply_coalesce,apply_tiling,apply_shared_memory_load
 
       tuneforge tune --backend gpu --budget 300 --sanitize
+
+      tuneforge tune --kernel softmax --shapes 8192x8192,4096x32768:2 --budget 160
     """
-
-    from agent.embedded import EmbeddedRunner
-    from agent.engine.lifecycle import CampaignSpec, create_campaign
-    from agent.engine.locking import CampaignError
-    from agent.exports import campaign_peak
-    from agent.policies import make_policy
-    from agent.report import best_kernel_files, convergence_plot, summary
-    from agent.spaces import FullSpace, ReplaySpace
-    from core.db import session_factory
-
     settings = get_settings()
     family = resolve_family(kernel, db)
+    if shape is not None and shapes is not None:
+        fail("--shape and --shapes: give one shape or a shape set, not both")
     problem = resolve_shape(family, shape)
-    tolerance = campaign_tolerance(family, tolerance)
-    try:
-        policy_obj = make_policy(policy, settings)
-    except ValueError as exc:
-        fail(str(exc))
-    if profile not in ("light", "full"):
-        fail(f"--profile must be light or full, not {profile!r}")
-    if backend not in ("auto", "gpu", "replay"):
-        fail(f"--backend must be auto, gpu or replay, not {backend!r}")
-    indices = gpu_indices(gpus)
-    allowed = [a.strip() for a in actions.split(",") if a.strip()] if actions else None
-    board = _load_leaderboard(leaderboard)
-    check_campaign({
-        "kernel": family.name, "shape": problem.as_dict(),
-        "tolerance": tolerance, "policy": policy, "accept_threshold_pct": threshold,
-        "profile": profile, "seed": seed, "parallel": len(indices), "leaderboard": board,
-        "start_from": start_from, "allowed_actions": allowed,
+    entries = parse_shape_set(family, shapes) if shapes is not None else None
+    if policy is not None:
+        _check_policy(policy, settings)
+    _check_choices(backend=backend, profile=profile)
+    fields = {
+        "kernel": family.name, "tolerance": tolerance,
+        "shape": problem.as_dict() if entries is None else None, "shapes": entries,
+        "policy": policy, "accept_threshold_pct": threshold, "profile": profile, "seed": seed,
+        "parallel": parallel, "leaderboard": _load_leaderboard(leaderboard),
+        "start_from": start_from, "fresh": fresh or None,
+        "allowed_actions": [a.strip() for a in actions.split(",") if a.strip()]
+        if actions else None,
         "budget": {"iterations": budget, "wall_seconds": wall_seconds,
-                   "gpu_seconds": gpu_seconds}}, family)
+                   "gpu_seconds": gpu_seconds}}
+    campaign_request(fields, family)  # bad options fail before a GPU is started
+    indices = gpu_indices(gpus)
     check_writable_folder("--out", out)  # before the campaign, not after its last evaluation
     url = database_url(db, create=True)
     open_database(url)
-    sessions = session_factory(url)
-
-    evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, indices,
-                                                    tolerance=tolerance, profile=profile)
-    device = evaluators[0].device
-    sanitizer_exe = None
-    if sanitize and used == "gpu":
-        from worker.sanitize import sanitizer_path
-
-        sanitizer_exe = sanitizer_path(settings.compute_sanitizer)
-        if sanitizer_exe is None:
-            for ev in evaluators:
-                ev.close()
-            fail(f"--sanitize: {settings.compute_sanitizer} not found (it comes with the CUDA "
-                 "toolkit; TUNEFORGE_COMPUTE_SANITIZER names another executable)")
-    elif sanitize:
-        err_console.print("[yellow]--sanitize:[/] the replay backend has no GPU to run "
-                          "compute-sanitizer on: the best kernel will not be checked")
-    if used == "replay":
-        ev = evaluators[0]
-        try:  # before the panel: a bad shape is a one-line error
-            space: Any = ReplaySpace(family, ev.dataset, str(problem))
-        except ValueError as exc:
-            fail(f"--shape: {exc}")
-        err_console.print(Panel(
-            f"No GPU here ({why_not_gpu or 'replay asked for'}).\n"
-            f"Replaying real measurements of [bold]{device.get('name')}[/] taken on "
-            f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commits "
-            f"{ev.dataset.provenance()[1]}): {len(ev.dataset.points)} points at "
-            f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
+    local = open_evaluators(backend, family, settings, indices, db)
+    try:
+        if sanitize and local.backend != "gpu":
+            err_console.print("[yellow]--sanitize:[/] the replay backend has no GPU to run "
+                              "compute-sanitizer on: the best kernel will not be checked")
+        elif sanitize:
+            _check_sanitizer(settings)
+            fields["sanitize"] = True
+        if local.backend == "replay":
+            for dims in ([e["shape"] for e in entries] if entries else [problem.as_dict()]):
+                check_replay_shape(local, family, family.make_dims(dims))
+            replay_banner(local)
+        if entries is not None:
+            _tune_set(url, campaign_request(fields, family), family, settings, local, out,
+                      as_json)
+            return
+        campaign_id, total = _open(url, campaign_request(fields, family), family, settings,
+                                   local, problem)
+        runner, progress = _runner(url, local, family, problem, total, settings, as_json)
+        try:
+            with progress:
+                runner.run(campaign_id)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted: the campaign stays in the database[/]")
+            raise typer.Exit(130) from None
+    finally:
+        local.close()
+    result = _result(url, campaign_id, out, runner)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
     else:
-        space = FullSpace(family, settings.arch)
-    vendor_us = evaluators[0].vendor_us(problem)
-    spec = CampaignSpec(
-        kernel=family.name, dims=problem.as_dict(), tolerance=tolerance,
-        policy=policy, accept_threshold_pct=threshold, seed=seed, budget_iterations=budget,
-        budget_wall_s=wall_seconds, budget_gpu_s=gpu_seconds, leaderboard=board,
-        start_from=start_from, allowed_actions=allowed, parallel=len(evaluators), profile=profile,
-        arch=settings.arch, sanitize=sanitizer_exe is not None,
-    )
+        _print_steps(result)
+        _print_summary(result)
+    if result["status"] == "failed" or (result.get("sanitizer") or {}).get("status") in (
+            "flagged", "error"):
+        raise typer.Exit(1)
+
+
+def _tune_set(url: str, request: Any, family: Any, settings: Any, local: Any, out: Path,
+              quiet: bool) -> None:
+    """Open the shape set, run its members one after another, print its table (or its JSON)
+    and write each shape's best kernel under ``out``."""
+    from agent.embedded import EmbeddedRunner
+    from agent.engine.locking import CampaignError
+    from agent.report import best_kernel_files
+    from agent.shapesets import members, open_set, result
+    from core.db import session_factory
+    from core.models import ShapeSet
+
+    sessions = session_factory(url)
     with sessions.begin() as s:
         try:
-            campaign = create_campaign(s, spec, backend=used, device=device,
-                                       vendor_us=vendor_us)
+            shape_set = open_set(s, request, family=family, arch=settings.arch, team_id=None,
+                                 backend=local.backend, default_parallel=local_parallel(local),
+                                 device=local.evaluators[0].device,
+                                 vendor_us=local.evaluators[0].vendor_us)
         except CampaignError as exc:
             fail(str(exc))
-        campaign_id = campaign.id
+        set_id, campaigns = shape_set.id, members(s, shape_set.id)
+    progress, on_progress = progress_of(family, campaigns, quiet)
+    runner = EmbeddedRunner(sessions, local.evaluators, settings=settings,
+                            on_progress=on_progress)
+    try:
+        with progress:
+            runner.run_set(set_id)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: the set stays in the database[/]")
+        raise typer.Exit(130) from None
+    with sessions() as s:
+        found = s.get(ShapeSet, set_id)
+        assert found is not None
+        outcome = result(s, found)
+        files = []
+        for member in members(s, set_id):
+            try:
+                files += [str(p) for p in best_kernel_files(
+                    s, member, out / set_id[:8] / member.shape_text)]
+            except OSError as exc:
+                cannot_write(out / set_id[:8], exc)
+    outcome["files"] = files
+    if runner.errors:
+        outcome["error"] = repr(runner.errors[0])
+    if quiet:
+        sys.stdout.write(json.dumps(outcome) + "\n")
+    else:
+        print_result(outcome)
+    if outcome["status"] == "failed":
+        raise typer.Exit(1)
+
+
+def _check_choices(*, backend: str, profile: str | None) -> None:
+    """Exit 2 naming the option when ``--backend`` or ``--profile`` is none of its choices."""
+    if profile is not None and profile not in ("light", "full"):
+        fail(f"--profile must be light or full, not {profile!r}")
+    if backend not in ("auto", "gpu", "replay"):
+        fail(f"--backend must be auto, gpu or replay, not {backend!r}")
+
+
+def _check_policy(name: str, settings: Any) -> None:
+    """Exit 2 when the policy cannot run here (optuna missing, llm without an endpoint)."""
+    from agent.policies import make_policy
+
+    try:
+        make_policy(name, settings)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _check_sanitizer(settings: Any) -> None:
+    """Exit 2 when compute-sanitizer is not here (before the campaign, not after it)."""
+    from worker.sanitize import sanitizer_path
+
+    if sanitizer_path(settings.compute_sanitizer) is None:
+        fail(f"--sanitize: {settings.compute_sanitizer} not found (it comes with the CUDA "
+             "toolkit; TUNEFORGE_COMPUTE_SANITIZER names another executable)")
+
+
+def _open(url: str, request: Any, family: Any, settings: Any, local: Any,
+          problem: Any) -> tuple[str, int]:
+    """The queued campaign through the one door (``agent.campaigns.open_campaign``): its id
+    and its iteration budget."""
+    from agent.campaigns import open_campaign
+    from agent.engine.locking import CampaignError
+    from core.db import session_factory
+
+    vendor_us = local.evaluators[0].vendor_us(problem)
+    with session_factory(url).begin() as s:
+        try:
+            campaign = open_campaign(s, request, family=family, arch=settings.arch,
+                                     team_id=None, backend=local.backend,
+                                     default_parallel=local_parallel(local),
+                                     device=local.evaluators[0].device, vendor_us=vendor_us)
+        except CampaignError as exc:
+            fail(str(exc))
+        return campaign.id, campaign.budget_iterations
+
+
+def _runner(url: str, local: Any, family: Any, problem: Any, total: int, settings: Any,
+            quiet: bool) -> tuple[Any, Progress]:
+    """The embedded runner and the progress line it updates after each result."""
+    from agent.embedded import EmbeddedRunner
+    from core.db import session_factory
 
     unit = family.metric.unit
     vendor_name = family.vendor.name if family.vendor else "vendor"
     progress = Progress(TextColumn("[bold]tuning[/]"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
-                        console=err_console, transient=False, disable=as_json)
-    task = progress.add_task("tune", total=budget, best="")
+                        console=err_console, transient=False, disable=quiet)
+    task = progress.add_task("tune", total=total, best="")
 
-    def on_progress(camp: Any, cand: Any) -> None:
+    def on_progress(camp: Any, _cand: Any) -> None:
         best = camp.best_us
         text = ""
         if best:
             rate = family.metric.rate(problem, best) or 0.0
+            vendor_us = camp.vendor_us
             pct = f" · {100 * vendor_us / best:.0f}% of {vendor_name}" if vendor_us else ""
             text = f"best {best:.1f} µs · {rate:.2f} {unit}{pct}"
         progress.update(task, completed=camp.evaluations, best=text)
 
-    # on a GPU, compile several candidates ahead so nvcc (about 1.3 s each) runs on every core
-    # while the GPU measures; a replay has no compile time to hide
-    lookahead = max(1, min(8, (os.cpu_count() or 2) // (2 * len(evaluators)))) \
-        if used == "gpu" else 1
-    runner = EmbeddedRunner(sessions, evaluators, policy=policy_obj, space=space,
-                            settings=settings, on_progress=on_progress, lookahead=lookahead)
-    try:
-        with progress:
-            runner.run(campaign_id)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted: the campaign stays in the database[/]")
-        raise typer.Exit(130) from None
-    finally:
-        for ev in evaluators:
-            ev.close()
+    runner = EmbeddedRunner(session_factory(url), local.evaluators, settings=settings,
+                            on_progress=on_progress)
+    return runner, progress
 
-    with sessions() as s:
-        from core.models import Campaign
 
+def _result(url: str, campaign_id: str, out: Path, runner: Any) -> dict[str, Any]:
+    """The campaign's summary, its accepted steps, its files and its sanitizer gate."""
+    from agent.exports import campaign_peak
+    from agent.report import best_kernel_files, convergence_plot, summary
+    from core.db import session_factory
+    from core.models import Campaign, Candidate
+
+    with session_factory(url)() as s:
         finished = s.get(Campaign, campaign_id)
         assert finished is not None
         result = summary(s, finished)
@@ -291,49 +413,17 @@ def tune(
                                     campaign_peak(finished))
         except OSError as exc:  # the folder changed while the campaign ran
             cannot_write(out_dir, exc)
+        if finished.sanitize:
+            best = s.get(Candidate, finished.best_id) if finished.best_id else None
+            record = (best.sanitizer if best is not None else None) or {}
+            result["sanitizer"] = {
+                "status": record.get("status", "skipped"),
+                "summary": record.get("summary"), "candidate_id": finished.best_id,
+                "reason": None if record else "the campaign has no correct kernel"}
     result["files"] = [str(p) for p in [*files, plot]]
     if runner.errors:
         result["error"] = repr(runner.errors[0])
-    if sanitize:
-        result["sanitizer"] = _sanitize_best(sessions, campaign_id, sanitizer_exe, gpus,
-                                             quiet=as_json)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        _print_steps(result)
-        _print_summary(result)
-    if result["status"] == "failed" or (result.get("sanitizer") or {}).get("status") in (
-            "flagged", "error"):
-        raise typer.Exit(1)
-
-
-def _sanitize_best(sessions: Any, campaign_id: str, exe: str | None, gpus: str, *,
-                   quiet: bool) -> dict[str, Any]:
-    """``--sanitize``: the gate on the campaign's best kernel (stored with it); a short
-    summary for the campaign's result."""
-    from cli.sanitize import gate_candidate, print_record
-    from core.models import Campaign
-    from worker.sanitize import DEFAULT_TOOLS, SanitizerUnavailable, probe_gpu
-
-    if exe is None:
-        return {"status": "skipped", "reason": "the replay backend has no GPU"}
-    with sessions() as s:
-        campaign = s.get(Campaign, campaign_id)
-        best_id = campaign.best_id if campaign is not None else None
-    if best_id is None:
-        return {"status": "skipped", "reason": "the campaign has no correct kernel"}
-    gpu = gpus.split(",")[0].strip() or "0"
-    try:
-        device = probe_gpu(gpu)
-    except SanitizerUnavailable as exc:
-        return {"status": "error", "reason": f"no usable GPU: {exc}", "candidate_id": best_id}
-    settings = get_settings()
-    record = gate_candidate(sessions, best_id, tools=DEFAULT_TOOLS, shapes=None, gpu=gpu,
-                            timeout_s=settings.sanitize_timeout_s, exe=exe, device=device)
-    if not quiet:
-        print_record(record, f"sanitizer gate · best kernel {best_id[:8]} · "
-                             f"compute-sanitizer {record['sanitizer_version']}")
-    return {"status": record["status"], "summary": record["summary"], "candidate_id": best_id}
+    return result
 
 
 def _accepted_path(session: Any, campaign: Any) -> list[dict[str, Any]]:
@@ -420,9 +510,12 @@ def evaluate(
         "default: the family's"))] = None,
     backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
     tolerance: Annotated[float | None, typer.Option(
-        help="correctness tolerance [default: the family's, else 1e-4]")] = None,
-    profile: Annotated[str, typer.Option(help="light | full (Nsight Compute)")] = "light",
-    seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
+        help=f"correctness tolerance [default: the family's, else {DEFAULT_TOLERANCE:g}]")
+    ] = None,
+    profile: Annotated[str | None, typer.Option(
+        help=f"light | full (Nsight Compute) [default: {DEFAULTS.profile}]")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help=f"seed of the random inputs [default: {DEFAULTS.seed}]")] = None,
     kernel: KernelOpt = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the record as one JSON line")
@@ -438,27 +531,27 @@ def evaluate(
 
       tuneforge evaluate --backend gpu --profile full --shape 2048x2048x2048
     """
+    from agent.campaigns import resolve
     from core.evaluation import CompileResult
     from kernels.base import Rejection
     from worker.evaluate import feedback_record
+    from worker.evaluators import default_options
 
     settings = get_settings()
     family = resolve_family(kernel, db)
     problem = resolve_shape(family, shape)
-    tolerance = campaign_tolerance(family, tolerance)
-    if backend not in ("auto", "gpu", "replay"):
-        fail(f"--backend must be auto, gpu or replay, not {backend!r}")
-    if profile not in ("light", "full"):
-        fail(f"--profile must be light or full, not {profile!r}")
-    check_campaign({"kernel": family.name, "shape": problem.as_dict(),
-                    "tolerance": tolerance, "profile": profile, "seed": seed}, family)
+    _check_choices(backend=backend, profile=profile)
+    request = campaign_request({"kernel": family.name, "shape": problem.as_dict(),
+                                "tolerance": tolerance, "profile": profile, "seed": seed},
+                               family)
+    spec = resolve(request, family=family, arch=settings.arch, team_id=None,
+                   default_parallel=1)
     point = resolve_params(family, params, actions, problem)
-    evaluators, used, why_not_gpu = make_evaluators(backend, family, settings, ["0"],
-                                                    tolerance=tolerance, profile=profile)
-    ev = evaluators[0]
+    local = open_evaluators(backend, family, settings, ["0"], db)
+    ev = local.evaluators[0]
     try:
-        if used == "replay":
-            err_console.print(f"[yellow]replay backend[/] ({why_not_gpu or 'asked for'}): "
+        if local.backend == "replay":
+            err_console.print(f"[yellow]replay backend[/] ({local.why_not_gpu or 'asked for'}): "
                               f"measurements of {ev.device.get('name')} taken on "
                               f"{ev.measured_on}")
         limit = family.max_smem_limit(settings.arch)
@@ -467,15 +560,16 @@ def evaluate(
             m = None
         else:
             compiled = ev.compile(point).result()
-            m = (ev.measure(point, compiled, shape=problem, iteration=0, seed=seed)
+            options = default_options(settings, tolerance=spec.tolerance, profile=spec.profile)
+            m = (ev.measure(point, compiled, shape=problem, iteration=0, seed=spec.seed,
+                            options=options)
                  if compiled.status == "ok" else None)
         record = feedback_record(point if not isinstance(point, Rejection)
                                  else family.baseline, compiled, m, max_smem_limit=limit,
-                                 device=ev.device, backend=used,
+                                 device=ev.device, backend=local.backend,
                                  action=actions)
     finally:
-        for e in evaluators:
-            e.close()
+        local.close()
     if as_json:
         sys.stdout.write(json.dumps(record) + "\n")
     else:

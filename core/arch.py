@@ -9,6 +9,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernels.family import PointPeak
 
+#: The prefix of the service's GPU queues (``core.queues.CeleryQueue.GPU``).
+GPU_QUEUE_PREFIX = "gpu"
+
+
+def gpu_queue(arch: str) -> str:
+    """The service's queue of the GPUs of one architecture, e.g. ``gpu.sm_90`` (a plain name:
+    embedded mode reads it without importing the Celery app)."""
+    return f"{GPU_QUEUE_PREFIX}.{arch}"
+
 #: FP32 lanes per SM by compute capability major.minor (for the FP32 FMA peak).
 FP32_LANES = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128,
               "9.0": 128, "10.0": 128, "12.0": 128}

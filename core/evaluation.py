@@ -5,6 +5,8 @@ in ``worker/evaluate.py``, the replay's there too). Pure data: the standard libr
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernels.base import Dims
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass
@@ -67,7 +70,7 @@ class CompileResult:
         return Path(self.cubin_path).read_bytes()
 
     def summary(self, max_smem_limit: int) -> dict[str, Any]:
-        """The ``compile`` block of the feedback record (DESIGN.md §5)."""
+        """The ``compile`` block of the feedback record."""
         return {
             "status": self.status,
             "seconds": round(self.seconds, 4),
@@ -88,12 +91,33 @@ class CompileResult:
                    rejection=rejection, dynamic_smem_bytes=dynamic_smem_bytes)
 
 
+#: The version of the evaluation protocol (what a measurement's figures mean: its checks, its
+#: timing, its recheck); part of every evaluation's key, raised when the protocol changes.
+PROTOCOL_VERSION = 1
+
+
+def evaluation_key(*, contract: str, compiled: CompileResult, shape: str, backend: str,
+                   device: dict[str, Any] | None, tolerance: float, profile: str) -> str:
+    """What identifies an evaluation: the family's contract (:func:`kernels.family.
+    contract_hash`), the compiled kernel (its source hash, nvcc version, arch and flags), the
+    shape, the backend, the GPU model and driver, the correctness
+    tolerance, the profile and :data:`PROTOCOL_VERSION`. Two requests with the same key get
+    the same answer, so the second is served from the first."""
+    device = device or {}
+    blob = json.dumps([
+        PROTOCOL_VERSION, contract, compiled.source_hash, compiled.nvcc_version,
+        compiled.arch, list(compiled.flags), shape, backend,
+        device.get("name"), device.get("driver_version"), float(tolerance), profile,
+    ], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 @dataclass
 class EvalOptions:
     """How a candidate is judged and timed (passed per call: ``Evaluator.measure(...,
     options=...)``)."""
 
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     #: small shapes checked besides the campaign's; None: the family's ``edge_shapes``
     edge_shapes: Sequence[Dims] | None = None
     #: distributions checked at the campaign shape; by default one per candidate, rotating with
@@ -120,11 +144,12 @@ class Measurement:
     error: str | None = None
     #: interleaved runs of the incumbent measured in the same request, when one was given.
     incumbent_runs_us: list[float] | None = None
-    #: the candidate those runs are of: the campaign's incumbent when the measurement began
-    #: (another result may have replaced it by the time this one is recorded)
-    incumbent_id: str | None = None
     gpu_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``params_key`` of the incumbent whose runs are ``incumbent_runs_us``
+    incumbent_key: str | None = None
+    #: the candidate this measurement was served from (the team's history: no GPU time)
+    served_from: str | None = None
 
 
 class Evaluator(Protocol):

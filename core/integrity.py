@@ -82,7 +82,7 @@ def check(session: Session, *, feedback_batch: int = 500) -> list[Finding]:
             found.append(Finding("duplicate_candidate", "campaigns", camp_id,
                                  f"{n} candidates with {key.key} = {value}"))
 
-    # feedback records that do not validate against the schema of DESIGN.md §5
+    # feedback records that do not validate against the feedback record's schema
     offset = 0
     while True:
         batch = session.execute(select(Candidate.id, Candidate.status, Candidate.feedback)

@@ -25,12 +25,13 @@ from sqlalchemy import (
     false,
     func,
     text,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from kernels import get_family
 from kernels.base import Dims
-from kernels.family import Metric
+from kernels.family import DEFAULT_TOLERANCE, Metric
 
 
 def utcnow() -> dt.datetime:
@@ -75,6 +76,26 @@ class ApiKey(Base):
     team: Mapped[Team] = relationship(back_populates="keys")
 
 
+class ShapeSet(Base):
+    """Several shapes of one family tuned as one job under one budget: one member campaign a
+    shape (``Campaign.set_id``), run one after another, each starting from what the others
+    found (``agent/shapesets.py``)."""
+
+    __tablename__ = "shape_sets"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id"), index=True)
+    kernel: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    #: evaluations the whole set may take (its members share them)
+    budget_iterations: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    members: Mapped[list[Campaign]] = relationship(back_populates="shape_set",
+                                                   order_by="Campaign.set_index")
+
+
 class Campaign(Base):
     """A tuning campaign: its spec, its state and its budget counters."""
 
@@ -87,7 +108,7 @@ class Campaign(Base):
     arch: Mapped[str] = mapped_column(String(16), default="sm_90")
     backend: Mapped[str] = mapped_column(String(16), default="gpu")
     gpu_name: Mapped[str | None] = mapped_column(String(128))
-    tolerance: Mapped[float] = mapped_column(Float, default=1e-4)
+    tolerance: Mapped[float] = mapped_column(Float, default=DEFAULT_TOLERANCE)
     policy: Mapped[str] = mapped_column(String(32), default="expert")
     accept_threshold_pct: Mapped[float] = mapped_column(Float, default=0.5)
     profile: Mapped[str] = mapped_column(String(8), default="light")
@@ -120,7 +141,17 @@ class Campaign(Base):
     sanitize: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     #: events written so far: the ``seq`` of the latest (:class:`Event`)
     event_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: the shape set this campaign is the member of (its place in it, its weight there)
+    set_id: Mapped[str | None] = mapped_column(
+        ForeignKey("shape_sets.id", ondelete="CASCADE"), index=True)
+    set_index: Mapped[int | None] = mapped_column(Integer)
+    weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1.0")
+    #: serve an evaluation the team has made before from its history (False: measure afresh)
+    reuse: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: the tuneforge that ran the campaign (:func:`core.version.commit`)
+    commit: Mapped[str | None] = mapped_column(String(64))
 
+    shape_set: Mapped[ShapeSet | None] = relationship(back_populates="members")
     candidates: Mapped[list[Candidate]] = relationship(
         back_populates="campaign", order_by="Candidate.iteration"
     )
@@ -194,6 +225,13 @@ class Candidate(Base):
     #: (its compile, its evaluation, the sanitizer gate); cleared when the step's result is
     #: recorded. A claim whose node stopped heartbeating is given back (``agent/tasks.py``).
     claimed_by: Mapped[str | None] = mapped_column(String(200))
+    #: what identifies this evaluation (:func:`core.evaluation.evaluation_key`), once compiled
+    evaluation_key: Mapped[str | None] = mapped_column(String(64), index=True)
+    #: the candidate whose measurement this one was served from (0 GPU-seconds), if any
+    served_from: Mapped[str | None] = mapped_column(String(32))
+    #: the incumbent the measurement was interleaved with: ``{"key": its params_key,
+    #: "runs_us": [...]}`` (a decision served from history reads them when it has the same one)
+    incumbent_runs: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     campaign: Mapped[Campaign] = relationship(back_populates="candidates")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from celery import Celery
 
+from core.arch import GPU_QUEUE_PREFIX, gpu_queue
 from core.settings import Settings, get_settings
 
 
@@ -42,13 +43,10 @@ class CeleryQueue(enum.StrEnum):
     COMPILE = "compile"
     #: ``gpu.<arch>`` (e.g. ``gpu.sm_90``) is consumed by the GPU workers (``--role gpu``):
     #: one worker process per GPU, prefetch 1; FIFO, which is what makes sharing fair (see
-    #: ``agent/service.py``). This member is the prefix; :func:`gpu_queue` names one.
-    GPU = "gpu"
+    #: ``agent/driver.py``). This member is the prefix; :func:`gpu_queue` names one.
+    GPU = GPU_QUEUE_PREFIX
 
 
-def gpu_queue(arch: str) -> str:
-    """The queue of the GPUs of one architecture, e.g. ``gpu.sm_90``."""
-    return f"{CeleryQueue.GPU}.{arch}"
 
 
 class TaskName(enum.StrEnum):

@@ -22,13 +22,15 @@ class Settings(BaseSettings):
     database_url: str = Field(
         default="", description="SQLAlchemy URL; empty = SQLite file under home (embedded)"
     )
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0",
+                           description="Redis: the Celery broker and the event feed")
 
     nvcc: str = Field(default="nvcc", description="nvcc executable (tests point it at a fake)")
-    arch: str = "sm_90"
-    compile_timeout_s: float = 120.0
+    arch: str = Field(default="sm_90", description="the GPU arch candidates are compiled for")
+    compile_timeout_s: float = Field(default=120.0, description="nvcc is killed after this long")
     compile_workers: int = Field(default=0, description="0 = one per CPU core")
-    nvcc_extra_flags: list[str] = Field(default_factory=list)
+    nvcc_extra_flags: list[str] = Field(
+        default_factory=list, description="flags added to every nvcc command (in the cache key)")
 
     eval_timeout_s: float = Field(default=60.0, description="watchdog for one GPU evaluation")
     compute_sanitizer: str = Field(
@@ -37,13 +39,14 @@ class Settings(BaseSettings):
     sanitize_timeout_s: float = Field(
         default=600.0, gt=0, description="time limit of one compute-sanitizer tool run")
 
-    llm_url: str = ""
-    llm_model: str = ""
-    llm_api_key: str = ""
-    llm_timeout_s: float = 60.0
+    llm_url: str = Field(default="", description="OpenAI-compatible endpoint of the llm policy")
+    llm_model: str = Field(default="", description="the model the llm policy asks")
+    llm_api_key: str = Field(default="", description="the llm endpoint's key")
+    llm_timeout_s: float = Field(default=60.0, description="time limit of one llm request")
 
-    api_url: str = "http://127.0.0.1:8000"
-    api_key: str = ""
+    api_url: str = Field(default="http://127.0.0.1:8000",
+                         description="the server the CLI's service commands talk to")
+    api_key: str = Field(default="", description="the team's key for those commands")
 
     # ---- the distributed service (api/, Celery workers) ----
     backend: str = Field(

@@ -22,6 +22,7 @@ GPU side computes ``scale`` for the rule.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -695,3 +696,20 @@ def describe(family: KernelFamily) -> dict[str, Any]:
                    and family.vendor.doc else family.vendor.name if family.vendor else None),
         "transforms": family.transforms.names(),
     }
+
+
+def contract_hash(family: KernelFamily) -> str:
+    """A hash of everything in ``family`` that changes what a measurement of one compiled
+    kernel means: its name, signature, metric, correctness rule, input distributions, edge
+    shapes and reference kernel (its description and transforms do not)."""
+    blob = json.dumps({
+        "name": family.name,
+        "signature": describe(family)["signature"],
+        "metric": family.metric.to_dict(),
+        "correctness": family.correctness.to_dict(),
+        "distributions": [[d.name, d.resolve(family.signature)] for d in family.distributions],
+        "edge_shapes": [str(e) for e in family.edge_shapes],
+        "reference": hashlib.sha256(family.reference_source().encode()).hexdigest(),
+        "reference_setup": reference_setup(family),
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -115,16 +115,19 @@ def team_database(path: Path, team: str = "dashboard-team") -> TeamDb:
     return TeamDb(url=url, sessions=sessions, team_id=team_id, key=key)
 
 
-def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> str:
-    """A queued replay campaign of the team at 4096³."""
+def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert",
+                    reuse: bool = True) -> str:
+    """A queued replay campaign of the team at 4096³ (``reuse=False``: measured afresh, none
+    of its evaluations served from the team's earlier campaigns, whose failures
+    :class:`FaultyReplay` injected)."""
     family = get_family("gemm_bias_relu")
     ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]).complete_space())
     with db.sessions.begin() as s:
         campaign = lifecycle.create_campaign(
-            s, lifecycle.CampaignSpec(kernel="gemm_bias_relu",
+            s, lifecycle.CampaignSpec(parallel=2, kernel="gemm_bias_relu",
                                       dims={"m": 4096, "n": 4096, "k": 4096},
                                       policy=policy, budget_iterations=budget, seed=0,
-                                      team_id=db.team_id),
+                                      team_id=db.team_id, reuse=reuse),
             backend="replay", device=ev.device, vendor_us=ev.vendor_us(Shape.parse(SHAPE)))
         return campaign.id
 

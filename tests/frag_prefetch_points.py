@@ -11,13 +11,13 @@ from kernels.gemm_bias_relu import GemmParams
 
 #: the campaign's best 8x8 SIMT kernel with the register pipeline
 PREFETCH = replace(SIMT, frag_prefetch=True).canonical()
-#: 8x16 outputs a thread in 128 threads: the 128x128 tile at 255 registers (0.937x cuBLAS on
-#: the H200, docs/GPU.md 2026-12-01), where the expert's SIMT moves end
+#: 8x16 outputs a thread in 128 threads: the 128x128 tile at 255 registers, where the expert's
+#: SIMT moves end
 WIDE = replace(PREFETCH, reg_n=16, block_x=8, block_y=16).canonical()
 
 
-#: 8x8 in 128 threads as a 64x128 tile (three CTAs an SM) with lane quads: 0.988x cuBLAS at
-#: 4096^3 and 0.995x at 8192^3 on the H200 (docs/GPU.md, 2026-12-01 session 8)
+#: 8x8 in 128 threads as a 64x128 tile (three CTAs an SM) with lane quads: the fastest SIMT
+#: kernel without stream-K (docs/GPU.md#why-the-gemm-rule-book-is-what-it-is)
 QUADS = replace(WIDE, reg_n=8, block_x=16, block_y=8, lane_quads=True).canonical()
 
 

@@ -35,7 +35,7 @@ extern "C" __global__ void gemm_bias_relu(const float* A, const float* B, const 
 
 
 def save(name: str, data: Any) -> None:
-    """Keep a figure for docs/."""
+    """Keep a figure for the run's record (runs/)."""
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
 

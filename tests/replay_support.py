@@ -86,6 +86,7 @@ def create(sessions: sessionmaker[Session], **spec: Any) -> str:
     rp = replay()
     evaluator = ReplayEvaluator(rp.family, rp.dataset)
     spec.setdefault("budget_iterations", 20)
+    spec.setdefault("parallel", 2)  # as ``tuneforge tune`` on a replay: one compiled ahead
     with sessions.begin() as s:
         campaign = lifecycle.create_campaign(s, lifecycle.CampaignSpec(**spec), backend="replay",
                                              device=evaluator.device,
@@ -103,8 +104,9 @@ ProgressHook = Callable[[EmbeddedRunner, Campaign, Candidate | None], None]
 
 
 def run(sessions: sessionmaker[Session], campaign_id: str, *, policy: Policy | None = None,
-        hook: ProgressHook | None = None, lookahead: int = 1) -> Campaign:
-    """Run a created campaign to its end in embedded mode with one replay evaluator."""
+        hook: ProgressHook | None = None) -> Campaign:
+    """Run a created campaign to its end in embedded mode with one replay evaluator (the
+    campaign's ``parallel`` candidates in flight)."""
     rp = replay()
     with sessions() as s:
         name = s.get(Campaign, campaign_id).policy  # type: ignore[union-attr]
@@ -116,7 +118,7 @@ def run(sessions: sessionmaker[Session], campaign_id: str, *, policy: Policy | N
 
     runner = EmbeddedRunner(sessions, [ReplayEvaluator(rp.family, rp.dataset)],
                             policy=policy or make_policy(name), space=rp.space,
-                            on_progress=on_progress, lookahead=lookahead)
+                            on_progress=on_progress)
     campaign = runner.run(campaign_id)
     assert not runner.errors, runner.errors
     return campaign

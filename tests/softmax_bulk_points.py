@@ -1,5 +1,5 @@
 """The hand-picked bulk-copy points of the softmax family, CPU and GPU tests alike, and the
-ones ``docs/gpu-runs/2026-12-01-s11/softmax.sh`` times (imports nothing but the family, so that
+ones ``runs/2026-12-01-7723069/softmax.sh`` times (imports nothing but the family, so that
 the GPU test collects on the device machine's lean environment)."""
 
 from __future__ import annotations

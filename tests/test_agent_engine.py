@@ -185,6 +185,10 @@ def test_a_result_measured_beside_a_replaced_incumbent_is_decided_on_the_new_one
         first, second = [c.id for c in proposing.propose_candidates(
             s, cid, policy=ExpertPolicy(), space=replay().space, slots=2)]
     baseline_id = campaign_of(sessions, cid).incumbent_id
+    with sessions() as s:
+        baseline = s.get(Candidate, baseline_id)
+        assert baseline is not None
+        baseline_key = baseline.params_key
     fast = _record(sessions, ev, first, [50.0, 50.1, 50.2], [100.0, 100.1, 100.2])
     assert fast.accepted
     rp = replay()
@@ -197,7 +201,7 @@ def test_a_result_measured_beside_a_replaced_incumbent_is_decided_on_the_new_one
         late = recording.record_measurement(s, second, Measurement(
             "ok", perf=perf_block([80.0, 80.1, 80.2], FAMILY.metric, SHAPE, vendor_us=None,
                                   peak=None),
-            incumbent_runs_us=[100.0, 100.1, 100.2], incumbent_id=baseline_id,
+            incumbent_runs_us=[100.0, 100.1, 100.2], incumbent_key=baseline_key,
             gpu_seconds=0.1))
     decision = _decision(late)
     assert not late.accepted  # 1.25x the baseline it ran beside, 0.63x the incumbent now

@@ -330,8 +330,8 @@ def test_llm_campaign_records_answers_failures_and_fallbacks(fake_llm: FakeLlm,
     fake_llm.script += [(200, _answer("apply_coalesce(true)")), (200, "no JSON today"),
                         (500, "")]
     _url, sessions = new_database(tmp_path)
-    cid = create(sessions, policy="llm", budget_iterations=4)
-    run(sessions, cid, policy=_llm(fake_llm), lookahead=0)
+    cid = create(sessions, policy="llm", budget_iterations=4, parallel=1)
+    run(sessions, cid, policy=_llm(fake_llm))
     rows = candidates(sessions, cid)
     assert [(c.iteration, c.proposed_by) for c in rows] == [
         (0, "baseline"), (1, "llm"), (2, "expert"), (3, "expert")]

@@ -467,7 +467,8 @@ def test_a_live_plots_legend_counts_the_points_it_holds(page: Page, done: tuple[
     (same series) as points arrive, and the legend's "ok (N)" must grow with them (it stayed
     at the N of the first draw)."""
     db, _ = done
-    live_id = create_campaign(db, budget=24)
+    # measured afresh: the team's earlier campaigns hold injected failures it would be served
+    live_id = create_campaign(db, budget=24, reuse=False)
     errors: list[BaseException] = []
 
     def work() -> None:

@@ -18,7 +18,7 @@ from agent.exports import campaign_points, kt_cache_document, markdown_report
 from agent.policies import make_policy
 from agent.report import summary
 from agent.spaces import ReplaySpace
-from api.routes.campaigns import campaign_read
+from api.views import campaign_read
 from core.feedback import FeedbackRecord
 from core.models import Campaign, Candidate
 from core.replay import ReplayDataset
@@ -50,7 +50,7 @@ def run_campaign(tmp_path: Path, policy: str, budget: int) -> tuple[Any, str]:
     evaluator = ReplayEvaluator(FAMILY, data)
     with sessions.begin() as s:
         campaign = create_campaign(
-            s, CampaignSpec(kernel=FAMILY.name, dims={"n": int(SHAPE)}, policy=policy,
+            s, CampaignSpec(parallel=2, kernel=FAMILY.name, dims={"n": int(SHAPE)}, policy=policy,
                                    budget_iterations=budget),
             backend="replay", device=evaluator.device)
         cid = campaign.id

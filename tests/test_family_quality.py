@@ -1,5 +1,5 @@
 """bench/family_quality.py's table header says how long the sustained runs lasted, read from a
-recorded H200 run (session 14, call 4), not the length they were sized for."""
+recorded H200 run (2026-12-02, commit 75efee1, call 4), not the length they were sized for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.family_quality import sustained_lengths
 
-RUN = Path(__file__).resolve().parents[1] / "docs/gpu-runs/2026-12-02-s14/call4/quality.json"
+RUN = Path(__file__).resolve().parents[1] / "runs/2026-12-02-75efee1/call4/quality.json"
 
 
 def test_the_header_gives_the_lengths_the_runs_lasted() -> None:

@@ -1,11 +1,11 @@
 """GPU tests of the SIMT kernel's cp.async pipeline
 (``pytest -m gpu tests/test_gpu_async_copy.py``).
 
-Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned
-output, normal, uniform and mixed-magnitude inputs, the pass rule of DESIGN.md §4) at 4096³ and
-at awkward edge shapes (partial tiles, K not a multiple of the vector width, a single element);
-then the campaign's best SIMT kernel timed register-staged and with cp.async in one process,
-twice each, interleaved. Figures go to ``$TUNEFORGE_GPU_OUT``."""
+Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned output,
+normal, uniform and mixed-magnitude inputs, the evaluation protocol's pass rule) at 4096³ and at
+awkward edge shapes (partial tiles, K not a multiple of the vector width, a single element); then
+the campaign's best SIMT kernel timed register-staged and with cp.async in one process, twice each,
+interleaved. Figures go to ``$TUNEFORGE_GPU_OUT``."""
 
 from __future__ import annotations
 

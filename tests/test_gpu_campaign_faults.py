@@ -93,12 +93,11 @@ def test_illegal_address_and_spinning_kernels_inside_a_campaign(
         restarts = ev.child.restarts
         with sessions.begin() as s:
             campaign = create_campaign(
-                s, CampaignSpec(dims=SHAPE.as_dict(), budget_iterations=BUDGET),
+                s, CampaignSpec(dims=SHAPE.as_dict(), budget_iterations=BUDGET, parallel=1),
                 backend="gpu", device=ev.device, vendor_us=ev.vendor_us(SHAPE))
             cid = campaign.id
         runner = EmbeddedRunner(sessions, [ev], policy=make_policy("expert", settings),
-                                space=FullSpace(FAMILY, settings.arch), settings=settings,
-                                lookahead=0)
+                                space=FullSpace(FAMILY, settings.arch), settings=settings)
         runner.run(cid)
         restarts_after = ev.child.restarts
     finally:

@@ -1,6 +1,6 @@
 """GPU tests: run on the lent GPU (``pytest -m gpu``); skipped where pycuda finds no device.
 
-Figures go to ``$TUNEFORGE_GPU_OUT`` (default a temp dir) as JSON so they can be kept in docs/.
+Figures go to ``$TUNEFORGE_GPU_OUT`` (default a temp dir) as JSON so they can be kept in runs/.
 """
 
 from __future__ import annotations

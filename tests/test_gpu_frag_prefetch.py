@@ -1,12 +1,12 @@
 """GPU tests of the SIMT kernel's register pipeline (``apply_fragment_prefetch``), its 8x16 /
 16x8 register blocks and lane quads (``pytest -m gpu tests/test_gpu_frag_prefetch.py``).
 
-Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned
-output, normal, uniform and mixed-magnitude inputs, the pass rule of DESIGN.md §4) at 4096³ and
-at awkward edge shapes (partial tiles and CTAs, K not a multiple of the tile, misaligned rows, a
+Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned output,
+normal, uniform and mixed-magnitude inputs, the evaluation protocol's pass rule) at 4096³ and at
+awkward edge shapes (partial tiles and CTAs, K not a multiple of the tile, misaligned rows, a
 single element); then the 8x8 kernel without and with the pipeline, the 8x16 one and 8x8 in 128
-threads with lane quads timed in one process, twice each, interleaved, with cuBLAS. Figures go
-to ``$TUNEFORGE_GPU_OUT``."""
+threads with lane quads timed in one process, twice each, interleaved, with cuBLAS. Figures go to
+``$TUNEFORGE_GPU_OUT``."""
 
 from __future__ import annotations
 

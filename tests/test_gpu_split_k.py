@@ -1,11 +1,10 @@
 """GPU tests of split-K and shape specialization (``pytest -m gpu tests/test_gpu_split_k.py``).
 
-Correctness against the float64 reference through the evaluation pipeline (NaN-poisoned output
-and workspace, the pass rule of DESIGN.md §4) at several splits and awkward shapes; repeated
+Correctness against the float64 reference through the evaluation pipeline (NaN-poisoned output and
+workspace, the evaluation protocol's pass rule) at several splits and awkward shapes; repeated
 launches giving the same bits while another split-K kernel and NaN poison go through the shared
-workspace between them; split-K paying where M x N leaves SMs idle; specialized kernels correct
-at their shape and refusing another one. Figures go to ``$TUNEFORGE_GPU_OUT`` as JSON.
-"""
+workspace between them; split-K paying where M x N leaves SMs idle; specialized kernels correct at
+their shape and refusing another one. Figures go to ``$TUNEFORGE_GPU_OUT`` as JSON."""
 
 from __future__ import annotations
 

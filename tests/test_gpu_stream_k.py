@@ -1,12 +1,12 @@
 """GPU tests of stream-K scheduling (``apply_stream_k``; ``pytest -m gpu
 tests/test_gpu_stream_k.py``).
 
-Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned
-output and workspace, normal, uniform and mixed-magnitude inputs, the pass rule of DESIGN.md
-§4) at shapes where the stream-K geometry differs (:data:`stream_k_points.SK_SHAPES`); the same
-launch twice gives the same bits (the fix-up sums in K order); then the 64x128 kernel with and
-without stream-K timed in one process, twice each, interleaved, with cuBLAS, at 4096³ and
-8192³. Figures go to ``$TUNEFORGE_GPU_OUT``."""
+Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned output
+and workspace, normal, uniform and mixed-magnitude inputs, the evaluation protocol's pass rule) at
+shapes where the stream-K geometry differs (:data:`stream_k_points.SK_SHAPES`); the same launch
+twice gives the same bits (the fix-up sums in K order); then the 64x128 kernel with and without
+stream-K timed in one process, twice each, interleaved, with cuBLAS, at 4096³ and 8192³. Figures go
+to ``$TUNEFORGE_GPU_OUT``."""
 
 from __future__ import annotations
 

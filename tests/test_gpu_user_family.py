@@ -133,11 +133,11 @@ def test_an_expert_campaign_on_the_user_family_reaches_85_percent_of_the_copy_ra
     with sessions.begin() as s:
         campaign = create_campaign(
             s, CampaignSpec(kernel=FAMILY.name, dims=SHAPE.as_dict(), policy="expert",
-                            budget_iterations=400, budget_wall_s=150),
+                            budget_iterations=400, budget_wall_s=150, parallel=5),
             backend="gpu", device=ev.device)
         cid = campaign.id
     runner = EmbeddedRunner(sessions, [ev], policy=make_policy("expert"),
-                            space=FullSpace(FAMILY, "sm_90"), lookahead=4)
+                            space=FullSpace(FAMILY, "sm_90"))
     runner.run(cid)
     assert not runner.errors, runner.errors
     with sessions() as s:

@@ -1,11 +1,10 @@
 """GPU tests of the wgmma 3xTF32 kernel and its bf16x3 / bf16x6 precision splits
 (``pytest -m gpu tests/test_gpu_wgmma.py``).
 
-Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned
-output, normal, uniform and mixed-magnitude inputs, the pass rule of DESIGN.md §4) at 4096³ and
-8192³ and at awkward edge shapes; the error no worse than the mma.sync 3xTF32 kernel's; and the
-SASS evidence: HGMMA present, no local-memory traffic. Figures go to ``$TUNEFORGE_GPU_OUT``.
-"""
+Every variant against the float64 reference through the evaluation pipeline (NaN-poisoned output,
+normal, uniform and mixed-magnitude inputs, the evaluation protocol's pass rule) at 4096³ and 8192³
+and at awkward edge shapes; the error no worse than the mma.sync 3xTF32 kernel's; and the SASS
+evidence: HGMMA present, no local-memory traffic. Figures go to ``$TUNEFORGE_GPU_OUT``."""
 
 from __future__ import annotations
 

@@ -271,8 +271,9 @@ def test_a_generic_point_is_checked_at_its_shape_and_the_edge_shapes() -> None:
                                verify=False)
     assert [tuple(c["shape"]) for c in cases] == [(256, 256, 65536)] + [
         s.values_tuple() for s in FAMILY.edge_shapes]
-    # the rotation of DESIGN.md §4, in the family's order: iteration 3 checks normal at the
-    # campaign shape, then uniform, mixed, normal, uniform at the edge shapes
+    # the rotation of docs/ARCHITECTURE.md#the-evaluation-protocol, in the family's order:
+    # iteration 3 checks normal at the campaign shape, then uniform, mixed, normal, uniform at
+    # the edge shapes
     assert [c["dist"] for c in cases] == ["normal", "uniform", "mixed", "normal", "uniform"]
     assert cases[0]["launch"]["grid"][2] == 8
     assert all("epilogue" in c["launch"] for c in cases)  # a split kernel always reduces

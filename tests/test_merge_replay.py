@@ -47,7 +47,7 @@ def test_new_rows_replace_the_points_they_measure_again_and_join_the_rest(
                                                     block_threads=256, row_threads=256)])
     out = tmp_path / "out.jsonl.gz"
     done = run("--kernel", "softmax", "--dataset", str(old), "--out", str(out), "--tag",
-               "session 9 call1", "--note", "a tree", str(new))
+               "2026-12-01 call1", "--note", "a tree", str(new))
     assert done.returncode == 0, done.stderr
     assert "2 rows, 1 earlier rows replaced; 3 in all" in done.stdout
     lines = [json.loads(line) for line in gzip.open(out, "rt")]
@@ -58,16 +58,16 @@ def test_new_rows_replace_the_points_they_measure_again_and_join_the_rest(
     assert merged_meta["campaigns"] == 3
     assert merged_meta["device"] == {"name": "new"}
     assert merged_meta["vendor_us"] == {"8x4096": 11.0, "16x8192": 20.0}  # only where measured
-    assert merged_meta["commit"] == "abc; session 9 call1 (at 8x4096)"
+    assert merged_meta["commit"] == "abc; 2026-12-01 call1 (at 8x4096)"
     assert "1 of the earlier rows measured again replaced" in merged_meta["note"]
     assert merged_meta["domains"]["spread"] == [False, True]   # the default listed too
     assert merged_meta["shapes"] == ["16x8192", "8x4096"]
     # the same inputs give the same bytes; the same tag twice is refused
     again = tmp_path / "again.jsonl.gz"
     run("--kernel", "softmax", "--dataset", str(old), "--out", str(again), "--tag",
-        "session 9 call1", "--note", "a tree", str(new))
+        "2026-12-01 call1", "--note", "a tree", str(new))
     assert again.read_bytes() == out.read_bytes()
-    twice = run("--kernel", "softmax", "--dataset", str(out), "--tag", "session 9 call1",
+    twice = run("--kernel", "softmax", "--dataset", str(out), "--tag", "2026-12-01 call1",
                 str(new))
     assert twice.returncode != 0
     assert "run once" in twice.stderr

@@ -38,7 +38,7 @@ def test_parse_ncu_output_without_a_kernel_is_an_error() -> None:
 
 
 def test_theoretical_occupancy_matches_the_design_figures() -> None:
-    # DESIGN.md §8: 128 registers/thread at 256 threads limits the SM to 2 blocks = 25 %
+    # 128 registers/thread at 256 threads limits the SM to 2 blocks = 25 %
     occ, limiter = theoretical_occupancy(256, 128, 8192, H200)
     assert (occ, limiter) == (25.0, "registers")
     occ, limiter = theoretical_occupancy(256, 32, 0, H200)

@@ -713,16 +713,16 @@ def test_a_campaign_asking_for_the_gate_needs_the_gpu_backend(tmp_path: Path) ->
 
 def test_the_service_plans_the_gate_and_stores_what_the_gpu_worker_reports(
         replay_campaign: tuple[str, Any, str]) -> None:
-    from agent import service
+    from agent import driver
     from worker import jobs
 
     _url, sessions, campaign_id = replay_campaign
     with sessions.begin() as s:
         campaign = s.get(Campaign, campaign_id)
-        assert service.plan(s, campaign).sanitize == []
+        assert driver.plan(s, campaign).sanitize == []
         campaign.sanitize, campaign.backend = True, "gpu"
         best_id = campaign.best_id
-        assert service.plan(s, campaign).sanitize == [(best_id, "gpu.sm_90")]
+        assert driver.plan(s, campaign).sanitize == [(best_id, "gpu.sm_90")]
         job = jobs.start_sanitize(s, best_id)
         assert job is not None
         assert (job.candidate_id, job.backend, job.shape) == (best_id, "gpu",
@@ -734,9 +734,9 @@ def test_the_service_plans_the_gate_and_stores_what_the_gpu_worker_reports(
     assert replay_worker["status"] == "error"
     assert "a replay worker cannot run compute-sanitizer" in replay_worker["error"]
     with sessions.begin() as s:
-        service.on_sanitized(s, best_id, replay_worker)
+        driver.on_sanitized(s, best_id, replay_worker)
         assert s.get(Candidate, best_id).sanitizer["status"] == "error"
-        assert service.plan(s, s.get(Campaign, campaign_id)).sanitize == []  # recorded once
+        assert driver.plan(s, s.get(Campaign, campaign_id)).sanitize == []  # recorded once
         assert jobs.start_sanitize(s, best_id) is None  # a redelivered message does nothing
 
 

@@ -100,7 +100,7 @@ def test_params_round_trip_and_canonical() -> None:
         FAMILY.params_from_dict({"tile": 4})
     assert FAMILY.fixed_dims(p) is None
     assert FAMILY.for_shape(p, dims(2, 3)) == p
-    [dataset] = FAMILY.replay_datasets()  # the H200 campaigns' points (docs/GPU.md, session 10)
+    [dataset] = FAMILY.replay_datasets()  # the H200 campaigns' points
     assert dataset.name == "replay-h200.jsonl.gz"
     assert FAMILY.dynamic_smem_bytes(p) == 0
     assert FAMILY.threads_per_block(p) == 128
@@ -720,13 +720,13 @@ def test_short_rows_are_offered_packed_bulk_copies() -> None:
 
 
 def test_the_gpu_script_times_the_picked_bulk_points() -> None:
-    """docs/gpu-runs/2026-12-01-s11/softmax.sh names its points as JSON: each bulk one is a
+    """runs/2026-12-01-7723069/softmax.sh names its points as JSON: each bulk one is a
     point of tests/softmax_bulk_points.py, each is valid, and every pick is timed."""
     import json
     import re
     from pathlib import Path
 
-    script = (Path(__file__).resolve().parent.parent / "docs" / "gpu-runs" / "2026-12-01-s11"
+    script = (Path(__file__).resolve().parent.parent / "runs" / "2026-12-01-7723069"
               / "softmax.sh").read_text()
     named = dict(re.findall(r"^(\w+)='(\{.*\})'$", script, flags=re.M))
     points = {name: FAMILY.params_from_dict(json.loads(text)) for name, text in named.items()}

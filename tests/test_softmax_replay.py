@@ -33,7 +33,7 @@ def test_an_expert_replay_reaches_the_measured_best(tmp_path: Path, shape: str) 
     assert best is not None
     _url, sessions = new_database(tmp_path)
     with sessions.begin() as s:
-        cid = create_campaign(s, CampaignSpec(kernel="softmax", dims=dims.as_dict(),
+        cid = create_campaign(s, CampaignSpec(parallel=2, kernel="softmax", dims=dims.as_dict(),
                                               budget_iterations=80),
                               backend="replay", device=evaluator.device,
                               vendor_us=evaluator.vendor_us(dims)).id

@@ -29,7 +29,7 @@ from agent.exports import campaign_points, kt_cache_document
 from agent.policies import make_policy
 from agent.report import summary
 from agent.spaces import ReplaySpace
-from api.routes.campaigns import campaign_read
+from api.views import campaign_read
 from core.feedback import FeedbackRecord
 from core.models import Campaign
 from core.replay import ReplayDataset
@@ -97,7 +97,7 @@ def run_campaign(tmp_path: Path, data: ReplayDataset, policy: str, budget: int
     evaluator = ReplayEvaluator(FAMILY, data)
     with sessions.begin() as s:
         campaign = create_campaign(
-            s, CampaignSpec(kernel=FAMILY.name, dims=FAMILY.parse_dims(SHAPE).as_dict(),
+            s, CampaignSpec(parallel=2, kernel=FAMILY.name, dims=FAMILY.parse_dims(SHAPE).as_dict(),
                             policy=policy, budget_iterations=budget),
             backend="replay", device=evaluator.device)
         cid = campaign.id

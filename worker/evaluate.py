@@ -195,6 +195,8 @@ class GpuEvaluator:
                  options: EvalOptions | None = None, vendor_cache: Path | None = None) -> None:
         self.family = family
         self.compiler = compiler
+        #: the GPU index the child runs on (``CUDA_VISIBLE_DEVICES`` of the child)
+        self.gpu = str(gpu)
         self.options = options or EvalOptions()
         self.vendor_cache = vendor_cache
         support = compiler.compile(SUPPORT_SOURCE.read_text())
@@ -609,7 +611,7 @@ class ReplayEvaluator:
 def feedback_record(params: Any, compiled: CompileResult, m: Measurement | None, *,
                     max_smem_limit: int, device: dict[str, Any], backend: str,
                     action: str | None = None, iteration: int = 0) -> dict[str, Any]:
-    """A standalone feedback record (DESIGN.md §5) of one evaluation, validated by the schema."""
+    """A standalone feedback record of one evaluation, validated by the schema."""
     from core.feedback import FeedbackRecord
 
     compile_block = compiled.summary(max_smem_limit)

@@ -24,7 +24,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
 from core.candidates import compile_columns
-from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
+from core.evaluation import (
+    CompileResult,
+    EvalOptions,
+    Evaluator,
+    Measurement,
+    evaluation_key,
+)
 from core.models import (
     Campaign,
     Candidate,
@@ -36,15 +42,13 @@ from core.replay import ReplayDataset
 from core.settings import Settings
 from kernels import get_family
 from kernels.base import Dims, params_key
+from kernels.family import contract_hash
 from worker.compile import (
     Compiler,
-    candidate_params,
     compile_candidate,
     compiler_from_settings,
-    reference_params,
-    target_arch,
 )
-from worker.evaluate import ReplayEvaluator
+from worker.evaluators import gpu_evaluator, replay_evaluator
 
 
 @lru_cache(maxsize=4)
@@ -84,23 +88,50 @@ def measurement_from_dict(data: dict[str, Any]) -> Measurement:
     return Measurement(**{k: v for k, v in data.items() if k in names})
 
 
+def failure_payload(status: str, error: str) -> dict[str, Any]:
+    """The report of an evaluation that could not complete (e.g. it killed its worker past
+    the delivery cap): the candidate's outcome, recorded as ``status``."""
+    return {"failure": True, "status": status, "error": error}
+
+
+def measurement_from_payload(payload: dict[str, Any]) -> Measurement:
+    """The measurement a GPU step reported: a measurement's dict, or a
+    :func:`failure_payload`."""
+    if payload.get("failure"):
+        return Measurement(str(payload["status"]), error=str(payload.get("error")))
+    return measurement_from_dict(payload)
+
+
 # ---- the process-wide runtime of a worker ---------------------------------------------------
 class WorkerRuntime:
-    """What one worker process builds once: the compiler or the evaluator of its backend."""
+    """What one worker process builds once: the compiler or the evaluators of its backend
+    (a Celery worker's, from the settings; embedded mode's, one per local evaluator)."""
 
-    def __init__(self, settings: Settings, role: str) -> None:
+    def __init__(self, settings: Settings, role: str, *, backend: str | None = None,
+                 gpu: str | None = None, evaluators: dict[str, Evaluator] | None = None,
+                 compiler: Compiler | None = None) -> None:
         self.settings = settings
         self.role = role
-        self.backend = settings.backend
+        self.backend = backend or settings.backend
         if self.backend not in ("gpu", "replay"):
             raise ValueError(f"TUNEFORGE_BACKEND must be gpu or replay, not {self.backend!r}")
-        self.gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-        self._compiler: Compiler | None = None
-        self._evaluators: dict[str, Evaluator] = {}
+        self.gpu = gpu or os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        self._compiler = compiler
+        self._evaluators: dict[str, Evaluator] = dict(evaluators or {})
         self._replay_compiles: dict[tuple[str, str], CompileResult] = {}
         self._evaluations = 0  # done since the last heartbeat (written with the next one)
         self._busy_s = 0.0  # seconds spent on them (from taking the task to sending the result)
         self._count_lock = threading.Lock()
+
+    @classmethod
+    def local(cls, settings: Settings, evaluator: Evaluator) -> WorkerRuntime:
+        """The runtime of one evaluator of an embedded campaign (its family's only)."""
+        family = getattr(evaluator, "family", None)
+        compiler = getattr(evaluator, "compiler", None)
+        return cls(settings, "gpu", backend=evaluator.backend,
+                   gpu=str(getattr(evaluator, "gpu", "0")),
+                   evaluators={family.name: evaluator} if family is not None else {},
+                   compiler=compiler)
 
     @property
     def compiler(self) -> Compiler:
@@ -114,15 +145,11 @@ class WorkerRuntime:
         if kernel not in self._evaluators:
             family = get_family(kernel)
             if self.backend == "replay":
-                self._evaluators[kernel] = ReplayEvaluator(
-                    family, replay_dataset(kernel), arch=self.settings.arch)
+                self._evaluators[kernel] = replay_evaluator(family, self.settings,
+                                                            replay_dataset(kernel))
             else:
-                from worker.evaluate import GpuEvaluator
-
-                self._evaluators[kernel] = GpuEvaluator(
-                    family, self.compiler, gpu=self.gpu,
-                    options=EvalOptions(timeout_s=self.settings.eval_timeout_s),
-                    vendor_cache=self.settings.home / "vendor.json")
+                self._evaluators[kernel] = gpu_evaluator(family, self.settings, gpu=self.gpu,
+                                                         compiler=self.compiler)
         return self._evaluators[kernel]
 
     def count_evaluation(self, busy_s: float = 0.0, evaluations: int = 1) -> None:
@@ -174,6 +201,7 @@ class CompileJob:
     """What a compile worker needs to know of a candidate."""
 
     candidate_id: str
+    campaign_id: str
     kernel: str
     params: dict[str, Any]
     backend: str
@@ -203,29 +231,38 @@ _CAMPAIGN_TABLE = cast(Table, Campaign.__table__)
 _INCUMBENT_ROW = _CANDIDATE_TABLE.alias("incumbent")
 #: the params of the campaign's incumbent (unless it is the candidate itself), read by the
 #: statement that takes the candidate: one round trip for a GPU worker's step
-_INCUMBENT_PARAMS = (
-    select(_INCUMBENT_ROW.c.params)
-    .join(_CAMPAIGN_TABLE, _CAMPAIGN_TABLE.c.incumbent_id == _INCUMBENT_ROW.c.id)
-    .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
-           _INCUMBENT_ROW.c.id != _CANDIDATES.id)
-    .correlate(_CANDIDATE_TABLE).scalar_subquery())
-_INCUMBENT_ID = (
-    select(_CAMPAIGN_TABLE.c.incumbent_id)
-    .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
-           _CAMPAIGN_TABLE.c.incumbent_id != _CANDIDATES.id)
-    .correlate(_CANDIDATE_TABLE).scalar_subquery())
-_TAKE_FOR_EVALUATION = (
+def _incumbent_column(column: Any) -> Any:
+    return (select(column)
+            .join(_CAMPAIGN_TABLE, _CAMPAIGN_TABLE.c.incumbent_id == _INCUMBENT_ROW.c.id)
+            .where(_CAMPAIGN_TABLE.c.id == _CANDIDATES.campaign_id,
+                   _INCUMBENT_ROW.c.id != _CANDIDATES.id)
+            .correlate(_CANDIDATE_TABLE).scalar_subquery())
+
+
+_INCUMBENT_PARAMS = _incumbent_column(_INCUMBENT_ROW.c.params)
+_INCUMBENT_KEY = _incumbent_column(_INCUMBENT_ROW.c.params_key)
+_TAKE_FOR_EVALUATION_ONLY = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("compiled", "measuring")))
     .values(status="measuring", attempts=_CANDIDATES.attempts + 1,
-            claimed_by=bindparam("node"))
-    .returning(*_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params"),
-               _INCUMBENT_ID.label("incumbent_id")))
+            claimed_by=bindparam("node")))
+_TAKE_FOR_EVALUATION = _TAKE_FOR_EVALUATION_ONLY.returning(
+    *_TAKEN, _INCUMBENT_PARAMS.label("incumbent_params"),
+    _INCUMBENT_KEY.label("incumbent_key"))
+#: SQLite renders the UPDATE's own columns unqualified, which the correlated subquery cannot
+#: tell from the incumbent's: there the incumbent is read by a second statement
+_TAKE_FOR_EVALUATION_SQLITE = _TAKE_FOR_EVALUATION_ONLY.returning(*_TAKEN)
+_INCUMBENT_OF = (
+    select(_INCUMBENT_ROW.c.params, _INCUMBENT_ROW.c.params_key)
+    .join(_CAMPAIGN_TABLE, _CAMPAIGN_TABLE.c.incumbent_id == _INCUMBENT_ROW.c.id)
+    .where(_CAMPAIGN_TABLE.c.id == bindparam("campaign_id"),
+           _INCUMBENT_ROW.c.id != bindparam("candidate_id")))
 _RECORD_COMPILED = (
     update(_CANDIDATE_TABLE).where(_CANDIDATES.id == bindparam("candidate_id"),
                                       _CANDIDATES.status.in_(("pending", "compiling")))
     .values(status="compiled", compile=bindparam("compile"),
-            compile_log=bindparam("compile_log"), claimed_by=None))
+            compile_log=bindparam("compile_log"), evaluation_key=bindparam("evaluation_key"),
+            claimed_by=None))
 #: the gate takes a correct kernel that has no record yet and that no other live delivery holds
 #: (a delivery of the same node again: its pool process died and Celery sent it back)
 _TAKE_FOR_SANITIZE = (
@@ -254,7 +291,7 @@ def start_compile(session: Session, candidate_id: str, node: str | None = None
     if cand is None:
         return None
     kernel, backend, arch = _campaign_constants(session, _COMPILE_CONTEXT, cand.campaign_id)
-    return CompileJob(cand.id, kernel, dict(cand.params), backend, arch)
+    return CompileJob(cand.id, cand.campaign_id, kernel, dict(cand.params), backend, arch)
 
 
 #: (statement, campaign id) -> the row it read: columns set when the campaign is created and
@@ -274,15 +311,68 @@ def _campaign_constants(session: Session, statement: Any, campaign_id: str) -> A
     return found
 
 
-def record_compiled(session: Session, job: CompileJob, result: CompileResult) -> bool:
-    """Record a successful compile: the candidate is ``compiled``, ready for the GPUs. Nothing
-    is decided by a success (a failure is the candidate's outcome: the agent records it), so the
-    compile worker writes it itself and sends the evaluation, one hop fewer per candidate.
-    False when the candidate no longer waits for its compile (another delivery recorded it)."""
+def record_compiled(session: Session, job: CompileJob, result: CompileResult,
+                    evaluation_key: str | None = None) -> bool:
+    """Record a successful compile and the key of the candidate's evaluation: the candidate is
+    ``compiled``, ready for the GPUs. Nothing is decided by a success (a failure is the
+    candidate's outcome: the agent records it), so the compile worker writes it itself and
+    sends the evaluation, one hop fewer per candidate. False when the candidate no longer
+    waits for its compile (another delivery recorded it)."""
     assert result.status == "ok"
     done = session.execute(_RECORD_COMPILED, {
-        "candidate_id": job.candidate_id, **compile_columns(job.kernel, job.arch, result)})
+        "candidate_id": job.candidate_id, "evaluation_key": evaluation_key,
+        **compile_columns(job.kernel, job.arch, result)})
     return bool(getattr(done, "rowcount", 0))
+
+
+#: What the key of a candidate's evaluation and its lookup read of its campaign.
+_SERVE_CONTEXT = (
+    select(Campaign.team_id, Campaign.kernel, Campaign.dims, Campaign.backend, Campaign.device,
+           Campaign.tolerance, Campaign.profile, Campaign.reuse,
+           select(_INCUMBENT_ROW.c.params_key)
+           .where(_INCUMBENT_ROW.c.id == Campaign.incumbent_id)
+           .scalar_subquery().label("incumbent_key"))
+    .where(Campaign.id == bindparam("campaign_id")))
+#: Statuses a measurement is served from: a result the kernel gives again (a crash, a timeout
+#: or a launch error may have been the machine's: those are measured again).
+SERVED_STATUSES = ("ok", "wrong")
+_HISTORY_OF_KEY = (
+    select(Candidate.id, Candidate.status, Candidate.correctness, Candidate.perf,
+           Candidate.profile, Candidate.error, Candidate.incumbent_runs)
+    .join(Campaign, Campaign.id == Candidate.campaign_id)
+    .where(Candidate.evaluation_key == bindparam("key"),
+           Candidate.status.in_(SERVED_STATUSES), Candidate.served_from.is_(None))
+    .order_by(Candidate.finished_at, Candidate.id).limit(1))
+_TEAM_HISTORY = _HISTORY_OF_KEY.where(Campaign.team_id == bindparam("team_id"))
+_LOCAL_HISTORY = _HISTORY_OF_KEY.where(Campaign.team_id.is_(None))
+
+
+def evaluation_of(session: Session, job: CompileJob, compiled: CompileResult
+                  ) -> tuple[str, Measurement | None]:
+    """The key of a compiled candidate's evaluation (:func:`core.evaluation.evaluation_key`),
+    and the measurement its team's history serves for it: the first measurement of the same
+    key in any campaign of the team (none of another team's), with no GPU time and a link to
+    it; None when there is none, or when the campaign measures afresh (``reuse`` false). Its
+    interleaved incumbent runs come along when the incumbent is the same point."""
+    ctx = session.execute(_SERVE_CONTEXT, {"campaign_id": job.campaign_id}).one()
+    family = get_family(job.kernel)
+    key = evaluation_key(contract=contract_hash(family), compiled=compiled,
+                         shape=str(family.make_dims(ctx.dims)), backend=ctx.backend,
+                         device=ctx.device, tolerance=ctx.tolerance, profile=ctx.profile)
+    if not ctx.reuse:
+        return key, None
+    row = (session.execute(_TEAM_HISTORY, {"key": key, "team_id": ctx.team_id})
+           if ctx.team_id is not None else session.execute(_LOCAL_HISTORY, {"key": key})
+           ).first()
+    if row is None:
+        return key, None
+    against = row.incumbent_runs or {}
+    runs = against.get("runs_us") if ctx.incumbent_key is not None \
+        and against.get("key") == ctx.incumbent_key else None
+    return key, Measurement(
+        row.status, correctness=row.correctness, perf=row.perf, profile=row.profile,
+        error=row.error, incumbent_runs_us=runs, incumbent_key=ctx.incumbent_key if runs else None,
+        gpu_seconds=0.0, served_from=row.id)
 
 
 def queue_if_compiled(session: Session, candidate_id: str) -> str | None:
@@ -315,34 +405,40 @@ class EvaluateJob:
     backend: str
     params: dict[str, Any]
     incumbent_params: dict[str, Any] | None
-    #: the candidate ``incumbent_params`` are of (None without an incumbent)
-    incumbent_id: str | None
     shape: Dims
     iteration: int
     seed: int
     tolerance: float
     profile: str
     attempts: int
+    #: the incumbent's ``params_key`` (what its interleaved runs are recorded against)
+    incumbent_key: str | None = None
 
 
 def start_evaluation(session: Session, candidate_id: str, node: str | None = None
                      ) -> EvaluateJob | None:
     """Mark the candidate measuring, claimed by ``node``, counting one more delivery attempt
     (one statement, which may commit on its own); None when it is finished."""
-    cand = session.execute(_TAKE_FOR_EVALUATION,
-                           {"candidate_id": candidate_id, "node": node}).first()
+    values = {"candidate_id": candidate_id, "node": node}
+    if session.get_bind().dialect.name == "sqlite":
+        cand = session.execute(_TAKE_FOR_EVALUATION_SQLITE, values).first()
+        found = session.execute(_INCUMBENT_OF, {
+            "campaign_id": cand.campaign_id, "candidate_id": cand.id}).first() if cand else None
+        incumbent, incumbent_key = found if found is not None else (None, None)
+    else:
+        cand = session.execute(_TAKE_FOR_EVALUATION, values).first()
+        incumbent, incumbent_key = (cand.incumbent_params, cand.incumbent_key) \
+            if cand is not None else (None, None)
     if cand is None:
         return None
     campaign = _campaign_constants(session, _EVALUATION_CONTEXT, cand.campaign_id)
-    incumbent = cand.incumbent_params
     return EvaluateJob(
         candidate_id=cand.id, kernel=campaign.kernel, backend=campaign.backend,
         params=dict(cand.params),
         incumbent_params=dict(incumbent) if incumbent is not None else None,
-        incumbent_id=cand.incumbent_id if incumbent is not None else None,
         shape=get_family(campaign.kernel).make_dims(campaign.dims), iteration=cand.iteration,
         seed=campaign.seed, tolerance=campaign.tolerance, profile=campaign.profile,
-        attempts=cand.attempts,
+        attempts=cand.attempts, incumbent_key=incumbent_key,
     )
 
 
@@ -372,8 +468,8 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
             incumbent = (inc_params, inc_compiled)
     m = ev.measure(params, compiled, shape=job.shape, iteration=job.iteration, seed=job.seed,
                    options=options, incumbent=incumbent)
-    if incumbent is not None:  # which candidate its interleaved runs are of
-        m = dataclasses.replace(m, incumbent_id=job.incumbent_id)
+    if incumbent is not None and m.incumbent_runs_us:
+        m.incumbent_key = job.incumbent_key
     speed = runtime.settings.replay_speed
     if runtime.backend == "replay" and speed > 0 and m.gpu_seconds > 0:
         time.sleep(m.gpu_seconds / speed)  # behave like a GPU under load tests
@@ -391,6 +487,7 @@ class SanitizeJob:
     params: dict[str, Any]
     source: str
     shape: Dims
+    tolerance: float
 
 
 def start_sanitize(session: Session, candidate_id: str, node: str | None = None
@@ -405,44 +502,22 @@ def start_sanitize(session: Session, candidate_id: str, node: str | None = None
     campaign = session.get(Campaign, cand.campaign_id, options=[_CAMPAIGN_COLUMNS])
     assert campaign is not None
     return SanitizeJob(cand.id, campaign.kernel, campaign.backend, dict(cand.params),
-                       cand.source, campaign.problem)
+                       cand.source, campaign.problem, campaign.tolerance)
 
 
 def run_sanitize(runtime: WorkerRuntime, job: SanitizeJob) -> dict[str, Any]:
-    """The gate's record: compile the stored source again (a cache hit), then memcheck and
-    racecheck on this worker's GPU; a gate that cannot run is an ``error`` record saying why."""
-    from worker.sanitize import (
-        DEFAULT_TOOLS,
-        SanitizerUnavailable,
-        check,
-        error_record,
-        sanitizer_path,
-    )
+    """The gate's record (:func:`worker.sanitize.gate`) on this worker's GPU."""
+    from worker.sanitize import error_record, gate, sanitizer_path
 
     if runtime.backend != "gpu" or job.backend != "gpu":
         return error_record(f"a {runtime.backend} worker cannot run compute-sanitizer on a "
                             f"{job.backend} campaign's kernel")
     family = get_family(job.kernel)
-    params = family.params_from_dict(job.params)
-    compiled = runtime.compiler.compile(
-        job.source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
-        arch=target_arch(family, params, runtime.compiler.arch),
-        params=candidate_params(family, params))
-    if compiled.status != "ok":
-        return error_record(f"the source did not compile again: {compiled.status}: "
-                            f"{compiled.error}")
-    reference = runtime.compiler.compile(family.reference_source(),
-                                         params=reference_params(family))
-    if reference.status != "ok":
-        return error_record(f"the reference kernel did not compile: {reference.error}")
     settings = runtime.settings
-    try:
-        return check(family, params, compiled.cubin(), tools=DEFAULT_TOOLS,
-                     campaign_shape=job.shape, gpu=runtime.gpu,
-                     exe=sanitizer_path(settings.compute_sanitizer),
-                     timeout_s=settings.sanitize_timeout_s, reference=reference.cubin())
-    except SanitizerUnavailable as exc:
-        return error_record(str(exc))
+    return gate(runtime.compiler, family, family.params_from_dict(job.params), job.source,
+                campaign_shape=job.shape, tolerance=job.tolerance, gpu=runtime.gpu,
+                exe=sanitizer_path(settings.compute_sanitizer),
+                timeout_s=settings.sanitize_timeout_s)
 
 
 # ---- heartbeats -----------------------------------------------------------------------------

@@ -460,7 +460,8 @@ def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
     """The pass rule of one case from its error statistics; ``rule`` None is ``scaled``.
 
     Every rule needs every element written and finite (and, ``reference_bad``, a reference
-    without NaN, Inf or unwritten elements). ``scaled`` (DESIGN.md §4) adds a global bound
+    without NaN, Inf or unwritten elements). ``scaled``
+    (docs/ARCHITECTURE.md#the-evaluation-protocol) adds a global bound
     (norm-relative error) and a local one (each element's error over the reference's scale of
     it, ``Σ|a·b| + |bias|`` for a GEMM, which a wrong tail element cannot hide behind), both
     within ``tol``: no relative-only rule, which near zero after ReLU rejects correct kernels

@@ -1,7 +1,8 @@
 """Nsight Compute figures for one candidate (``profile: full``), each named by its source.
 
-Runs ``ncu`` on :mod:`worker.ncu_launch` (about 2.5 s a kernel on an H200, DESIGN.md §8), so
-campaigns profile selectively: every candidate with ``profile=full``, otherwise none.
+Runs ``ncu`` on :mod:`worker.ncu_launch`, far slower than a timed launch
+(docs/GPU.md#what-each-step-costs), so campaigns profile selectively: every candidate with
+``profile=full``, otherwise none.
 """
 
 from __future__ import annotations

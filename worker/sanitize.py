@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.base import Dims, LaunchConfig, Rejection
-from kernels.family import reference_setup
+from kernels.family import DEFAULT_TOLERANCE, reference_setup
 from worker.sanitize_launch import MARKER
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -388,7 +388,7 @@ def launch_spec(family: Any, shape: Dims, launch: LaunchConfig) -> dict[str, Any
 def run_tool(exe: str, tool: str, cubin: Path,
              launches: Sequence[tuple[Dims, LaunchConfig]], *, family: Any, gpu: str = "0",
              timeout_s: float = 600.0, seed: int = 0, reference: Path | None = None,
-             keep: Path | None = None) -> dict[str, Any]:
+             keep: Path | None = None, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     """Run one tool over ``launches`` of ``family``'s kernel (one process for all of them),
     killed with its process group at ``timeout_s``; ``reference``: the family's reference
     cubin (without it the outputs are checked for unwritten and NaN/Inf elements only);
@@ -397,7 +397,7 @@ def run_tool(exe: str, tool: str, cubin: Path,
         spec_path = Path(tmp) / "spec.json"
         log_path = Path(tmp) / f"{tool}.log"
         spec: dict[str, Any] = {
-            "cubin": str(cubin), "seed": seed,
+            "cubin": str(cubin), "seed": seed, "tolerance": tolerance,
             "launches": [launch_spec(family, s, lc) for s, lc in launches]}
         if reference is not None:
             spec["reference_cubin"] = str(reference)
@@ -542,8 +542,10 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
           campaign_shape: Dims | None = None, shapes: Sequence[Dims] | None = None,
           gpu: str = "0", exe: str | None = None, timeout_s: float = 600.0,
           device: dict[str, Any] | None = None, keep: Path | None = None,
-          reference: bytes | None = None) -> dict[str, Any]:
-    """The sanitizer record of one compiled point: every tool in turn, then the verdict.
+          reference: bytes | None = None, tolerance: float = DEFAULT_TOLERANCE
+          ) -> dict[str, Any]:
+    """The sanitizer record of one compiled point: every tool in turn, then the verdict
+    (each output judged against the reference at the campaign's ``tolerance``).
 
     ``device`` is :func:`probe_gpu`'s answer (probed here when not given);
     :class:`SanitizerUnavailable` when the tool or the GPU is missing. ``reference``: the
@@ -573,7 +575,8 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
                                   f"{k} ({v})" for k, v in refused.items())}
                 continue
             runs[tool] = run_tool(exe, tool, cubin_path, launches, family=family, gpu=gpu,
-                                  timeout_s=timeout_s, reference=reference_path, keep=keep)
+                                  timeout_s=timeout_s, reference=reference_path, keep=keep,
+                                  tolerance=tolerance)
             if refused:
                 runs[tool]["refused_shapes"] = refused
     status = overall_status(runs.values())
@@ -590,3 +593,30 @@ def check(family: Any, params: Any, cubin: bytes, *, tools: Sequence[str] = DEFA
     }
     record["summary"] = summary_line(record)
     return record
+
+
+def gate(compiler: Any, family: Any, params: Any, source: str, *, campaign_shape: Dims,
+         tolerance: float, gpu: str, exe: str | None, timeout_s: float,
+         tools: Sequence[str] = DEFAULT_TOOLS, shapes: Sequence[Dims] | None = None,
+         device: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The gate on a stored candidate: compile its stored source again exactly as the campaign
+    did (a cache hit), then :func:`check` it on ``gpu``; a gate that cannot run is an
+    ``error`` record saying why. Used by the service's GPU workers, ``tuneforge tune
+    --sanitize`` and ``tuneforge sanitize`` alike."""
+    from worker.compile import candidate_params, reference_params, target_arch
+
+    compiled = compiler.compile(
+        source, entry=family.name, dynamic_smem_bytes=int(family.dynamic_smem_bytes(params)),
+        arch=target_arch(family, params, compiler.arch), params=candidate_params(family, params))
+    if compiled.status != "ok":
+        return error_record(f"the source did not compile again: {compiled.status}: "
+                            f"{compiled.error}")
+    reference = compiler.compile(family.reference_source(), params=reference_params(family))
+    if reference.status != "ok":
+        return error_record(f"the reference kernel did not compile: {reference.error}")
+    try:
+        return check(family, params, compiled.cubin(), tools=tools, campaign_shape=campaign_shape,
+                     shapes=shapes, gpu=gpu, exe=exe, timeout_s=timeout_s, device=device,
+                     reference=reference.cubin(), tolerance=tolerance)
+    except SanitizerUnavailable as exc:
+        return error_record(str(exc))

@@ -7,7 +7,7 @@ numpy + pycuda + the standard library only, through the shared launch contract
 (:mod:`worker.launch_contract`, like :mod:`worker.gpu_child` and :mod:`worker.ncu_launch`).
 ``SPEC.json``::
 
-    {"cubin": "k.cubin", "seed": 0,
+    {"cubin": "k.cubin", "seed": 0, "tolerance": 1e-4,   # the campaign's
      "reference_cubin": "ref.cubin", "reference_kernel": "reference_…",   # optional
      "reference_style": "contract", "reference_outputs_dtype": "float64", # optional
      "launches": [{"shape": [values], "signature": Signature.resolve(dims),
@@ -40,9 +40,6 @@ import numpy as np
 from worker import launch_contract as lc
 
 MARKER = "TF_SANITIZE_RESULT "
-#: norm-relative error allowed between the kernel and the float64 reference (the pass rule's
-#: tolerance, DESIGN.md §4)
-TOLERANCE = 1e-4
 
 
 def emit(result: dict[str, Any]) -> None:
@@ -51,17 +48,17 @@ def emit(result: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def output_verdict(stats: dict[str, Any], checked: bool) -> dict[str, Any]:
+def output_verdict(stats: dict[str, Any], checked: bool, tolerance: float) -> dict[str, Any]:
     """Unwritten and non-finite elements, and (``checked``: against a reference) the
     norm-relative and per-element scaled errors; passing needs every element written and
-    finite and the norm-relative error within :data:`TOLERANCE`."""
+    finite and the norm-relative error within the campaign's ``tolerance``."""
     verdict = lc.judge(stats["sum_err2"], stats["sum_ref2"], stats["max_abs"],
-                       stats["max_scaled"], stats["nonfinite"], stats["unwritten"], TOLERANCE)
+                       stats["max_scaled"], stats["nonfinite"], stats["unwritten"], tolerance)
     rel = verdict["rel_err"] if checked else None
     return {"unwritten": stats["unwritten"], "nonfinite": stats["nonfinite"], "rel_err": rel,
             "max_scaled_err": verdict["max_scaled_err"] if checked else None,
             "passed": stats["unwritten"] == 0 and stats["nonfinite"] == 0
-            and (rel is None or rel <= TOLERANCE)}
+            and (rel is None or rel <= tolerance)}
 
 
 def probe() -> int:
@@ -165,7 +162,8 @@ def run(spec: dict[str, Any]) -> int:
                         cuda.memcpy_dtoh(scale, bufs[lc.scale_name(buf["name"])])
                 parts.append(lc.host_stats(out, ref, scale))
             done.append({"shape": shape, "seconds": round(seconds, 4),
-                         **output_verdict(lc.merge_stats(parts), checked)})
+                         **output_verdict(lc.merge_stats(parts), checked,
+                                                          float(spec["tolerance"]))})
             lc.free(bufs)
             if ws is not None:
                 ws.free()

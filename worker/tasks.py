@@ -178,7 +178,8 @@ def report(name: TaskName, candidate_id: str, payload: dict[str, Any]) -> None:
 @app.task(name=TaskName.COMPILE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def compile_candidate(candidate_id: str) -> None:
-    """Compile one candidate: a success is recorded here and sent to the GPUs, a failure is
+    """Compile one candidate: a success is recorded here and sent to the GPUs (or, when the
+    team's history holds its evaluation, served from there to the agent), a failure is
     reported to the agent (which records the outcome and decides)."""
     started = time.monotonic()
     # each step of a worker is one UPDATE that commits as it runs (and reads that need no
@@ -199,8 +200,11 @@ def compile_candidate(candidate_id: str) -> None:
         result = CompileResult("error", 0.0, error=f"compile worker error: {exc!r}"[:400])
     if result.status == "ok":
         with autocommit_scope(_url()) as s:
-            recorded = jobs.record_compiled(s, job, result)
-        if recorded:  # else another delivery recorded it and sent the evaluation
+            key, served = jobs.evaluation_of(s, job, result)
+            recorded = jobs.record_compiled(s, job, result, key)
+        if recorded and served is not None:  # the team measured it before: no GPU
+            report(TaskName.MEASURED, candidate_id, jobs.measurement_to_dict(served))
+        elif recorded:  # else another delivery recorded it and sent the evaluation
             enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id,
                          queue=gpu_queue(job.arch))
     else:
@@ -220,11 +224,11 @@ def evaluate_candidate(candidate_id: str) -> None:
         return  # already recorded (a redelivered message)
     payload: dict[str, Any]
     if job.attempts > MAX_EVALUATION_ATTEMPTS:
-        payload = {"failure": True, "status": "crashed", "error": (
+        payload = jobs.failure_payload("crashed", (
             f"its evaluation ended the GPU worker process {job.attempts - 1} times (killed, "
-            "or past the task's hard time limit); not requeued again")}
+            "or past the task's hard time limit); not requeued again"))
     elif _runtime_error is not None:
-        payload = {"failure": True, "status": "crashed", "error": _runtime_error}
+        payload = jobs.failure_payload("crashed", _runtime_error)
     else:
         try:
             m = jobs.run_evaluation(runtime(), job)

@@ -1,7 +1,8 @@
 """The campaign state machine over database rows; transport-agnostic.
 
-Embedded mode (:mod:`agent.embedded`) and the service's Celery tasks (:mod:`agent.service`)
-call the same functions, from the module that holds them:
+The campaign driver (:mod:`agent.driver`) calls them for both deliveries, embedded mode's
+threads (:mod:`agent.embedded`) and the service's Celery tasks (:mod:`agent.tasks`); each
+lives in the module that holds its concern:
 
 - :mod:`agent.engine.lifecycle` — a campaign from its spec to its end: create, start (the
   baseline first), budgets, finish, cancel, injected actions;

@@ -1,4 +1,5 @@
-"""The acceptance rule (DESIGN.md §6), a pure function of plain numbers: no session, no rows.
+"""The acceptance rule, a pure function of plain numbers: no session, no rows
+(docs/ARCHITECTURE.md#the-campaign-driver-and-its-two-deliveries).
 
 A candidate is accepted only if it beats the incumbent by more than the threshold, with
 confidence: against interleaved runs of the incumbent (measured in the same process, A/B) every

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,19 +17,22 @@ from agent.engine.locking import CampaignError, emit, lock_campaign
 from agent.policies.base import key_of
 from core.models import Campaign, Candidate, new_id, utcnow
 from core.settings import get_settings
+from core.version import commit
 from kernels import get_family
 from kernels.base import Action, UnknownAction
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass
 class CampaignSpec:
-    """What a kernel engineer submits."""
+    """A campaign's settings, resolved (``agent.campaigns.resolve``); the field defaults here
+    are the one home of every setting's default."""
 
     #: the family's name (None: the settings' ``default_kernel``)
     kernel: str | None = None
     #: the problem's dimensions by the family's names (None: the family's ``default_dims``)
     dims: dict[str, int] | None = None
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     policy: str = "expert"
     accept_threshold_pct: float = 0.5
     profile: str = "light"
@@ -44,6 +48,8 @@ class CampaignSpec:
     team_id: str | None = None
     #: run the compute-sanitizer gate on the best kernel once the campaign is done
     sanitize: bool = False
+    #: serve an evaluation the team made before from its history (False: measure afresh)
+    reuse: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -104,7 +110,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
         leaderboard=spec.leaderboard, start_from=spec.start_from,
         allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
-        sanitize=spec.sanitize, status="queued",
+        sanitize=spec.sanitize, reuse=spec.reuse, commit=commit(), status="queued",
     )
     session.add(campaign)
     session.flush()
@@ -136,8 +142,10 @@ def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, A
     return cand.params, f"warm start: best of campaign {camp.id[:8]} at {camp.shape_text}"
 
 
-def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
-    """Running: the seed's baseline first (and the team's best earlier point if asked)."""
+def start_campaign(session: Session, campaign_id: str,
+                   seeds: Sequence[tuple[Any, str]] = ()) -> list[Candidate]:
+    """Running: the seed's baseline first (and the team's best earlier point if asked), then
+    ``seeds``, points given with why (a shape set's transferred bests), each once."""
     campaign = lock_campaign(session, campaign_id)
     if campaign.status != "queued":
         return []
@@ -148,7 +156,7 @@ def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
     created = [new_candidate(session, campaign, family, family.baseline, action=None,
                               reason="the seed's baseline", proposed_by="baseline",
                               parent_id=None)]
-    if campaign.start_from:
+    if campaign.start_from == "best":
         found = warm_start_params(session, campaign)
         if found is None:
             emit(session, campaign.id, "note", {"kind": "warm_start", "message":
@@ -161,6 +169,13 @@ def start_campaign(session: Session, campaign_id: str) -> list[Candidate]:
                                               action="warm_start()", reason=found[1],
                                               proposed_by="warm_start",
                                               parent_id=created[0].id))
+    source = "library" if campaign.start_from == "library" else "transfer"
+    for params, reason in seeds:
+        if key_of(params) in {c.params_key for c in created}:
+            continue
+        created.append(new_candidate(session, campaign, family, params, action=f"{source}()",
+                                      reason=reason, proposed_by=source,
+                                      parent_id=created[0].id))
     return created
 
 

@@ -11,7 +11,14 @@ from sqlalchemy.orm import Session
 from agent.engine.history import HISTORY, HistoryCache, history, in_flight
 from agent.engine.lifecycle import budget_left, finish_campaign, new_candidate
 from agent.engine.locking import emit, lock_campaign, scratch
-from agent.policies.base import Policy, PolicyContext, Proposal, SearchSpace, key_of
+from agent.policies.base import (
+    Policy,
+    PolicyContext,
+    Proposal,
+    SearchSpace,
+    ShapeOutcome,
+    key_of,
+)
 from core.models import Campaign, Candidate
 from core.statuses import CANDIDATE_IN_FLIGHT
 from kernels import get_family
@@ -21,9 +28,31 @@ from kernels.base import Action
 def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
                        space: SearchSpace, slots: int | None = None,
                        top_up_to: int | None = None, settings: Any = None,
-                       cache: HistoryCache | None = HISTORY) -> list[Candidate]:
+                       cache: HistoryCache | None = HISTORY,
+                       other_shapes: tuple[ShapeOutcome, ...] = ()) -> list[Candidate]:
     """New candidates from the policy (the campaign row is locked): ``slots`` of them, or as
-    many as keep ``top_up_to`` candidates in flight. ``cache=None`` reads the whole history."""
+    many as keep ``top_up_to`` candidates in flight, proposed one at a time (each proposal sees
+    the ones before it in flight, as a decision taken after each result would).
+    ``cache=None`` reads the whole history; ``other_shapes``: what the campaign's shape set
+    found at its other shapes (the policy's context carries it)."""
+    if top_up_to is None:
+        return _propose(session, campaign_id, policy=policy, space=space, slots=slots,
+                        settings=settings, cache=cache, other_shapes=other_shapes)
+    created: list[Candidate] = []
+    while True:
+        more = _propose(session, campaign_id, policy=policy, space=space, top_up_to=top_up_to,
+                        settings=settings, cache=cache, at_most=1, other_shapes=other_shapes)
+        if not more:
+            return created
+        created += more
+        session.flush()  # the next round's history read finds the new candidate in flight
+
+
+def _propose(session: Session, campaign_id: str, *, policy: Policy, space: SearchSpace,
+             slots: int | None = None, top_up_to: int | None = None, settings: Any = None,
+             cache: HistoryCache | None = HISTORY, at_most: int | None = None,
+             other_shapes: tuple[ShapeOutcome, ...] = ()) -> list[Candidate]:
+    """One round of :func:`propose_candidates` (at most ``at_most`` new candidates)."""
     campaign = lock_campaign(session, campaign_id)
     if campaign.status != "running":
         return []
@@ -40,6 +69,8 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     pending = sum(1 for h in items if h.status in CANDIDATE_IN_FLIGHT)
     if top_up_to is not None:
         slots = top_up_to - pending
+    if slots is not None and at_most is not None:
+        slots = min(slots, at_most)
     if slots is None or slots <= 0:
         return []
     incumbent = next((h for h in items if h.id == campaign.incumbent_id), None)
@@ -52,7 +83,7 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
         allowed_actions=set(campaign.allowed_actions) if campaign.allowed_actions else None,
         stagnation=campaign.next_iteration - 1 - campaign.last_accept_iteration - pending,
         settings=settings, shape=campaign.problem, tolerance=campaign.tolerance,
-        device=campaign.device, campaign_id=campaign.id,
+        device=campaign.device, campaign_id=campaign.id, other_shapes=other_shapes,
     )
     wanted = min(slots, left)
     # injected actions first, whatever the policy (only the expert read them: a random or optuna

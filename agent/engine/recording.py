@@ -26,8 +26,11 @@ from kernels import get_family
 COMPILE_RECORD_LOAD = load_only(Campaign.id, Campaign.kernel, Campaign.arch)
 
 
-_AVG_US = select(Candidate.avg_us, Candidate.iteration).where(
+_AVG_US = select(Candidate.avg_us, Candidate.iteration, Candidate.params_key.label("key")).where(
     Candidate.id == bindparam("candidate_id"))
+#: the iteration of the campaign's candidate at a point (the incumbent a result ran beside)
+_ITERATION_OF_KEY = select(Candidate.iteration).where(
+    Candidate.campaign_id == bindparam("campaign_id"), Candidate.params_key == bindparam("key"))
 
 
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
@@ -102,12 +105,13 @@ def _against(session: Session, campaign: Campaign, cand: Candidate, m: Measureme
     if incumbent is None:
         return None, True, ""
     name = f"incumbent #{incumbent.iteration}"
-    measured = m.incumbent_id
-    interleaved = measured is None or measured == campaign.incumbent_id
+    measured = m.incumbent_key if m.incumbent_runs_us else None
+    interleaved = measured is None or measured == incumbent.key
     notes = []
     if not interleaved:
-        was = _finished(session, campaign.id, measured) if measured else None
-        notes.append(f"it was measured beside #{was.iteration if was else '?'}, replaced "
+        was = session.execute(_ITERATION_OF_KEY, {"campaign_id": campaign.id,
+                                                  "key": measured}).scalar()
+        notes.append(f"it was measured beside #{was if was is not None else '?'}, replaced "
                      "before its result came: decided on the new incumbent's recorded time")
     if cand.parent_id and cand.parent_id != campaign.incumbent_id:
         parent = _finished(session, campaign.id, cand.parent_id)
@@ -133,6 +137,9 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
     cand.profile = m.profile
     cand.error = m.error
     cand.gpu_seconds = m.gpu_seconds
+    cand.served_from = m.served_from
+    cand.incumbent_runs = ({"key": m.incumbent_key, "runs_us": list(m.incumbent_runs_us)}
+                           if m.incumbent_key and m.incumbent_runs_us else None)
     cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
     cand.finished_at = utcnow()
     name, interleaved, note = _against(session, campaign, cand, m, incumbent)
@@ -165,7 +172,7 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
         "throughput": (m.perf or {}).get("throughput") if status == "ok" else None,
         "unit": (m.perf or {}).get("unit") if status == "ok" else None,
         "decision": decision, "best_us": campaign.best_us, "best_id": campaign.best_id,
-        "evaluations": campaign.evaluations,
+        "evaluations": campaign.evaluations, "served_from": m.served_from,
     })
     if campaign.status == "running":
         left, spent = budget_left(campaign)
@@ -174,7 +181,8 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
 
 
 def build_feedback(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
-    """The feedback record of DESIGN.md §5, validated against :class:`FeedbackRecord`."""
+    """The feedback record, validated against :class:`FeedbackRecord`
+    (docs/ARCHITECTURE.md#the-feedback-record)."""
     family = get_family(campaign.kernel)
     compile_block = dict(cand.compile or {
         "seconds": 0.0, "max_smem_limit": family.max_smem_limit(campaign.arch)})

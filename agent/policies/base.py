@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
 from kernels.base import Action, Candidate, Dims, Rejection, params_key
+from kernels.family import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,19 @@ class SearchSpace(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ShapeOutcome:
+    """What was found at another shape of a shape set: its best point and time, and the mean
+    share of the incumbent's time each transform saved there (in %, clipped to +-50)."""
+
+    shape: str
+    #: :func:`agent.shapesets.shape_distance` from the campaign's shape
+    distance: float
+    best_params: Any
+    best_us: float
+    payoffs: dict[str, float]
+
+
 @dataclass
 class PolicyContext:
     """Everything a policy may use to decide."""
@@ -82,9 +96,11 @@ class PolicyContext:
     #: the device the campaign measures on (``sm_count`` and limits), when known
     device: dict[str, Any] | None = None
     #: the campaign's correctness tolerance (the campaigns' default when not given)
-    tolerance: float = 1e-4
+    tolerance: float = DEFAULT_TOLERANCE
     #: the campaign decided for (what a policy keys its memory of the campaign by), when known
     campaign_id: str | None = None
+    #: the outcomes at the other shapes of the campaign's shape set, nearest first
+    other_shapes: tuple[ShapeOutcome, ...] = ()
     #: set by a policy to report what happened (an LLM's invalid answer, a fallback, …)
     notes: list[dict[str, Any]] = field(default_factory=list)
     _explored: set[str] | None = field(default=None, init=False, repr=False, compare=False)

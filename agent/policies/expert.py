@@ -278,6 +278,7 @@ class ExpertPolicy:
         inc = ctx.incumbent
         assert inc is not None
         out = [_Offer(p) for p in self._ruled(ctx)]
+        out += self._toward_other_shapes(ctx, memory, inc)
         out += self._local_search(ctx, memory, inc)
         if ctx.stagnation >= self.stagnation_window:
             out += [_Offer(p, key) for p, key in self._two_step(ctx, memory)]
@@ -336,20 +337,51 @@ class ExpertPolicy:
         """Whether a stagnation window has passed without an acceptance."""
         return ctx.stagnation >= self.stagnation_window
 
+    # -- a shape set's other shapes -------------------------------------------------------------
+    def _toward_other_shapes(self, ctx: PolicyContext, memory: _Memory,
+                             inc: HistoryItem) -> list[_Offer]:
+        """In a shape set: the moves from the incumbent that bring it closer to the best found
+        at a nearby shape (more of its parameters equal to that best's), nearest shape first,
+        the moves that close most of the gap first."""
+        out: list[_Offer] = []
+        here = inc.params.canonical().to_dict()
+        for other in ctx.other_shapes[:3]:
+            target = ctx.family.for_shape(other.best_params, ctx.shape).canonical().to_dict() \
+                if ctx.shape is not None else other.best_params.canonical().to_dict()
+            before = sum(here.get(k) == v for k, v in target.items())
+            if before == len(target):
+                continue  # the incumbent is that best already
+            gains: list[tuple[int, int, _Move]] = []
+            for move in memory.moves(ctx, inc):
+                point = move.params.canonical().to_dict()
+                gain = sum(point.get(k) == v for k, v in target.items()) - before
+                if gain > 0:
+                    gains.append((-gain, len(gains), move))
+            gains.sort(key=lambda t: (t[0], t[1]))
+            out += [_Offer(Proposal(move.params, str(move.action), (
+                f"toward the best at {other.shape} (the set's shape {other.distance:.2f} "
+                f"away, {other.best_us:.1f} µs there): {move.action} makes {-g} more of its "
+                "parameters equal"), self.name, inc.id), move.key) for g, _i, move in gains[:4]]
+        return out
+
     # -- search --------------------------------------------------------------------------------
     def _local_search(self, ctx: PolicyContext, memory: _Memory,
                       start: HistoryItem) -> list[_Offer]:
         """The unexplored moves from ``start``, transforms that paid first, untried next (a
-        seeded random tie-break)."""
+        seeded random tie-break); in a shape set, an untried transform ranks by what it paid
+        at the other shapes (nearer shapes weigh more)."""
         payoffs = memory.payoffs
         scored = []
         rng = ctx.rng(salt=len(ctx.history))
         settled = self._settled(ctx)
+        prior = _prior(ctx)
         for move in memory.moves(ctx, start):
             if move.special and not settled:
                 continue  # by rule only, once the structure has settled
             mean, count = payoffs.get(move.action.name, (0.0, 0))
             bonus = 1.0 / (1 + count)  # untried transforms first among equals
+            if not count:
+                bonus += prior.get(move.action.name, 0.0)
             scored.append((mean + bonus + rng.random() * 0.01, move))
         scored.sort(key=lambda t: -t[0])
         return [_Offer(Proposal(move.params, str(move.action),
@@ -411,6 +443,21 @@ class ExpertPolicy:
                 yield from self._local_search(ctx, memory, item)
 
 
+def _prior(ctx: PolicyContext) -> dict[str, float]:
+    """What each transform paid at the shape set's other shapes, in the campaign's payoff unit
+    (mean % of the incumbent's time saved), weighted by nearness (empty outside a set)."""
+    if not ctx.other_shapes:
+        return {}
+    total: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for other in ctx.other_shapes:
+        w = 1.0 / (1.0 + other.distance)
+        for name, paid in other.payoffs.items():
+            total[name] = total.get(name, 0.0) + w * paid
+            weights[name] = weights.get(name, 0.0) + w
+    return {name: total[name] / weights[name] for name in total}
+
+
 @dataclass(frozen=True)
 class _RuleView:
     """A decision as the family's rule book reads it (:class:`kernels.family.RuleContext`):
@@ -458,6 +505,12 @@ class _RuleView:
     def stagnation(self) -> int:
         """Evaluations since the last acceptance."""
         return self.ctx.stagnation
+
+    @property
+    def other_shapes(self) -> tuple[Any, ...]:
+        """What the campaign's shape set found at its other shapes, nearest first (their bests,
+        what each transform paid there: :class:`agent.policies.base.ShapeOutcome`)."""
+        return self.ctx.other_shapes
 
     def action_allowed(self, name: str) -> bool:
         """Whether a transform may be used in this campaign."""

@@ -10,10 +10,11 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, 
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 from sqlalchemy import String, bindparam, func, literal_column, select
-from sqlalchemy.orm import defer
 
+from agent import campaigns, shapesets
+from agent.campaigns import CampaignCreate, shown
 from agent.engine import lifecycle, locking
-from agent.report import best_kernel, summary
+from agent.report import best_kernel
 from api.deps import (
     ApiKeyDep,
     CampaignDep,
@@ -32,65 +33,21 @@ from api.schemas import (
     MAX_EVENT_ID,
     ActionsIn,
     BestRead,
-    BudgetModel,
-    CampaignCreate,
     CampaignCreated,
     CampaignRead,
     CandidateDetail,
     CandidatePage,
     CandidateRead,
-    MetricRead,
     error_responses,
-    family_actions,
-    family_shape,
-    shown,
 )
 from api.security import hash_key
+from api.views import campaign_read
 from core import families
 from core.models import Campaign, Candidate
 from core.queues import TaskName, enqueue
 from core.statuses import CandidateStatus
-from kernels.family import campaign_tolerance
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"], route_class=StrictJsonRoute)
-
-#: Columns a campaign summary never reads (kilobytes of JSON and text per candidate).
-LARGE_COLUMNS = ("source", "compile_log", "feedback", "correctness", "profile", "perf")
-
-
-def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
-    """A campaign as the API shows it (best and baseline from :func:`agent.report.summary`)."""
-    wanted = [cid for cid in (campaign.best_id, campaign.baseline_id) if cid]
-    # one light query puts both in the identity map, where summary() finds them (the list
-    # keeps them alive: the identity map holds weak references)
-    loaded = session.scalars(select(Candidate).where(Candidate.id.in_(wanted)).options(
-        *(defer(getattr(Candidate, name)) for name in LARGE_COLUMNS))).all() if wanted else []
-    s = summary(session, campaign)
-    del loaded
-    stored = families.version_of(session, team_id=campaign.team_id, key=campaign.kernel)
-    return CampaignRead(
-        id=campaign.id, status=campaign.status,  # type: ignore[arg-type]
-        status_reason=campaign.status_reason, kernel=campaign.kernel,
-        family=stored.name if stored is not None else campaign.kernel,
-        family_version=stored.version if stored is not None else None,
-        shape=dict(campaign.dims), shape_text=campaign.shape_text,
-        metric=MetricRead(**{k: v for k, v in campaign.metric.to_dict().items()
-                             if k in MetricRead.model_fields}),
-        arch=campaign.arch,
-        backend=campaign.backend, gpu=campaign.gpu_name, tolerance=campaign.tolerance,
-        policy=campaign.policy, accept_threshold_pct=campaign.accept_threshold_pct,
-        profile=campaign.profile, parallel=campaign.parallel, seed=campaign.seed,
-        budget=BudgetModel(iterations=campaign.budget_iterations,
-                           wall_seconds=campaign.budget_wall_s,
-                           gpu_seconds=campaign.budget_gpu_s),
-        start_from=campaign.start_from, allowed_actions=campaign.allowed_actions,
-        evaluations=campaign.evaluations, gpu_seconds=campaign.gpu_seconds,
-        created_at=campaign.created_at, started_at=campaign.started_at,
-        finished_at=campaign.finished_at, best=s["best"], baseline=s["baseline"],
-        speedup_vs_baseline=s["speedup_vs_baseline"], vendor_us=campaign.vendor_us,
-        pct_of_vendor=s["pct_of_vendor"], rank_est=s["rank_est"], sanitize=campaign.sanitize,
-    )
-
 
 def _refused(field: str, message: str) -> HTTPException:
     """The 422 of a body field the route checks itself (one the schema cannot: the team's own
@@ -116,38 +73,28 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
     except families.FamilyError as exc:
         raise _refused("kernel", str(exc)) from None
     try:
-        dims = family_shape(family, body.shape)
-    except ValueError as exc:
-        raise _refused("shape", str(exc)) from None
-    allowed = body.allowed_actions
-    if allowed is not None:
-        try:
-            allowed = family_actions(family, allowed)
-        except ValueError as exc:
-            raise _refused("allowed_actions", str(exc)) from None
-    leaderboard = None
-    if body.leaderboard is not None:
-        leaderboard = [e if isinstance(e, float) else e.model_dump(exclude_none=True)
-                       for e in body.leaderboard]
-    spec = lifecycle.CampaignSpec(
-        kernel=family.name, dims=dims,
-        tolerance=campaign_tolerance(family, body.tolerance), policy=body.policy,
-        accept_threshold_pct=body.accept_threshold_pct, profile=body.profile,
-        parallel=body.parallel, seed=body.seed, budget_iterations=body.budget.iterations,
-        budget_wall_s=body.budget.wall_seconds, budget_gpu_s=body.budget.gpu_seconds,
-        leaderboard=leaderboard, start_from=body.start_from,
-        allowed_actions=allowed, arch=settings.arch, team_id=team.team_id,
-        sanitize=body.sanitize,
-    )
-    try:
-        campaign = lifecycle.create_campaign(session, spec, backend=settings.backend)
+        if body.shapes is not None:
+            shape_set = shapesets.open_set(
+                session, body, family=family, arch=settings.arch, team_id=team.team_id,
+                backend=settings.backend, default_parallel=campaigns.SERVICE_PARALLEL)
+            ids = [m.id for m in shapesets.members(session, shape_set.id)]
+        else:
+            campaign = campaigns.open_campaign(session, body, family=family,
+                                               arch=settings.arch, team_id=team.team_id,
+                                               backend=settings.backend)
     except locking.CampaignError as exc:
         session.rollback()
         field = str(exc).split(":", 1)[0]  # the engine's messages start with the field's name
         loc = ["body", field] if field in CampaignCreate.model_fields else ["body"]
+        message = str(exc).removeprefix(f"{field}: ") if field in ("shape", "allowed_actions") \
+            else str(exc)
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
-            {"loc": loc, "msg": str(exc), "type": "value_error"}]) from None
+            {"loc": loc, "msg": message, "type": "value_error"}]) from None
     session.commit()
+    if body.shapes is not None:
+        enqueue(TaskName.DECIDE, ids[0])  # the others start in turn, as each one ends
+        return CampaignCreated(id=shape_set.id, status="queued", kind="shape_set",
+                               campaigns=ids)
     enqueue(TaskName.DECIDE, campaign.id)
     return CampaignCreated(id=campaign.id, status="queued")
 
@@ -250,7 +197,7 @@ def candidates(campaign: CampaignDep, session: SessionDep,
             responses=error_responses(401, 404))
 def candidate(campaign: CampaignDep, session: SessionDep,
               candidate_id: CampaignIdPath) -> CandidateDetail:
-    """One candidate: its feedback record (DESIGN.md §5) and its CUDA source."""
+    """One candidate: its feedback record and its CUDA source."""
     c = session.get(Candidate, candidate_id) if is_id(candidate_id) else None
     if c is None or c.campaign_id != campaign.id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no candidate {shown(candidate_id)} in "

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Path, Response, status
-from sqlalchemy.orm import Session
 
 from api.deps import SessionDep, TeamDep
 from api.json_body import StrictJsonRoute
@@ -15,34 +14,14 @@ from api.schemas import (
     FamilyCreated,
     FamilyRead,
     FamilySummary,
-    FamilyVersionRead,
     error_responses,
 )
+from api.views import family_list, read_family
 from core import families
-from core.models import Family
-from kernels import family_names, get_family
-from kernels.family import KernelFamily, campaign_tolerance, describe
 
 router = APIRouter(prefix="/families", tags=["families"], route_class=StrictJsonRoute)
 
 SPEC_EXAMPLE = {"name": "transpose", "files": {"kernel.cu": "…"}, "tunables": {"…": ["…"]}}
-
-
-def _summary(family: KernelFamily, row: Family | None, versions: int) -> dict[str, Any]:
-    return {
-        "name": row.name if row is not None else family.name,
-        "origin": "team" if row is not None else "builtin",
-        "key": family.name, "version": row.version if row is not None else None,
-        "versions": versions, "description": family.description,
-        "dims": [d.name for d in family.dims], "default_shape": str(family.default_dims),
-        "unit": family.metric.unit, "transforms": len(family.transforms.names()),
-        "vendor": family.vendor.name if family.vendor is not None else None,
-    }
-
-
-def _version(row: Family) -> FamilyVersionRead:
-    return FamilyVersionRead(version=row.version, key=row.key, hash=row.spec_hash,
-                             created_at=row.created_at, created_by=row.created_by)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=FamilyCreated,
@@ -81,43 +60,10 @@ def create(spec: Annotated[dict[str, Any], Body(examples=[SPEC_EXAMPLE], descrip
                          hash=done.spec_hash, created=done.created)
 
 
-def family_list(session: Session, team_id: str | None) -> list[FamilySummary]:
-    """The built-in families (a plug-in that fails to load is left out), then the latest
-    version of each of the team's own."""
-    out = []
-    for name in family_names():
-        try:
-            out.append(FamilySummary(**_summary(get_family(name), None, 1)))
-        except (ImportError, TypeError, ValueError):  # `tuneforge kernels` shows its error
-            continue
-    for row in families.latest(session, team_id=team_id):
-        out.append(FamilySummary(**_summary(families.family_of(row), row, row.version)))
-    return out
-
-
 @router.get("", response_model=list[FamilySummary], responses=error_responses(401))
 def list_families(session: SessionDep, team: TeamDep) -> list[FamilySummary]:
     """The built-in families, then the latest version of each of the team's own."""
     return family_list(session, team.team_id)
-
-
-def read_family(session: Session, team_id: str | None, name: str) -> FamilyRead:
-    """What ``GET /families/{name}`` answers (:class:`families.FamilyNotFound` when the team
-    has no such family)."""
-    family = families.resolve(session, team_id=team_id, name=name)
-    row = families.version_of(session, team_id=team_id, key=family.name)
-    stored = families.versions(session, team_id=team_id, name=row.name) if row else []
-    declared = describe(family)
-    return FamilyRead(
-        **_summary(family, row, len(stored) or 1),
-        hash=row.spec_hash if row is not None else None,
-        tunables={k: list(v) for k, v in family.domains().items()},
-        transform_names=declared["transforms"], signature=declared["signature"],
-        metric=declared["metric"], dim_bounds=declared["dims"],
-        correctness=declared["correctness"], tolerance=campaign_tolerance(family, None),
-        baseline=family.baseline.to_dict(), distributions=declared["distributions"],
-        edge_shapes=declared["edge_shapes"], all_versions=[_version(r) for r in stored],
-        spec=row.spec if row is not None else None)
 
 
 @router.get("/{name}", response_model=FamilyRead, responses=error_responses(401, 404))

@@ -10,11 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
 
+from agent.campaigns import PRINTABLE
 from api.deps import SessionDep, SettingsDep, TeamDep
 from api.events import SENT
 from api.json_body import StrictJsonRoute
 from api.schemas import (
-    PRINTABLE,
     HistoryEntry,
     WorkerRead,
     error_responses,

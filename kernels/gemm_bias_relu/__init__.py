@@ -87,7 +87,7 @@ SIGNATURE = Signature(
     scalars=(Scalar("M", "m"), Scalar("N", "n"), Scalar("K", "k")),
 )
 #: Checked on every candidate, rotating with the iteration: a single distribution does not
-#: separate the arithmetic classes (DESIGN.md section 4).
+#: separate the arithmetic classes (docs/ARCHITECTURE.md#the-evaluation-protocol).
 DISTRIBUTIONS = (
     Distribution("normal", Fill("normal"), doc="every input normal(0, 1)"),
     Distribution("uniform", Fill("uniform"),

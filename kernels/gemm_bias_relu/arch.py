@@ -6,21 +6,8 @@ kernel: the params, validity and launch modules read them.
 
 from __future__ import annotations
 
-#: Per-block shared-memory limit in bytes (dynamic, after the opt-in), by arch.
-MAX_SMEM_BY_ARCH: dict[str, int] = {
-    "sm_70": 98304,
-    "sm_75": 65536,
-    "sm_80": 166912,
-    "sm_86": 101376,
-    "sm_87": 166912,
-    "sm_89": 101376,
-    "sm_90": 232448,
-    "sm_90a": 232448,
-    "sm_100": 232448,
-    "sm_120": 101376,
-}
-#: Static shared memory a block may declare without opting in.
-STATIC_SMEM_LIMIT = 48 * 1024
+from kernels.arch import MAX_SMEM_BY_ARCH
+
 MAX_THREADS_PER_BLOCK = 1024
 MIN_THREADS_PER_BLOCK = 32
 REGISTERS_PER_SM = 65536

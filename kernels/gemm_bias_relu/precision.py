@@ -1,6 +1,6 @@
 """The error class of each precision scheme of the GEMM, and which schemes a tolerance admits.
 
-A scheme's error class is the worst of DESIGN.md §4's two figures (norm-relative error, and each
+A scheme's error class is the worst of the pass rule's two figures (norm-relative error, and each
 element's error over Σ|a·b| + |bias|) over normal, uniform [0, 1) and mixed-magnitude inputs at
 K = 4096 and 8192 (M = N = 2048), measured on the GPU by ``bench/precision_calibration.py`` with
 one representative kernel a scheme (:data:`REPRESENTATIVES`). The expert offers a scheme only
@@ -9,7 +9,7 @@ judges every candidate.
 
 :data:`MEASURED` holds the calibration run's figures (the script prints the literal to paste,
 with its date, GPU and commit in :data:`MEASURED_ON`). Until a scheme has its measured figures,
-:data:`FIRST_ESTIMATE` stands in; each estimate says where it comes from.
+:data:`FIRST_ESTIMATE` stands in (where each comes from: docs/GPU.md#correctness-calibration).
 """
 
 from __future__ import annotations
@@ -53,13 +53,8 @@ REPRESENTATIVES: dict[str, dict[str, Any]] = {
              "reg_m": 8, "reg_n": 8, "vec": 4},
 }
 
-#: Stand-ins until the calibration has run, each from an earlier measurement on the H200:
-#: tf32x3 the fused wgmma kernel over every variant and shape (docs/GPU.md, 2026-11-30: worst
-#: element 3.0e-6, norm 3.8e-7 at 8192³); bf16x3 the three-cuBLAS-bf16-GEMM composition of
-#: issue 22 (norm 2.0e-5, element 1.4e-5, 2048x2048x4096: the same three products, not our
-#: kernel); bf16x6 taken as tf32x3's class (six products drop only terms of order 2^-24: not
-#: measured yet); fp32 the SIMT kernels over the sampled space and split-K points (docs/GPU.md,
-#: 2026-11-29: norm 3.3e-6, element 7.2e-6).
+#: Stand-ins for a scheme the calibration has not measured, each from an earlier measurement
+#: on the H200 (docs/GPU.md#correctness-calibration).
 FIRST_ESTIMATE: dict[str, ErrorClass] = {
     "tf32x3": ErrorClass(rel_err=3.8e-7, max_scaled_err=3.0e-6),
     "bf16x3": ErrorClass(rel_err=2.0e-5, max_scaled_err=1.4e-5),
@@ -69,8 +64,8 @@ FIRST_ESTIMATE: dict[str, ErrorClass] = {
 
 # -- filled from bench/precision_calibration.py's output (paste its two literals here) --------
 MEASURED_ON: dict[str, Any] | None = {
-    "date": "2026-12-01", "gpu": "NVIDIA H200", "tree": "7723069 (branch gpu1, session 11 call 1)",
-    "mn": 2048, "seed": 101}
+    "date": "2026-12-01", "gpu": "NVIDIA H200",
+    "tree": "7723069 (branch gpu1, runs/2026-12-01-7723069/call1)", "mn": 2048, "seed": 101}
 MEASURED: dict[str, ErrorClass] = {
     "tf32x3": ErrorClass(rel_err=2.35e-06, max_scaled_err=2.91e-06),
     "bf16x3": ErrorClass(rel_err=4.53e-06, max_scaled_err=4.67e-06),

@@ -27,8 +27,8 @@ Each rule yields a move only when its signal is present:
 10. the structure has settled (``ctx.settled``) → ``specialize_shape(true)``: compile-time
     M, N, K (local search holds it back until then: :func:`held_until_settled`).
 
-Why each rule is what it is, with the measurements behind it: ``docs/GPU.md``, section "Why
-the expert's GEMM rules are what they are". Pure: reads the decision through
+Why each rule is what it is, with the measurements behind it:
+``docs/GPU.md#why-the-gemm-rule-book-is-what-it-is``. Pure: reads the decision through
 :class:`kernels.family.RuleContext`.
 """
 

@@ -65,6 +65,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from kernels.arch import STATIC_SMEM_LIMIT, max_smem
 from kernels.base import DEFAULT_SM_COUNT, PORTABLE_CLUSTER_SIZE, Dims, LaunchConfig, Rejection
 
 KERNEL_NAME = "softmax"
@@ -80,9 +81,6 @@ MAX_UNITS = 1 << 24
 #: most CTAs of a thread-block cluster (sm_90, 16 a non-portable size); a spread group may
 #: have twice as many
 MAX_HW_CLUSTER = 16
-#: dynamic shared memory a CTA may ask for (opt-in), by arch
-_SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
-               "sm_90": 227 * 1024}
 #: dynamic shared memory a bulk-copy point asks for at most: sm_90's 227 KB opt-in less 2 KB
 #: for the static words (reductions, mbarriers); a part that needs more takes the two-pass loop
 BULK_SMEM_CAP = 227 * 1024 - 2048
@@ -296,8 +294,9 @@ def arch_number(arch: str) -> int:
 
 def max_smem_limit(arch: str) -> int:
     """Per-block dynamic shared-memory limit of ``arch`` (opt-in) in bytes."""
-    base = arch.removesuffix("a")
-    return _SMEM_OPTIN.get(base, 48 * 1024 if arch_number(arch) < 80 else 227 * 1024)
+    if arch_number(arch) < 80:
+        return STATIC_SMEM_LIMIT
+    return max_smem(arch) or 227 * 1024
 
 
 def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:

@@ -31,13 +31,13 @@ land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into sli
 twice the SM count. Short rows: 8 threads a row (a quarter-warp reads 128 contiguous bytes of
 shared memory), 32 rows a CTA of 256 threads, so that a CTA's copy is 32 rows long.
 
-Four moves of the action space are not offered, for none beat the register-held points at the
-long rows on the H200 (docs/GPU.md has the measurements): ``apply_prefetch`` (a persistent
-grid whose bulk-copy CTAs hold each tile in registers while the next lands),
-``apply_staged_row`` (part of the row in shared memory, so that a row takes half the cluster),
-``set_min_ctas`` (more CTAs of a cluster an SM) and ``apply_row_pipeline`` (a spread group's
-CTAs loading their next row's part before this row's wait). The agent's own moves still reach
-them.
+Four moves of the action space are not offered, for none beat the register-held points at the long
+rows on the H200 (the measurements: docs/GPU.md#why-the-softmax-rule-book-is-what-it-is):
+``apply_prefetch`` (a persistent grid whose bulk-copy CTAs hold each tile in registers while the
+next lands), ``apply_staged_row`` (part of the row in shared memory, so that a row takes half the
+cluster), ``set_min_ctas`` (more CTAs of a cluster an SM) and ``apply_row_pipeline`` (a spread
+group's CTAs loading their next row's part before this row's wait). The agent's own moves still
+reach them.
 """
 
 from __future__ import annotations
@@ -67,23 +67,21 @@ WIDE_FLOATS = 32
 #: takes two passes
 MAX_FLOATS_PER_THREAD = 64
 #: the largest cluster the plans use: a thread-block cluster's most (non-portable past 8: the
-#: launch config asks the launcher to allow it). A cluster of 8 at one CTA an SM leaves 12 of
-#: the H200's 132 SMs idle (15 clusters fit); at 256x262144 a cluster of 16 holds the row at two
-#: CTAs an SM (docs/GPU.md)
+#: launch config asks the launcher to allow it): at 256x262144 a cluster of 16 holds the row at
+#: two CTAs an SM (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
 MAX_CLUSTER = MAX_HW_CLUSTER
 #: registers of an SM: a CTA whose threads x registers exceed half of them runs alone on its
 #: SM, its load, reduction and store phases one after another
 SM_REGISTERS = 65536
-#: the smallest cluster offered ``spread`` where its rows would be one wave of plain CTAs: on
-#: the H200 clusters of 16 fit 14 times at two CTAs an SM; with many rows spread loses (182
-#: against 150 us at 256x262144) and at 16x262144 it wins (17.5 against 18.5; docs/GPU.md)
+#: the smallest cluster offered ``spread`` where its rows would be one wave of plain CTAs: it
+#: wins with few rows and loses with many (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
 SPREAD_MIN_CLUSTER = 8
 #: L2 of an H100/H200 (50 MB): a two-pass row re-read within it costs no second DRAM read
 L2_BYTES = 50 * 1024 * 1024
 
 
-#: rows of at least this many columns are offered the bulk-copy point (register-held plans
-#: stay under 90 % of the copy rate from 65536 columns: docs/GPU.md, sessions 10 and 12)
+#: rows of at least this many columns are offered the bulk-copy point, right after the plan
+#: (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
 BULK_MIN_COLS = 32768
 #: rows of at most this many columns are offered the packed bulk-copy point
 BULK_MAX_SHORT_COLS = 256

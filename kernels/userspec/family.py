@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from kernels.arch import STATIC_SMEM_LIMIT, max_smem
 from kernels.base import (
     DEFAULT_SM_COUNT,
     Action,
@@ -53,9 +54,6 @@ from kernels.userspec.validate import (
     validate_spec,
 )
 
-#: Per-block dynamic shared memory (opt-in) by arch.
-MAX_SMEM_BY_ARCH = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
-                    "sm_90a": 232448, "sm_100": 232448, "sm_120": 101376}
 #: Spaces at most this large are listed whole (:meth:`SpecFamily.space`).
 LISTED_POINTS = 50_000
 
@@ -282,7 +280,7 @@ class SpecFamily(FamilyBase):
 
     def max_smem_limit(self, arch: str) -> int:
         """Per-block dynamic shared-memory limit of ``arch`` (48 KiB for an unknown arch)."""
-        return MAX_SMEM_BY_ARCH.get(arch, 48 * 1024)
+        return max_smem(arch) or STATIC_SMEM_LIMIT
 
     def dynamic_smem_bytes(self, params: SpecParams) -> int:
         """The spec's dynamic shared-memory expression at ``params``."""

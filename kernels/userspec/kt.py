@@ -44,6 +44,7 @@ import re
 from typing import Any
 
 from kernels.expr import ExpressionError, evaluate
+from kernels.family import DEFAULT_TOLERANCE
 from kernels.userspec.errors import SpecError
 
 #: Points of tune_params searched for the first one the restrictions allow.
@@ -167,7 +168,7 @@ def from_kernel_tuner(kt: dict[str, Any]) -> dict[str, Any]:
         "launch": launch, "reference": reference, "files": files,
     }
     if "correctness" not in kt and "reference_source" not in kt:
-        spec["correctness"] = {"rule": "norm", "tolerance": 1e-4}
+        spec["correctness"] = {"rule": "norm", "tolerance": DEFAULT_TOLERANCE}
     for key in _COPIED:
         if key in kt:
             spec[key] = kt[key]

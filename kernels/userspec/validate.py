@@ -19,8 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernels import BUILTIN
+from kernels.arch import MAX_SMEM_BY_ARCH
 from kernels.expr import FUNCTIONS, ExpressionError, evaluate, evaluate_int, names, parse
 from kernels.family import (
+    DEFAULT_TOLERANCE,
     DTYPES,
     FILL_KINDS,
     METRIC_KINDS,
@@ -67,7 +69,7 @@ MAX_THREADS = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 #: Per-block dynamic shared memory of sm_90 (the largest arch the service targets).
-MAX_SMEM = 232448
+MAX_SMEM = MAX_SMEM_BY_ARCH["sm_90"]
 MAX_TOLERANCE = 0.1
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{1,47}$")
@@ -380,7 +382,7 @@ def _correctness(value: Any) -> dict[str, Any]:
     if rule not in USER_RULES:
         raise SpecError("correctness.rule", f"unknown rule {rule!r}; known: "
                                             f"{', '.join(USER_RULES)}")
-    tol = _float(d.get("tolerance", 1e-4), "correctness.tolerance")
+    tol = _float(d.get("tolerance", DEFAULT_TOLERANCE), "correctness.tolerance")
     if not 0 < tol <= MAX_TOLERANCE:
         raise SpecError("correctness.tolerance", f"must be in (0, {MAX_TOLERANCE}], got {tol}")
     atol = _float(d.get("atol", 0.0), "correctness.atol")

@@ -46,6 +46,11 @@ ENDPOINTS = [
     Endpoint("GET", "/campaigns/{cid}/events", None, 200, 404),
     Endpoint("POST", "/campaigns/{cid}/actions", {"actions": ["apply_unroll(2)"]}, 409, 404),
     Endpoint("POST", "/campaigns/{cid}/cancel", None, 409, 404),
+    Endpoint("POST", "/campaigns", {"shapes": [{"shape": SHAPE}], "budget": {"iterations": 4}},
+             201, 201),
+    Endpoint("GET", "/shape-sets", None, 200, 200),
+    Endpoint("GET", "/shape-sets/{sid}", None, 200, 404),
+    Endpoint("POST", "/shape-sets/{sid}/cancel", None, 200, 404),
     Endpoint("GET", "/history", None, 200, 200),
     Endpoint("GET", "/workers", None, 200, 200),
     Endpoint("GET", "/healthz", None, 200, 200, public=True),
@@ -60,6 +65,7 @@ class Keys:
     revoked: str
     campaign: str
     candidate: str
+    shape_set: str
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,9 @@ def keys(stack: Stack) -> Keys:
                           ).json()["id"]
         wait_finished(client, cid, stack=stack)
         cand = client.get(f"/campaigns/{cid}/candidates").json()["items"][0]["id"]
-    return Keys(owner, other, doomed.key, cid, cand)
+        sid = client.post("/campaigns", json={"shapes": [{"shape": SHAPE}],
+                                              "budget": {"iterations": 4}}).json()["id"]
+    return Keys(owner, other, doomed.key, cid, cand, sid)
 
 
 def key_of(keys: Keys, caller: str) -> str | None:
@@ -97,7 +105,8 @@ def test_every_endpoint_for_every_caller(stack: Stack, keys: Keys) -> None:
     order = sorted(((e, c) for e in ENDPOINTS for c in CALLERS),
                    key=lambda ec: ec[0].path.endswith("/cancel") and ec[1] == "owner")
     for endpoint, caller in order:
-        path = endpoint.path.format(cid=keys.campaign, cand=keys.candidate)
+        path = endpoint.path.format(cid=keys.campaign, cand=keys.candidate,
+                                    sid=keys.shape_set)
         with stack.client(key_of(keys, caller)) as client:
             response = client.request(endpoint.method, path, json=endpoint.body)
         want = expected(endpoint, caller)
@@ -106,9 +115,11 @@ def test_every_endpoint_for_every_caller(stack: Stack, keys: Keys) -> None:
                         f"{response.status_code}, expected {want}: {response.text[:200]}")
         elif want == 401:
             assert "revoked" in response.json()["detail"] if caller == "revoked" else True
-        elif caller == "other_team" and endpoint.path in ("/campaigns", "/history") \
+        elif caller == "other_team" and endpoint.path in ("/campaigns", "/history",
+                                                          "/shape-sets") \
                 and endpoint.method == "GET":
             assert keys.campaign not in response.text  # lists never show another team's
+            assert keys.shape_set not in response.text
     assert seen == [], "\n".join(seen)
     assert len(order) == len(ENDPOINTS) * len(CALLERS)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from api.routes.campaigns import campaign_read
+from api.views import campaign_read
 from core.db import session_scope
 from core.models import Campaign, Candidate
 from core.statuses import CANDIDATE_IN_FLIGHT

@@ -1,0 +1,227 @@
+"""``tuneforge library``: the team's tuned kernels by shape, what runs at a shape, probes of the
+shapes nobody measured, and the bundle a program loads (``export``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.table import Table
+
+from cli.client import KeyOpt, UrlOpt, call
+from cli.common import DbOpt, KernelOpt, console, err_console, fail
+from cli.family import _target
+from core.settings import get_settings
+
+library_app = typer.Typer(
+    help="The team's library: per family and GPU model, the best known point at every shape "
+         "it measured (with its provenance), and what runs at a shape nobody measured.\n\n"
+         "Examples:\n\n"
+         "  tuneforge library show --kernel softmax --db runs.db\n\n"
+         "  tuneforge library pick --kernel softmax --shape 65536x129 --db runs.db\n\n"
+         "  tuneforge library probe --kernel softmax --shapes 65536x129 --db runs.db\n\n"
+         "  tuneforge library export --kernel softmax --db runs.db --out lib/",
+    no_args_is_help=True)
+
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU model, as the driver names it (default: the one measured most)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+def _family_name(kernel: str | None, kind: str, target: Any) -> str:
+    """The registry key of ``--kernel`` (a team family's ``NAME@hash12``)."""
+    from cli.common import resolve_family
+
+    name = kernel or get_settings().default_kernel
+    if kind == "api":
+        return name
+    return str(resolve_family(name, target).name)
+
+
+def read_library(kernel: str | None, gpu: str | None, db: str | None, url: str | None,
+                 key: str | None) -> dict[str, Any]:
+    """``GET /library/{family}`` of the service, or of a local database."""
+    kind, target = _target(db, url, key)
+    name = _family_name(kernel, kind, target)
+    if kind == "api":
+        with target as client:
+            return dict(call(client, "GET", f"/library/{name}",
+                             params={"gpu": gpu} if gpu else None))
+    from agent import library
+    from core.db import session_scope
+
+    with session_scope(target) as s:
+        models = library.gpus(s, team_id=None, kernel=name)
+        rows = library.entries(s, team_id=None, kernel=name, gpu=gpu)
+    return {"family": name, "gpu": gpu or next(iter(models), None), "gpus": models,
+            "entries": [e.to_dict() for e in rows]}
+
+
+@library_app.command("show")
+def show(kernel: KernelOpt = None, gpu: GpuOpt = None, db: DbOpt = None, url: UrlOpt = None,
+         key: KeyOpt = None, as_json: JsonOpt = False) -> None:
+    """The best known point at every shape measured: its time, x the vendor, and where it
+    comes from (campaign and iteration, date, commit, replay or GPU).
+
+    Examples:
+
+      tuneforge library show --kernel softmax --db runs.db
+
+      tuneforge library show --kernel gemm_bias_relu --url http://gpu-box:8000 --json
+    """
+    found = read_library(kernel, gpu, db, url, key)
+    if as_json:
+        sys.stdout.write(json.dumps(found) + "\n")
+        return
+    if not found["entries"]:
+        err_console.print(f"the library holds no {found['family']} point yet: tune some "
+                          "shapes (tuneforge tune --kernel ... --shapes ...)")
+        return
+    backends = sorted({e["backend"] for e in found["entries"]})
+    table = Table(title=f"{found['family']} on {found['gpu']} ({', '.join(backends)}) · "
+                        f"{len(found['entries'])} shapes", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for col, justify in (("shape", "left"), ("µs", "right"), ("× vendor", "right"),
+                         ("campaign #it", "left"), ("measured", "left"), ("commit", "left")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for e in found["entries"]:
+        table.add_row(e["shape"], f"{e['avg_us']:.1f}",
+                      f"{e['x_vendor']:.2f}" if e.get("x_vendor") else "–",
+                      f"{e['campaign_id'][:8]} #{e['iteration']}",
+                      (e.get("measured_at") or "")[:10], str(e.get("commit") or "–")[:13])
+    console.print(table)
+
+
+@library_app.command("pick")
+def pick(shape: Annotated[str, typer.Option(help="the shape, as the family writes it")],
+         kernel: KernelOpt = None, gpu: GpuOpt = None, db: DbOpt = None,
+         url: UrlOpt = None, key: KeyOpt = None, as_json: JsonOpt = False) -> None:
+    """What runs at a shape, and which rule picked it: a point measured there, the nearest
+    measured shape's best that is valid there, or the vendor (docs/LIBRARY.md).
+
+    Examples:
+
+      tuneforge library pick --kernel softmax --shape 65536x129 --db runs.db
+    """
+    kind, target = _target(db, url, key)
+    name = _family_name(kernel, kind, target)
+    if kind == "api":
+        with target as client:
+            chosen = dict(call(client, "GET", f"/library/{name}/pick",
+                               params={"shape": shape, **({"gpu": gpu} if gpu else {})}))
+    else:
+        from agent import library
+        from core.db import session_scope
+        from kernels import get_family
+
+        try:
+            dims = get_family(name).parse_dims(shape)
+        except ValueError as exc:
+            fail(f"--shape: {exc}")
+        with session_scope(target) as s:
+            chosen = library.pick(s, team_id=None, kernel=name, shape=dims.as_dict(),
+                                  gpu=gpu, arch=get_settings().arch).to_dict()
+    if as_json:
+        sys.stdout.write(json.dumps(chosen) + "\n")
+        return
+    what = "the vendor" if chosen["kind"] == "vendor" else json.dumps(chosen["params"],
+                                                                      sort_keys=True)
+    console.print(f"{chosen['shape']}: rule {chosen['rule']}, {chosen['reason']}\n  runs "
+                  f"{what}", highlight=False, soft_wrap=True)
+
+
+@library_app.command("probe")
+def probe(shapes: Annotated[str, typer.Option(help=(
+              "the shapes to measure the library's picks at (as tune --shapes takes them)"))],
+          kernel: KernelOpt = None, db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
+          backend: Annotated[str, typer.Option(help="auto | gpu | replay")] = "auto",
+          as_json: JsonOpt = False) -> None:
+    """Measure, once, what the library would run at shapes nobody measured (the nearest
+    measured shapes' bests valid there): a campaign a shape, on this host's GPU (or through
+    the service with --url/--key). The library answers there from the measurement after.
+
+    Examples:
+
+      tuneforge library probe --kernel softmax --shapes 65536x129,16384x2048 --db runs.db
+    """
+    from cli.shapeset import parse_shape_set
+
+    kind, target = _target(db, url, key)
+    name = _family_name(kernel, kind, target)
+    from kernels import get_family
+
+    family = get_family(name)
+    wanted = [e["shape"] for e in parse_shape_set(family, shapes)]
+    if kind == "api":
+        with target as client:
+            done = dict(call(client, "POST", f"/library/{name}/probe",
+                             json={"shapes": wanted}))
+        if as_json:
+            sys.stdout.write(json.dumps(done) + "\n")
+        else:
+            console.print(f"probing {len(wanted)} shape(s): campaigns "
+                          f"{', '.join(c[:8] for c in done['campaigns'])} "
+                          "(tuneforge watch ID)", highlight=False)
+        return
+    results = _probe_here(target, family, wanted, backend)
+    if as_json:
+        sys.stdout.write(json.dumps(results) + "\n")
+        return
+    for r in results:
+        console.print(f"{r['shape']}: {r['evaluations']} measured, best "
+                      f"{r['best_us'] or '–'} µs, vendor {r['vendor_us'] or '–'} µs",
+                      highlight=False)
+
+
+def _probe_here(url: str, family: Any, shapes: list[dict[str, int]],
+                backend: str) -> list[dict[str, Any]]:
+    """Probe campaigns on this host's evaluators, one after another."""
+    from agent import campaigns, library
+    from agent.embedded import EmbeddedRunner
+    from agent.engine.locking import CampaignError
+    from cli.tune import check_replay_shape, local_parallel, open_evaluators
+    from core.db import session_factory
+    from core.models import Campaign
+
+    settings = get_settings()
+    local = open_evaluators(backend, family, settings, ["0"], None)
+    sessions = session_factory(url)
+    out = []
+    try:
+        for dims in shapes:
+            if local.backend == "replay":
+                check_replay_shape(local, family, family.make_dims(dims))
+            with sessions.begin() as s:
+                points = library.fallback_points(s, team_id=None, kernel=family.name,
+                                                 shape=dims, arch=settings.arch)
+                request = campaigns.CampaignCreate.model_validate(
+                    {"kernel": family.name, "shape": dims, "start_from": "library",
+                     "budget": {"iterations": 1 + len(points)}}, context={"family": family})
+                try:
+                    campaign = campaigns.open_campaign(
+                        s, request, family=family, arch=settings.arch, team_id=None,
+                        backend=local.backend, default_parallel=local_parallel(local),
+                        device=local.evaluators[0].device,
+                        vendor_us=local.evaluators[0].vendor_us(family.make_dims(dims)))
+                except CampaignError as exc:
+                    fail(str(exc))
+                cid = campaign.id
+            EmbeddedRunner(sessions, local.evaluators, settings=settings).run(cid)
+            with sessions() as s:
+                done = s.get(Campaign, cid)
+                assert done is not None
+                out.append({"shape": done.shape_text, "campaign_id": cid,
+                            "evaluations": done.evaluations, "best_us": done.best_us,
+                            "vendor_us": done.vendor_us})
+    finally:
+        local.close()
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tuneforge library`` to the app."""
+    app.add_typer(library_app, name="library")
+

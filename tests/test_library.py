@@ -1,0 +1,100 @@
+"""The team's library on the replay: the best known point a shape with its provenance, the
+dispatch rule at measured and unmeasured shapes, and a probe that measures a fallback once —
+through ``tuneforge library`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SCRIPT = Path(sys.executable).with_name("tuneforge")
+COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
+
+
+def tuneforge(home: Path, *args: str, code: int = 0) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
+    env.update({"TUNEFORGE_HOME": str(home), "COLUMNS": "80"})
+    done = subprocess.run([*COMMAND, *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == code, done.stderr
+    return json.loads(done.stdout.splitlines()[-1]) if code == 0 and "--json" in args \
+        else done
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A local database where a softmax set tuned three of the replay's shapes."""
+    home = tmp_path_factory.mktemp("library")
+    db = str(home / "lib.db")
+    tuneforge(home, "tune", "--backend", "replay", "--kernel", "softmax", "--shapes",
+              "8192x8192,65536x128,16x262144", "--budget", "60", "--db", db, "--out",
+              str(home / "out"), "--json")
+    return home, db
+
+
+def test_the_library_holds_each_shapes_best_with_its_provenance(tuned: tuple[Path, str]
+                                                                 ) -> None:
+    home, db = tuned
+    lib = tuneforge(home, "library", "show", "--kernel", "softmax", "--db", db, "--json")
+    assert lib["gpu"] == "NVIDIA H200"
+    assert [e["shape"] for e in lib["entries"]] == ["16x262144", "8192x8192", "65536x128"]
+    for e in lib["entries"]:
+        assert e["backend"] == "replay"
+        assert e["avg_us"] > 0
+        assert e["vendor_us"] > 0
+        assert e["x_vendor"] == pytest.approx(e["vendor_us"] / e["avg_us"], rel=1e-3)
+        assert e["commit"]
+        assert e["measured_at"].startswith("20")
+        assert len(e["campaign_id"]) == 32
+    shown = tuneforge(home, "library", "show", "--kernel", "softmax", "--db", db)
+    assert "8192x8192" in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+
+def test_the_dispatch_rule(tuned: tuple[Path, str]) -> None:
+    home, db = tuned
+
+    def pick(shape: str) -> dict[str, Any]:
+        return dict(tuneforge(home, "library", "pick", "--kernel", "softmax", "--shape",
+                              shape, "--db", db, "--json"))
+
+    measured = pick("8192x8192")
+    assert (measured["rule"], measured["kind"], measured["measured_at_shape"]) == \
+        (1, "point", True)
+    # the replay's best at 65536x128 is slower than torch there: the vendor runs
+    slower = pick("65536x128")
+    assert (slower["rule"], slower["kind"]) == (1, "vendor")
+    assert slower["vendor_us"] < slower["avg_us"]
+    near = pick("65536x129")
+    assert (near["rule"], near["kind"], near["measured_at_shape"]) == (2, "point", False)
+    assert near["from_shape"] == "65536x128"
+    far = pick("16384x2048")
+    assert far["rule"] == 2
+    assert far["from_shape"] == "8192x8192"
+    empty = tuneforge(home, "library", "pick", "--kernel", "gemm_bias_relu", "--shape",
+                      "512x512x512", "--db", db, "--json")
+    assert (empty["rule"], empty["kind"]) == (3, "vendor")
+    bad = tuneforge(home, "library", "pick", "--kernel", "softmax", "--shape", "0x5",
+                    "--db", db, code=2)
+    assert bad.stderr.count("error:") == 1
+
+
+def test_a_probe_measures_the_fallback_once(tuned: tuple[Path, str]) -> None:
+    home, db = tuned
+    before = tuneforge(home, "library", "pick", "--kernel", "softmax", "--shape",
+                       "8192x4096", "--db", db, "--json")
+    assert before["rule"] == 2
+    probed = tuneforge(home, "library", "probe", "--kernel", "softmax", "--shapes",
+                       "8192x4096", "--backend", "replay", "--db", db, "--json")
+    assert probed[0]["shape"] == "8192x4096"
+    assert probed[0]["evaluations"] >= 2  # the baseline and the fallback point
+    after = tuneforge(home, "library", "pick", "--kernel", "softmax", "--shape",
+                      "8192x4096", "--db", db, "--json")
+    assert after["rule"] == 1
+    assert after["measured_at_shape"] is True
