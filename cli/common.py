@@ -4,6 +4,7 @@ parameters of ``--params``/``--actions``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -94,6 +95,18 @@ def resolve_shape(family: KernelFamily, text: str | None) -> Dims:
         return family.parse_dims(text)
     except ValueError as exc:
         fail(f"--shape: {exc}")
+
+
+def path_option(option: str) -> Callable[[str], Path]:
+    """A parser of ``option``'s path that refuses an empty one (exit 2): ``Path("")`` is the
+    current folder, so ``--out ''`` wrote there as if it had been asked to."""
+
+    def parse(value: str) -> Path:
+        if not str(value).strip():
+            fail(f"{option} is empty: give a path (or leave the option out for its default)")
+        return Path(value)
+
+    return parse
 
 
 def cannot_write(path: Path, exc: OSError) -> NoReturn:

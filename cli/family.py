@@ -23,6 +23,7 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    path_option,
 )
 from core.settings import get_settings
 
@@ -290,7 +291,8 @@ def import_kt(file: Annotated[Path, typer.Argument(help=(
                   "a Kernel Tuner description as JSON: kernel source, tune_params, "
                   "restrictions, problem size, grid divisors"))],
               out: Annotated[Path | None, typer.Option(
-                  help="write the family's directory here instead of registering it")] = None,
+                  help="write the family's directory here instead of registering it",
+                  parser=path_option("--out"))] = None,
               db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
               as_json: JsonOpt = False) -> None:
     """Bring a Kernel Tuner kernel over: its description becomes a family spec, written as a

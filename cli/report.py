@@ -31,6 +31,7 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    path_option,
     require_tables,
     sqlite_path,
 )
@@ -320,14 +321,15 @@ def report(
     campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     out: Annotated[Path | None, typer.Option(
-        help="folder for the files (default tuneforge-out/<id8>/)")] = None,
+        help="folder for the files (default tuneforge-out/<id8>/)",
+        parser=path_option("--out"))] = None,
 ) -> None:
     """Write a campaign's report: convergence plots (PNG) and a Markdown summary.
 
     The plots show the best so far in the family's metric (TFLOP/s, GB/s) against iteration and
-    against time, with the vendor baseline's and the peak's lines; the summary has the best, the
-    baseline, the speedup, % of the vendor, the accepted steps with their reasons and the
-    transforms that paid.
+    against time, with the vendor baseline's line and the best kernel's ceiling; the summary has
+    the best, the baseline, the speedup, × the vendor's speed, the accepted steps with their
+    reasons and the transforms that paid.
 
     Examples:
 
@@ -386,7 +388,8 @@ def export(
         "--format", help="cu: the best kernel (launch configuration and provenance in its "
                          "first line) | json: every candidate's feedback record and source | "
                          "t4: T4 autotuning results | kt: a Kernel Tuner cache file")] = "cu",
-    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)")] = None,
+    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)",
+                                             parser=path_option("--out"))] = None,
     db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
     """Export a campaign: its best kernel, or its whole history for people or other tuners.

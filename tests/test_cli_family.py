@@ -84,7 +84,11 @@ def test_kernel_options_find_the_family(db: str) -> None:
     assert "256" in out
     code, out, err = run("actions", "--kernel", "vscale@v1", "--db", db, "--json")
     assert code == 0, err
-    assert json.loads(out)
+    origins = {a["name"]: a["origin"] for a in json.loads(out)}
+    # the set_* actions are made from the tunables, not written by the expert (they read
+    # "expert" before)
+    assert origins["set_BLOCK"] == origins["set_ITEMS"] == "generated"
+    assert "expert" not in origins.values()
     code, _, err = run("render", "--kernel", "vscale@v7", "--db", db)
     assert code == 2
     assert "--kernel: kernel family 'vscale' has no version v7" in err
@@ -244,3 +248,25 @@ def test_the_example_family_end_to_end_on_the_cli(db: str) -> None:
     assert code == 2, (code, out, err)
     assert "ships no replay dataset" in err
     assert "tuneforge compile --kernel transpose" in err
+
+
+def test_without_a_gpu_the_hint_is_a_command_that_runs(tmp_path: Path) -> None:
+    # the hint said `tuneforge compile --kernel transpose` without the --db it needs: copied
+    # as given, that failed with "unknown kernel family"
+    import shlex
+
+    db = str(tmp_path / "my runs.db")
+    assert run("family", "add", str(ROOT / "examples" / "transpose"), "--db", db)[0] == 0
+    code, _, err = run("tune", "--kernel", "transpose", "--db", db, "--out",
+                       str(tmp_path / "out"), "--backend", "replay")  # as without a GPU
+    assert code == 2
+    hint = err.split("`")[1]
+    assert hint == f"tuneforge compile --kernel transpose --db {shlex.quote(db)}"
+    code, out, err = run(*shlex.split(hint)[1:], "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "ok"
+    # the actions it would tune with: the set_* ones made from its tunables, and its own
+    code, out, err = run("actions", "--kernel", "transpose", "--db", db, "--json")
+    origins = {a["name"]: a["origin"] for a in json.loads(out)}
+    assert origins["set_tile_x"] == "generated"
+    assert origins["apply_tiling"] == "declared"
