@@ -156,7 +156,7 @@ def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
                     path: Path, *, by: str = "iteration", peak: float | None = None,
                     peak_label: str | None = None) -> Path:
     """Best-so-far throughput against ``iteration`` or ``elapsed_s``; every candidate a point
-    coloured by status (failed ones at 0); the vendor's and the peak's lines (``peak_label``:
+    coloured by status (failed ones at 0); the vendor's line and the peak's (``peak_label``:
     what the peak is, by default the family's metric's).
 
     ``campaign`` is a campaign as the API reads it (``kernel``, ``shape``, ``vendor_us``, …)."""
