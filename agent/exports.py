@@ -271,7 +271,8 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         f"**{campaign['status']}** ({campaign.get('status_reason') or '–'}) · policy "
         f"`{campaign['policy']}` · backend `{campaign['backend']}` on "
         f"{campaign.get('gpu') or 'unknown GPU'} · {campaign['evaluations']} evaluations · "
-        f"{_fmt(campaign.get('gpu_seconds'), '.1f', ' s')} of GPU time",
+        f"{_fmt(campaign.get('gpu_seconds'), '.1f', ' s')} of GPU time · "
+        f"{campaign.get('served_from_history') or 0} evaluations served from history",
         "",
         f"| | time | {unit} | iteration |",
         "|---|---|---|---|",

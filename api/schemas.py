@@ -129,6 +129,10 @@ class CampaignRead(BaseModel):
     gpu_seconds: float
     #: evaluations served from the team's history (each links to the original measurement)
     served_from_history: int = 0
+    #: the shape set this campaign is a member of, its place there (from 0) and its weight
+    set_id: str | None = None
+    set_index: int | None = None
+    weight: float = 1.0
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -54,6 +54,13 @@ def campaign_page(campaign_id: str) -> FileResponse:
     return _page("campaign.html")
 
 
+@router.get(UI_PREFIX + "/sets/{set_id}")
+def set_page(set_id: str) -> FileResponse:
+    """One shape set: a row a shape, with its campaign's progress and best."""
+    del set_id  # read by the page's script from its URL
+    return _page("set.html")
+
+
 @router.get(UI_PREFIX + "/history")
 def history_page() -> FileResponse:
     """The team's best results per kernel, shape and GPU."""

@@ -39,9 +39,9 @@ from kernels.gemm_bias_relu.vendor import inputs as vendor_inputs  # noqa: E402
 _MODE: dict[str, str] = {}
 
 
-def prepare_composition(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
-    """Inputs for ``dims`` split into bf16 parts, and one run of the three-GEMM composition."""
-    a, b, bias = vendor_inputs(torch, dims)  # the vendor baseline's inputs
+def composition_of(torch: Any, a: Any, b: Any, bias: Any) -> Callable[[], Any]:
+    """``a`` and ``b`` split into bf16 parts (once, here), and one run of the three-GEMM
+    composition on them, returning its fresh fp32 output."""
     a_hi = a.to(torch.bfloat16)
     a_lo = (a - a_hi.float()).to(torch.bfloat16)
     b_hi = b.to(torch.bfloat16)
@@ -66,6 +66,12 @@ def prepare_composition(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
             y += torch.mm(a_lo, b_hi).float()
             return y.add_(bias).relu_()
     return once
+
+
+def prepare_composition(torch: Any, dims: dict[str, int]) -> Callable[[], Any]:
+    """Inputs for ``dims`` split into bf16 parts, and one run of the three-GEMM composition."""
+    a, b, bias = vendor_inputs(torch, dims)  # the vendor baseline's inputs
+    return composition_of(torch, a, b, bias)
 
 
 def _last_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -380,6 +380,9 @@ def report(
                       f"{best.get('throughput', '–')} {campaign['metric']['unit']}, "
                       f"{vendor_speed(campaign.get('pct_of_vendor'), page.get('vendor'))}, "
                       f"{campaign['evaluations']} evaluations · read from {source.where}")
+    err_console.print(f"GPU time {campaign.get('gpu_seconds', 0):.1f} s; "
+                      f"{campaign.get('served_from_history', 0)} evaluations served from the "
+                      "team's history", highlight=False)
 
 
 def export(

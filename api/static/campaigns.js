@@ -11,7 +11,10 @@ function campaignRow(c) {
     el("td", {}, el("a", { href, class: "mono" }, c.id.slice(0, 8))),
     el("td", {}, statusBadge(c.status, CAMPAIGN_COLOURS),
       c.status_reason ? el("div", { class: "hint" }, c.status_reason) : null),
-    el("td", { title: c.kernel }, familyLabel(c), el("div", { class: "hint" }, shapeText(c))),
+    el("td", { title: c.kernel }, familyLabel(c), el("div", { class: "hint" }, shapeText(c)),
+      c.set_id ? el("div", { class: "hint" }, el("a", {
+        href: `/ui/sets/${encodeURIComponent(c.set_id)}`, onclick: (e) => e.stopPropagation(),
+      }, `shape set ${c.set_id.slice(0, 8)} #${c.set_index + 1}`)) : null),
     el("td", {}, c.policy),
     el("td", {}, c.backend, el("div", { class: "hint" }, c.gpu || "–")),
     el("td", { class: "num" }, `${c.evaluations} / ${c.budget.iterations}`),

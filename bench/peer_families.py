@@ -1,0 +1,240 @@
+"""The peers of each family: what a PyTorch user reaches for instead of a tuning service, as
+builders that :mod:`bench.peers` checks and times (its docstring lists them).
+
+- softmax: ``torch.softmax`` (the vendor), ``torch.compile``, the Triton launches of
+  :func:`softmax_variants` (:mod:`bench.peer_triton`'s kernels) and ``copy``, the same bytes;
+- gemm_bias_relu: cuBLAS fp32 (the vendor), three cuBLAS bf16 GEMMs composed, Triton bf16x3.
+
+Each family's inputs and float64 check come with its peers (:data:`FAMILIES`). torch is passed
+in, never imported here; the Triton module is imported when a Triton peer is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernels.base import Dims
+
+#: the families with peers, and the name of each one's vendor peer
+VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32"}
+#: the longest row (columns, a power of two) the textbook Triton softmax holds in registers
+ROW_BLOCK_MAX = 32768
+Runner = Callable[[dict[str, Any]], Callable[[], Any]]
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One peer: ``make(torch, dims)`` builds it for a shape (compiles, tunes) and returns a
+    runner; ``runner(inputs)`` returns a function that runs it once on those inputs and returns
+    its output (with an ``outputs`` attribute when it writes fixed tensors, poisoned before
+    each check and each timed call); ``exact``: its output must equal its input (a copy)."""
+
+    name: str
+    make: Callable[[Any, Dims], Runner]
+    exact: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two at least ``n`` (1 for ``n`` <= 1)."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def textbook_warps(block: int) -> int:
+    """The fused-softmax tutorial's warps for a row block: 4, 8 from 2048 columns, 16 from
+    4096."""
+    return 16 if block >= 4096 else 8 if block >= 2048 else 4
+
+
+def softmax_variants(cols: int) -> list[tuple[str, str, int, int]]:
+    """The Triton softmax launches timed at rows of ``cols``, as ``(name, kind, block,
+    num_warps)``: first ``triton``, the textbook choice (the row in registers with
+    :func:`textbook_warps`, or past :data:`ROW_BLOCK_MAX` columns the looped kernel in blocks
+    of 4096 with 8 warps), then its neighbours (half and twice the warps; the looped kernel in
+    blocks of 2048 and 8192, and beside the row kernel from 8192 columns)."""
+    block = next_pow2(cols)
+    loops = [("loop", 4096, 8), ("loop", 2048, 4), ("loop", 8192, 16)]
+    if block <= ROW_BLOCK_MAX:
+        warps = textbook_warps(block)
+        plans = [("row", block, warps)]
+        plans += [("row", block, w) for w in (warps // 2, warps * 2) if 1 <= w <= 32]
+        if block >= 8192:
+            plans.append(loops[0])
+    else:
+        plans = loops
+    out = []
+    for i, (kind, blk, warps) in enumerate(plans):
+        name = "triton" if i == 0 else (f"triton row w{warps}" if kind == "row"
+                                        else f"triton loop b{blk} w{warps}")
+        out.append((name, kind, blk, warps))
+    return out
+
+
+# ---- softmax --------------------------------------------------------------------------------
+def softmax_inputs(torch: Any, dims: Dims, seed: int, dist: str = "normal",
+                   device: str = "cuda") -> dict[str, Any]:
+    """``x`` (rows x cols fp32 on ``device``): ``normal`` N(0, 1), or ``large`` uniform in
+    (-1e4, 1e4) (one entry a row carries it)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    shape = (dims["rows"], dims["cols"])
+    if dist == "large":
+        x = torch.rand(shape, device=device, generator=gen).mul_(2.0).sub_(1.0).mul_(1e4)
+    else:
+        x = torch.randn(shape, device=device, generator=gen)
+    return {"x": x}
+
+
+def softmax_errors(torch: Any, y: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``y`` against the float64 softmax of ``inputs["x"]``: norm-relative error, the largest
+    ``|y - ref| / (ref + 1/cols)`` (the family's scaled rule) and the non-finite count."""
+    x = inputs["x"]
+    ref = torch.softmax(x.double(), -1)
+    diff = y.double() - ref
+    rel = float(diff.norm() / ref.norm())
+    scaled = diff.abs_().div_(ref.add_(1.0 / x.shape[1]))
+    return {"rel_err": rel, "max_scaled_err": float(scaled.max()),
+            "nonfinite": int((~torch.isfinite(y)).sum())}
+
+
+def softmax_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
+    """The softmax peers at ``dims`` (the vendor first)."""
+
+    def vendor(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["x"]
+            y = torch.empty_like(x)
+
+            def once() -> Any:
+                return torch.ops.aten._softmax.out(x, -1, False, out=y)
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    def compiled(torch: Any, dims: Dims) -> Runner:
+        torch._dynamo.reset()  # each shape compiled afresh: no recompile limit, no dynamic dims
+        fn = torch.compile(lambda t: t.softmax(-1), dynamic=False, mode=compile_mode)
+
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["x"]
+            return lambda: fn(x)
+        return runner
+
+    def triton_peer(kind: str, block: int, warps: int) -> Callable[[Any, Dims], Runner]:
+        def make(torch: Any, dims: Dims) -> Runner:
+            from bench import peer_triton
+
+            def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+                x = inputs["x"]
+                y = torch.empty_like(x)
+
+                def once() -> Any:
+                    return peer_triton.softmax(x, y, kind, block, warps)
+
+                once.outputs = [y]  # type: ignore[attr-defined]
+                return once
+            return runner
+        return make
+
+    def copy(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["x"]
+            y = torch.empty_like(x)
+
+            def once() -> Any:
+                return y.copy_(x)
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    peers = [Peer("torch.softmax", vendor),
+             Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]
+    peers += [Peer(name, triton_peer(kind, block, warps),
+                   notes={"kind": kind, "block": block, "num_warps": warps})
+              for name, kind, block, warps in softmax_variants(dims["cols"])]
+    peers.append(Peer("copy", copy, exact=True))
+    return peers
+
+
+# ---- the GEMM -------------------------------------------------------------------------------
+def gemm_inputs(torch: Any, dims: Dims, seed: int, dist: str = "normal",
+                device: str = "cuda") -> dict[str, Any]:
+    """``a`` (M x K), ``b`` (K x N), ``bias`` (N), normal, fp32 on ``device``."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    m, n, k = dims["m"], dims["n"], dims["k"]
+    return {"a": torch.randn(m, k, device=device, generator=gen),
+            "b": torch.randn(k, n, device=device, generator=gen),
+            "bias": torch.randn(n, device=device, generator=gen)}
+
+
+def gemm_errors(torch: Any, y: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``y`` against relu(a @ b + bias) in float64: norm-relative error, the largest error over
+    ``Σ|a·b| + |bias|`` (the family's contract) and the non-finite count."""
+    a, b, bias = (inputs[k].double() for k in ("a", "b", "bias"))
+    ref = torch.relu(a @ b + bias)
+    scale = a.abs() @ b.abs() + bias.abs()
+    diff = y.double() - ref
+    rel = float(diff.norm() / ref.norm())
+    return {"rel_err": rel, "max_scaled_err": float(diff.abs_().div_(scale).max()),
+            "nonfinite": int((~torch.isfinite(y)).sum())}
+
+
+def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
+    """The GEMM peers at ``dims`` (the vendor first)."""
+
+    def vendor(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
+            y = torch.empty(a.shape[0], b.shape[1], device=a.device)
+
+            def once() -> Any:
+                return torch.addmm(bias, a, b, out=y).relu_()
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    def composition(torch: Any, dims: Dims) -> Runner:
+        from bench.gemm_speed import composition_of
+
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            return composition_of(torch, inputs["a"], inputs["b"], inputs["bias"])
+        return runner
+
+    def triton_gemm(torch: Any, dims: Dims) -> Runner:
+        from bench import peer_triton
+
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
+            y = torch.empty(a.shape[0], b.shape[1], device=a.device)
+
+            def once() -> Any:
+                return peer_triton.gemm_bf16x3(a, b, bias, y)
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    return [Peer("cuBLAS fp32", vendor), Peer("cuBLAS bf16x3", composition),
+            Peer("Triton bf16x3", triton_gemm)]
+
+
+@dataclass(frozen=True)
+class FamilyPeers:
+    """What the harness needs of a family: its inputs, its float64 check, its peers and the
+    input distributions each peer is checked on."""
+
+    inputs: Callable[..., dict[str, Any]]
+    errors: Callable[[Any, Any, dict[str, Any]], dict[str, Any]]
+    peers: Callable[[Any, Dims, str | None], list[Peer]]
+    check_dists: tuple[str, ...]
+
+
+FAMILIES = {
+    "softmax": FamilyPeers(softmax_inputs, softmax_errors, softmax_peers, ("normal", "large")),
+    "gemm_bias_relu": FamilyPeers(gemm_inputs, gemm_errors, gemm_peers, ("normal",)),
+}
+

@@ -1,0 +1,318 @@
+"""tuneforge's kernels beside the vendor and the peers a PyTorch user reaches for, in one run.
+
+    python bench/peer_quality.py --out out/            # the softmax sweep, the four GEMM shapes
+    python bench/peer_quality.py --family softmax --points extra.json --out out/
+
+The shapes: softmax, the replay dataset's shapes (its meta line) and the issue's 16384x1024,
+32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`. ``--shapes`` replaces them (one family).
+Our kernels: the replay datasets' fastest measured point at each shape (at a shape the dataset
+did not measure, the fastest point of the shape it measured most), unless ``--no-replay``, and
+every entry of ``--points`` (a JSON list of ``{"kernel", "label", "shape", "params"}``;
+``kernel`` may be left out when one family runs).
+
+In one run on one GPU: the evaluation child of each family starts and the points compile (nvcc,
+in the background) while :mod:`bench.peers` checks and times the vendor and every peer at every
+shape in a process of its own (torch, Triton); then each of our points is checked on every input
+distribution of its family and timed by the child: the flushed median (the protocol's L2 flush
+and output poison before each launch, the same kernels the peers' harness runs) and the
+sustained rate of back-to-back launches over at least ``--min-ms``. A peer's sustained figure
+is the faster of its back-to-back calls and its CUDA-graph replays. Prints the peers' problems,
+then a table a family (x = their time / ours, flushed/sustained; the same-bytes copy as % of
+ours), last; writes ``peer_quality.json`` (and the peers' ``peers.json``) under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.peer_families import FAMILIES as PEER_FAMILIES  # noqa: E402
+from bench.peer_families import VENDOR_PEER  # noqa: E402
+from bench.peer_table import (  # noqa: E402
+    format_table,
+    peer_problems,
+    peer_times,
+    summary_rows,
+    vendor_noise,
+)
+from core.replay import ReplayDataset  # noqa: E402
+from kernels import get_family  # noqa: E402
+from kernels.base import Dims  # noqa: E402
+from kernels.family import KernelFamily  # noqa: E402
+
+#: the softmax shapes of the issue's table that the replay dataset may lack
+SOFTMAX_EXTRA_SHAPES = ("16384x1024", "32768x512", "65536x1024")
+#: the GEMM shapes of the sweep
+GEMM_SHAPES = ("4096x4096x4096", "8192x8192x8192", "3000x5000x2000", "2048x2048x8192")
+
+@dataclass(frozen=True)
+class Point:
+    """One of our kernels at one shape."""
+
+    label: str
+    params: Any
+    dims: Dims
+
+
+def sweep_shapes(family: KernelFamily) -> list[Dims]:
+    """The shapes of a family's sweep: softmax's replay shapes and the issue's three, by row
+    length then rows; the GEMM's four."""
+    if family.name == "gemm_bias_relu":
+        return [family.parse_dims(s) for s in GEMM_SHAPES]
+    texts: list[str] = []
+    for path in family.replay_datasets():
+        texts += ReplayDataset(Path(str(path)), family).meta.get("shapes", [])
+    shapes = {str(d): d for d in (family.parse_dims(s) for s in [*texts, *SOFTMAX_EXTRA_SHAPES])}
+    return sorted(shapes.values(), key=lambda d: tuple(reversed(d.values_tuple())))
+
+
+def replay_points(family: KernelFamily, shapes: Sequence[Dims]) -> list[Point]:
+    """The fastest correct point the family's replay datasets measured at each shape; at a
+    shape none measured, the fastest at the shape with the most measured rows."""
+    datasets = [ReplayDataset(Path(str(p)), family) for p in family.replay_datasets()]
+    out = []
+    for dims in shapes:
+        found = [(b, "replay best") for b in (d.best(dims) for d in datasets) if b]
+        if not found:
+            for d in datasets:
+                counts: dict[str, int] = {}
+                for _, shape in d.points:
+                    counts[shape] = counts.get(shape, 0) + 1
+                if counts:
+                    home = max(counts, key=lambda s: (counts[s], s))
+                    best = d.best(family.parse_dims(home))
+                    if best:
+                        found.append((best, f"replay best at {home}"))
+        if found:
+            row, label = min(found, key=lambda f: f[0]["perf"]["avg_us"])
+            params = family.for_shape(family.params_from_dict(row["params"]), dims)
+            out.append(Point(label, params, dims))
+    return out
+
+
+def load_points(path: Path, families: dict[str, KernelFamily]) -> dict[str, list[Point]]:
+    """``--points``: each entry's family (``kernel``, or the one family running), label, shape
+    and params; ValueError naming the entry on a bad one."""
+    entries = json.loads(path.read_text())
+    if not isinstance(entries, list):
+        raise ValueError(f"--points {path}: a JSON list of {{kernel, label, shape, params}}")
+    out: dict[str, list[Point]] = {name: [] for name in families}
+    for i, e in enumerate(entries):
+        name = e.get("kernel") or (next(iter(families)) if len(families) == 1 else None)
+        if name not in families:
+            raise ValueError(f"--points {path} entry {i}: kernel {name!r} is not one of the "
+                             f"families running ({', '.join(families)})")
+        family = families[name]
+        try:
+            dims = family.parse_dims(str(e["shape"]))
+            params = family.for_shape(family.params_from_dict(dict(e["params"])), dims)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"--points {path} entry {i}: {exc}") from exc
+        out[name].append(Point(str(e.get("label") or f"point {i}"), params, dims))
+    return out
+
+
+# ---- figures ------------------------------------------------------------------------------
+
+# ---- the GPU run ----------------------------------------------------------------------------
+def run_peers(jobs: dict[str, list[Dims]], out: Path, *, min_ms: float, deadline_s: float,
+              timeout_s: float, extra: Sequence[str]) -> dict[str, Any]:
+    """:mod:`bench.peers` in a process of its own over every job, its stderr passed through;
+    what it wrote (``{"error": why}`` where it wrote nothing)."""
+    path = out / "peers.json"
+    cmd = [sys.executable, str(ROOT / "bench" / "peers.py"), "--json-out", str(path),
+           "--min-ms", str(min_ms), "--deadline-s", str(deadline_s), *extra]
+    for name, shapes in jobs.items():
+        cmd += ["--job", f"{name}={','.join(str(d) for d in shapes)}"]
+    try:
+        done = subprocess.run(cmd, cwd=str(ROOT), timeout=timeout_s)
+        status = f"exit status {done.returncode}"
+    except subprocess.TimeoutExpired:
+        status = f"killed after {timeout_s:g} s"
+    if not path.exists():
+        return {"error": f"bench/peers.py wrote nothing ({status})"}
+    found: dict[str, Any] = json.loads(path.read_text())
+    found["status"] = status
+    return found
+
+
+def prefill_vendor_cache(family: KernelFamily, ev: Any, peers: dict[str, Any],
+                         path: Path) -> None:
+    """The vendor times the peers' run measured, stored where the evaluator looks for them, so
+    that it times no vendor process of its own."""
+    from worker.evaluate import vendor_cache_key
+
+    store = json.loads(path.read_text()) if path.exists() else {}
+    for shape, at in (peers.get("families", {}).get(family.name, {}).get("shapes") or {}).items():
+        us = peer_times((at.get("peers") or {}).get(VENDOR_PEER[family.name]))[0]
+        if us:
+            store[vendor_cache_key(family, family.parse_dims(shape), ev.device)] = us
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(store, indent=1))
+
+
+def measure_ours(ev: Any, points: list[Point], futures: dict[str, Any], *, min_ms: float,
+                 stop_at: float) -> list[dict[str, Any]]:
+    """Each point checked on every distribution and timed, flushed and sustained (``skipped``
+    past ``stop_at``, a ``time.monotonic()`` instant)."""
+    rows = []
+    for p in points:
+        row: dict[str, Any] = {"label": p.label, "shape": str(p.dims),
+                               "params": p.params.to_dict()}
+        if time.monotonic() > stop_at:
+            rows.append({**row, "status": "skipped (budget)"})
+            continue
+        began = time.perf_counter()
+        compiled = futures[key_of(p.params)].result()
+        row.update(compile=compiled.status, regs=compiled.regs_per_thread,
+                   spill_bytes=compiled.spill_bytes)
+        if compiled.status != "ok":
+            row.update(status=compiled.status, error=compiled.error)
+        else:
+            m = ev.measure(p.params, compiled, shape=p.dims, iteration=0, seed=7, verify=True)
+            row.update(status=m.status, perf=m.perf, correctness=m.correctness, error=m.error)
+            if m.status == "ok":
+                row["sustained"] = ev.sustained(p.params, compiled, shape=p.dims, min_ms=min_ms)
+        row["seconds"] = round(time.perf_counter() - began, 2)
+        print(f"ours: {row['shape']} {p.label}: {row['status']} "
+              f"{(row.get('perf') or {}).get('avg_us')} us ({row['seconds']} s)",
+              file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
+
+
+def key_of(params: Any) -> str:
+    """A point's identity for compiling it once."""
+    return json.dumps(params.to_dict(), sort_keys=True)
+
+
+def commit_of() -> str:
+    """``TUNEFORGE_COMMIT``, else git's HEAD, else ``unknown``."""
+    if os.environ.get("TUNEFORGE_COMMIT"):
+        return os.environ["TUNEFORGE_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=10).stdout.strip() \
+            or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", action="append", choices=sorted(PEER_FAMILIES), default=[],
+                    help="a family to run (repeatable; default: all)")
+    ap.add_argument("--shapes", default="", help="comma-separated shapes (one --family)")
+    ap.add_argument("--points", type=Path, default=None,
+                    help='JSON list of {"kernel", "label", "shape", "params"}')
+    ap.add_argument("--no-replay", action="store_true",
+                    help="time only --points, not the replay datasets' bests")
+    ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length (ms)")
+    ap.add_argument("--budget-s", type=float, default=480.0,
+                    help="seconds: the peers start no shape past 60 %% of it and are stopped at "
+                         "75 %%; our points past it are skipped")
+    ap.add_argument("--no-graph", action="store_true", help="peers: no CUDA-graph rate")
+    ap.add_argument("--compile-mode", default=None, help="torch.compile's mode")
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
+    ap.add_argument("--out", type=Path, required=True)
+    return ap
+
+
+def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, list[Dims]],
+                                            dict[str, list[Point]]]:
+    """The families, each one's shapes and our points, from the arguments; ValueError naming
+    the option on bad input."""
+    names = list(dict.fromkeys(args.family)) or sorted(PEER_FAMILIES, reverse=True)
+    families = {n: get_family(n) for n in names}
+    if args.shapes and len(families) != 1:
+        raise ValueError("--shapes: give exactly one --family with it")
+    shapes: dict[str, list[Dims]] = {}
+    for name, family in families.items():
+        try:
+            shapes[name] = ([family.parse_dims(s) for s in args.shapes.split(",") if s.strip()]
+                            if args.shapes else sweep_shapes(family))
+        except ValueError as exc:
+            raise ValueError(f"--shapes: {exc}") from exc
+    points = {name: ([] if args.no_replay else replay_points(families[name], shapes[name]))
+              for name in families}
+    if args.points is not None:
+        for name, extra in load_points(args.points, families).items():
+            points[name] += extra
+            for p in extra:  # the peers run at every shape a point runs at
+                if all(str(d) != str(p.dims) for d in shapes[name]):
+                    shapes[name].append(p.dims)
+    if not any(points.values()):
+        raise ValueError("no point to time: --no-replay needs --points")
+    return families, shapes, points
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Plan, run the peers and ours, print the problems and the tables, write the JSON."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        families, shapes, points = plan(args)
+    except ValueError as exc:
+        ap.error(str(exc))
+    began = time.monotonic()
+    from core.evaluation import EvalOptions
+    from worker.compile import Compiler
+    from worker.evaluate import GpuEvaluator
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    evaluators, futures = {}, {}
+    for name, family in families.items():  # children start, points compile meanwhile
+        compiler = Compiler(args.cache / name, arch="sm_90", workers=max(2, (os.cpu_count() or
+                                                                             4) // 2))
+        evaluators[name] = GpuEvaluator(family, compiler, options=EvalOptions(timeout_s=120.0),
+                                        vendor_cache=args.out / "vendor-cache.json")
+        futures[name] = {key_of(p.params): evaluators[name].compile(p.params)
+                         for p in points[name]}
+    extra = (["--no-graph"] if args.no_graph else []) + (
+        ["--compile-mode", args.compile_mode] if args.compile_mode else [])
+    # the GEMM's few shapes first: past the deadline only the softmax's last rows go untimed
+    peers = run_peers(dict(sorted(shapes.items())), args.out, min_ms=args.min_ms,
+                      deadline_s=0.6 * args.budget_s,
+                      timeout_s=max(60.0, 0.75 * args.budget_s - (time.monotonic() - began)),
+                      extra=extra)
+    record: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "commit": commit_of(),
+                              "min_ms": args.min_ms, "peers_device": peers.get("device"),
+                              "peers_status": peers.get("status") or peers.get("error"),
+                              "families": {}}
+    for name, family in families.items():
+        ev = evaluators[name]
+        prefill_vendor_cache(family, ev, peers, args.out / "vendor-cache.json")
+        ours = measure_ours(ev, points[name], futures[name], min_ms=args.min_ms,
+                            stop_at=began + args.budget_s)
+        ev.close()
+        rows = summary_rows(name, ours, peers.get("families", {}).get(name, {}))
+        record["device"] = ev.device
+        record["families"][name] = {"ours": ours, "summary": rows,
+                                    "peers": peers.get("families", {}).get(name)}
+        (args.out / "peer_quality.json").write_text(json.dumps(record, indent=1, default=str))
+    device = str((record.get("device") or {}).get("name"))
+    print(f"\npeers: {record['peers_status']} · {json.dumps(record['peers_device'])} · "
+          f"{record['commit']} · {time.monotonic() - began:.0f} s in all")
+    for line in peer_problems(peers):
+        print("  " + line)
+    for name in families:
+        print("\n" + vendor_noise(name, peers))
+        print("\n".join(format_table(name, record["families"][name]["summary"], device)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

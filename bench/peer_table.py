@@ -1,0 +1,196 @@
+"""The peers benchmark's figures and table: ours against the vendor and each peer (their time
+over ours, flushed and sustained), the same-bytes copy as a share of ours, the geometric means,
+and the lines that say which peer failed and how noisy the vendor was. Plain dicts in, text
+out: what :mod:`bench.peer_quality` prints last and the tests read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from bench.peer_families import VENDOR_PEER
+
+#: the peers set against ours in the table, after the vendor (``triton best``: the fastest
+#: correct Triton launch of the shape)
+PEER_COLUMNS = {"softmax": ("torch.compile", "triton", "triton best"),
+                "gemm_bias_relu": ("cuBLAS bf16x3", "Triton bf16x3")}
+#: the same-bytes ceiling, where a family has one
+COPY_PEER = "copy"
+#: the table's header of each column
+HEADERS = {"torch.softmax": "x torch", "torch.compile": "x compile", "triton": "x triton",
+           "triton best": "x tri best", "cuBLAS fp32": "x cuBLAS", "cuBLAS bf16x3": "x cuB bf16x3",
+           "Triton bf16x3": "x Tri bf16x3"}
+
+
+
+def peer_times(entry: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    """A peer's flushed median and sustained time (the faster of back-to-back calls and graph
+    replays), None where it has none or failed its check."""
+    if not entry or entry.get("error") or not (entry.get("correctness") or {}).get("passed"):
+        return None, None
+    sustained = [v for v in (entry.get("sustained_us"), entry.get("graph_us")) if v]
+    return entry.get("avg_us"), (min(sustained) if sustained else None)
+
+
+def best_of(peers: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """The entry of the fastest correct peer whose name starts with ``prefix`` (flushed), with
+    the sustained time the fastest of theirs; None when none passed."""
+    times = [(peer_times(e), name) for name, e in peers.items() if name.startswith(prefix)]
+    times = [(t, n) for t, n in times if t[0]]
+    if not times:
+        return None
+    (flushed, _), name = min(times, key=lambda t: t[0][0] or math.inf)
+    sustained = [t[1] for t, _ in times if t[1]]
+    return {"peer": name, "avg_us": flushed, "sustained_us": min(sustained) if sustained else None,
+            "correctness": {"passed": True}}
+
+
+def column_entry(peers: dict[str, Any], column: str) -> dict[str, Any] | None:
+    """The peer entry a table column reads (``triton best``: :func:`best_of` the Triton
+    launches)."""
+    if column == "triton best":
+        return best_of(peers, "triton")
+    return peers.get(column)
+
+
+def ratio(theirs: float | None, ours: float | None) -> float | None:
+    """Their time over ours (above 1: ours is faster), None when either is missing."""
+    return round(theirs / ours, 3) if theirs and ours else None
+
+
+def summary_rows(name: str, ours: list[dict[str, Any]], peers: dict[str, Any]) -> list[dict]:
+    """One row per measured point of ours: its times, and against the vendor, each column's
+    peer and the same-bytes copy (flushed, sustained)."""
+    shapes = peers.get("shapes", {})
+    columns = [VENDOR_PEER[name], *PEER_COLUMNS[name]]
+    rows = []
+    for r in ours:
+        at = (shapes.get(r["shape"]) or {}).get("peers", {})
+        us = (r.get("perf") or {}).get("avg_us") if r.get("status") == "ok" else None
+        sus = (r.get("sustained") or {}).get("us_per_launch")
+        row: dict[str, Any] = {"shape": r["shape"], "label": r["label"],
+                               "status": r.get("status") or r.get("compile"),
+                               "error": r.get("error"), "us": us, "sustained_us": sus,
+                               "worst_err": worst_error(r.get("correctness")), "x": {}}
+        for col in columns:
+            theirs, theirs_sus = peer_times(column_entry(at, col))
+            row["x"][col] = (ratio(theirs, us), ratio(theirs_sus, sus))
+        if COPY_PEER in at:
+            copy, copy_sus = peer_times(at[COPY_PEER])
+            row["pct_copy"] = (pct(copy, us), pct(copy_sus, sus))
+        flops = flop_count(name, r["shape"])
+        if flops and us:
+            row["tflops"] = round(flops / us / 1e6, 1)
+        rows.append(row)
+    return rows
+
+
+def pct(copy_us: float | None, ours_us: float | None) -> float | None:
+    """The same-bytes copy's time as a percentage of ours (100: ours runs at the copy's rate)."""
+    return round(100.0 * copy_us / ours_us, 1) if copy_us and ours_us else None
+
+
+def flop_count(name: str, shape: str) -> float | None:
+    """The GEMM's 2·M·N·K at ``shape``; None for other families."""
+    if name != "gemm_bias_relu":
+        return None
+    m, n, k = (int(v) for v in shape.split("x"))
+    return 2.0 * m * n * k
+
+
+def worst_error(correctness: dict[str, Any] | None) -> float | None:
+    """The larger of the norm-relative and the largest scaled error."""
+    if not correctness:
+        return None
+    values = [correctness.get("rel_err"), correctness.get("max_scaled_err")]
+    found = [float(v) for v in values if v is not None]
+    return max(found) if found else None
+
+
+def geomean(values: Sequence[float | None]) -> float | None:
+    """Geometric mean of the values present, None when there are none."""
+    got = [v for v in values if v]
+    return math.prod(got) ** (1.0 / len(got)) if got else None
+
+
+def _pair(pair: tuple[float | None, float | None] | None, digits: int = 2) -> str:
+    if not pair:
+        return "-"
+    return "/".join("-" if v is None else f"{v:.{digits}f}" for v in pair)
+
+
+def format_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str]:
+    """The family's table: shape, label, ours (flushed/sustained µs), x each column, % of the
+    same-bytes copy (or TFLOP/s), worst error; then the geometric means over our fastest point
+    at each shape."""
+    columns = [VENDOR_PEER[name], *PEER_COLUMNS[name]]
+    has_copy = any("pct_copy" in r for r in rows)
+    last = "% copy" if has_copy else "TFLOP/s"
+    lines = [f"{name} on {device} · flushed/sustained · x = their time / ours"
+             + (" · % copy = same-bytes copy time / ours" if has_copy else "")]
+    head = f"{'shape':>15s} {'label':22s} {'ours us':>15s}"
+    head += "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
+    lines.append(head + f" {last:>11s} {'err':>8s}")
+    for r in rows:
+        line = f"{r['shape']:>15s} {r['label'][:22]:22s} "
+        if not r["us"]:
+            lines.append(line + f"{r['status']}: {(r.get('error') or '')[:70]}")
+            continue
+        line += f"{_pair((r['us'], r['sustained_us']), 1):>15s}"
+        line += "".join(f" {_pair(r['x'][c]):>13s}" for c in columns)
+        tail = _pair(r.get("pct_copy"), 1) if has_copy else f"{r.get('tflops') or 0:.1f}"
+        err = r["worst_err"]
+        lines.append(line + f" {tail:>11s} {'-' if err is None else f'{err:8.1e}':>8s}")
+    fastest = fastest_rows(rows)
+    means = f"{'geomean':>15s} {f'our best at {len(fastest)} shape(s)':22s} {'':>15s}"
+    for c in columns:
+        pair = (geomean([r["x"][c][0] for r in fastest]),
+                geomean([r["x"][c][1] for r in fastest]))
+        means += f" {_pair(pair):>13s}"
+    lines.append(means)
+    return lines
+
+
+def fastest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our fastest measured point at each shape (flushed), in the rows' order of shapes."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["us"] and (r["shape"] not in best or r["us"] < best[r["shape"]]["us"]):
+            best[r["shape"]] = r
+    return list(best.values())
+
+
+def peer_problems(peers: dict[str, Any]) -> list[str]:
+    """One line per peer that failed to build, run or check, or whose graph capture failed,
+    and per shape skipped."""
+    lines = []
+    for name, fam in (peers.get("families") or {}).items():
+        for shape, at in fam.get("shapes", {}).items():
+            if at.get("skipped"):
+                lines.append(f"{name} {shape}: skipped ({at['skipped']})")
+            for peer, e in at.get("peers", {}).items():
+                corr = e.get("correctness") or {}
+                if e.get("error"):
+                    lines.append(f"{name} {shape} {peer}: {e['error'][:110]}")
+                elif not corr.get("passed"):
+                    lines.append(f"{name} {shape} {peer}: wrong (rel {corr.get('rel_err')}, "
+                                 f"scaled {corr.get('max_scaled_err')})")
+                if e.get("graph_error"):
+                    lines.append(f"{name} {shape} {peer}: no graph ({e['graph_error'][:90]})")
+    return lines
+
+
+def vendor_noise(name: str, peers: dict[str, Any]) -> str:
+    """The vendor timed first and last at each shape: the largest spread, flushed."""
+    vendor = VENDOR_PEER[name]
+    spreads = []
+    for at in (peers.get("families", {}).get(name, {}).get("shapes") or {}).values():
+        first, again = (at.get("peers") or {}).get(vendor), (at.get("peers") or {}).get(
+            f"{vendor} again")
+        a, b = peer_times(first)[0], peer_times(again)[0]
+        if a and b:
+            spreads.append(abs(a - b) / min(a, b))
+    return (f"{vendor} timed twice a shape: spread up to {100 * max(spreads):.1f} %"
+            if spreads else f"{vendor} timed twice a shape: no pair")

@@ -1,0 +1,258 @@
+"""What a PyTorch user reaches for instead of a tuning service, checked and timed on one GPU.
+
+    python bench/peers.py --job softmax=16384x1024,8192x8192 \\
+        --job gemm_bias_relu=4096x4096x4096 --min-ms 200 --json-out peers.json
+
+One process, one GPU, every shape of every ``--job`` in turn. The peers of each family:
+
+- softmax: ``torch.softmax`` (the family's vendor, aten's ``_softmax.out`` into a fixed output,
+  timed first and again last: the spread is the run's noise), ``torch.compile`` (Inductor's
+  kernel, compiled for the shape, ``dynamic=False``), the Triton kernels of
+  :mod:`bench.peer_triton` (``triton``: the textbook choice, one program a row with the row in
+  registers and ``num_warps`` by row length, the looped kernel past :data:`ROW_BLOCK_MAX`
+  columns; ``triton …``: the neighbouring warp counts and blocks, :func:`softmax_variants`), and
+  ``copy``: ``y.copy_(x)``, the same bytes read and written, the memory-bound ceiling;
+- gemm_bias_relu: cuBLAS fp32 (``torch.addmm`` + ``relu_``, TF32 off: the vendor, timed first
+  and last), cuBLAS bf16x3 (three cuBLAS bf16 GEMMs composed, ``bench/gemm_speed.py``) and
+  Triton bf16x3 (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape).
+
+For each peer at each shape: correctness on fresh random inputs (other seeds than the timed
+inputs; outputs poisoned with NaN first where the peer writes a fixed output) against float64
+(:func:`softmax_errors`, :func:`gemm_errors`); the vendor harness's flushed median
+(``worker.vendor.measure_torch``: the evaluation child's own poison and L2-flush kernels before
+every timed call, CUDA events, median of 3 run medians) and its sustained rate of back-to-back
+calls for at least ``--min-ms``; then the rate of a CUDA graph of back-to-back calls replayed
+for at least ``--min-ms`` (``graph_us``: the GPU's rate without the host's per-call cost, which
+a compiled function's guards and wrappers add). The JSON (``--json-out``) is rewritten after
+every shape, so a run cut short keeps what it measured; past ``--deadline-s`` the remaining
+shapes are listed as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.peer_families import FAMILIES, VENDOR_PEER, FamilyPeers, Peer, Runner  # noqa: E402
+from kernels import get_family  # noqa: E402
+from kernels.base import Dims  # noqa: E402
+
+#: the correctness contract every peer is judged by (the families' default tolerance)
+TOLERANCE = 1e-4
+#: a CUDA graph of back-to-back calls spans about this long (ms), replayed for ``--min-ms``
+GRAPH_SPAN_MS = 20.0
+#: at most this many calls in one graph, and this many bytes of outputs a graph may allocate
+GRAPH_MAX_CALLS = 2000
+GRAPH_MAX_OUTPUT_BYTES = 8 << 30
+
+
+# ---- checking and timing --------------------------------------------------------------------
+def judge(cases: list[dict[str, Any]], tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """The worst of the cases and whether every one passed (finite, every error within
+    ``tolerance``; a NaN error never passes)."""
+    worst_rel = max((c.get("rel_err", math.inf) for c in cases), default=math.inf)
+    worst_scaled = max((c.get("max_scaled_err", math.inf) for c in cases), default=math.inf)
+    passed = bool(cases) and all(
+        c.get("nonfinite", 1) == 0 and c.get("rel_err", math.inf) <= tolerance
+        and c.get("max_scaled_err", math.inf) <= tolerance for c in cases)
+    return {"passed": passed, "rel_err": worst_rel, "max_scaled_err": worst_scaled,
+            "tolerance": tolerance, "cases": cases}
+
+
+def check_peer(torch: Any, family: FamilyPeers, peer: Peer, runner: Runner,
+               checks: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The peer run once on each check's inputs (its outputs poisoned first), judged."""
+    cases = []
+    for dist, inputs in checks:
+        once = runner(inputs)
+        for t in getattr(once, "outputs", ()):
+            t.fill_(float("nan"))
+        y = once()
+        if y.is_cuda:
+            torch.cuda.synchronize()
+        if peer.exact:
+            x = next(iter(inputs.values()))
+            wrong = int((y != x).sum())
+            cases.append({"dist": dist, "rel_err": 0.0 if wrong == 0 else math.inf,
+                          "max_scaled_err": 0.0 if wrong == 0 else math.inf,
+                          "nonfinite": int((~torch.isfinite(y)).sum()), "unequal": wrong})
+        else:
+            cases.append({"dist": dist, **family.errors(torch, y, inputs)})
+        del y, once
+    return judge(cases)
+
+
+def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call_us: float,
+                    output_bytes: int) -> dict[str, Any]:
+    """The rate of ``once`` in CUDA graphs of back-to-back calls replayed for at least
+    ``min_ms``: ``graph_us`` a call, the calls in one graph and in all, the milliseconds."""
+    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_SPAN_MS * 1000.0 / max(per_call_us, 1.0)),
+                       GRAPH_MAX_OUTPUT_BYTES // max(output_bytes, 1)))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            once()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            once()
+    graph.replay()
+    torch.cuda.synchronize()
+    replays = max(1, math.ceil(min_ms * 1000.0 / (calls * max(per_call_us, 1.0))))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):  # again, longer, when the estimate that sized it fell short
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        total_ms = float(start.elapsed_time(end))
+        if total_ms >= min_ms:
+            break
+        replays = math.ceil(replays * 1.05 * min_ms / max(total_ms, 1e-3))
+    del graph
+    return {"graph_us": total_ms * 1000.0 / (replays * calls), "graph_calls": calls,
+            "graph_replays": replays, "graph_ms": round(total_ms, 3)}
+
+
+def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
+                 timing: dict[str, Any], checks: Sequence[tuple[str, dict[str, Any]]], *,
+                 min_ms: float, graph: bool) -> dict[str, Any]:
+    """One peer at one shape: built, checked, timed flushed and sustained (loop and graph);
+    ``error`` where a step failed (what came before it is kept)."""
+    from worker.vendor import measure_torch
+
+    entry: dict[str, Any] = {"peer": peer.name, **peer.notes}
+    began = time.perf_counter()
+    try:
+        runner = peer.make(torch, dims)
+        entry["build_s"] = round(time.perf_counter() - began, 2)
+        entry["correctness"] = check_peer(torch, family, peer, runner, checks)
+        once = runner(timing)
+        entry.update(measure_torch(lambda _torch, _dims: once, dims.as_dict(),
+                                   sustain_ms=min_ms))
+        if peer.name == "Triton bf16x3":
+            from bench import peer_triton
+
+            entry["config"] = peer_triton.gemm_config()
+        if graph:
+            out = once()
+            nbytes = int(out.numel() * out.element_size())
+            del out
+            try:
+                entry.update(graph_sustained(torch, once, min_ms, entry["avg_us"], nbytes))
+            except Exception as exc:  # the loop's sustained rate stands; the table says why
+                entry["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    except Exception as exc:  # a peer that cannot build or run is a row with its reason
+        entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
+    entry["seconds"] = round(time.perf_counter() - began, 2)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return entry
+
+
+def measure_shape(torch: Any, name: str, dims: Dims, *, min_ms: float, graph: bool,
+                  compile_mode: str | None, seed: int) -> dict[str, Any]:
+    """Every peer of family ``name`` at ``dims``, the vendor again last (``<vendor> again``)."""
+    family = FAMILIES[name]
+    timing = family.inputs(torch, dims, seed)
+    checks = [(dist, family.inputs(torch, dims, seed + 1 + i, dist))
+              for i, dist in enumerate(family.check_dists)]
+    peers = family.peers(torch, dims, compile_mode)
+    results: dict[str, Any] = {}
+    for peer in [*peers, peers[0]]:
+        key = peer.name if peer.name not in results else f"{peer.name} again"
+        results[key] = measure_peer(torch, family, peer, dims, timing, checks, min_ms=min_ms,
+                                    graph=graph)
+        print(f"peers: {name} {dims} {key}: {results[key].get('avg_us')} us, "
+              f"{results[key].get('error') or 'ok'} ({results[key]['seconds']} s)",
+              file=sys.stderr, flush=True)
+    return {"shape": str(dims), "peers": results}
+
+
+def parse_jobs(jobs: Sequence[str]) -> list[tuple[str, list[Dims]]]:
+    """``family=SHAPE,SHAPE,…`` per job: the family's name and its parsed shapes, in order;
+    ValueError naming ``--job`` on a family without peers or a bad shape."""
+    out = []
+    for job in jobs:
+        name, sep, shapes = job.partition("=")
+        if not sep or name not in FAMILIES:
+            raise ValueError(f"--job {job!r}: FAMILY=SHAPE,… with FAMILY one of "
+                             f"{', '.join(FAMILIES)}")
+        family = get_family(name)
+        try:
+            dims = [family.parse_dims(s) for s in shapes.split(",") if s.strip()]
+        except ValueError as exc:
+            raise ValueError(f"--job {job!r}: {exc}") from exc
+        if not dims:
+            raise ValueError(f"--job {job!r}: no shape")
+        out.append((name, dims))
+    return out
+
+
+def device_facts(torch: Any) -> dict[str, Any]:
+    """The GPU and the libraries' versions."""
+    facts: dict[str, Any] = {"name": torch.cuda.get_device_name(), "torch": torch.__version__,
+                             "cuda": torch.version.cuda}
+    try:
+        import triton
+
+        facts["triton"] = triton.__version__
+    except ImportError as exc:
+        facts["triton"] = f"missing: {exc}"
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure every job's peers, rewriting ``--json-out`` after every shape."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--job", action="append", default=[], required=True,
+                    help="FAMILY=SHAPE,SHAPE,... (repeatable)")
+    ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length")
+    ap.add_argument("--json-out", type=Path, required=True)
+    ap.add_argument("--deadline-s", type=float, default=0.0,
+                    help="skip the shapes left after this many seconds (0: never)")
+    ap.add_argument("--no-graph", action="store_true", help="no CUDA-graph sustained rate")
+    ap.add_argument("--compile-mode", default=None, help="torch.compile's mode (default: none)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    try:
+        jobs = parse_jobs(args.job)
+    except ValueError as exc:
+        ap.error(str(exc))
+    began = time.monotonic()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    record: dict[str, Any] = {"device": device_facts(torch), "min_ms": args.min_ms,
+                              "tolerance": TOLERANCE, "families": {}}
+    for name, shapes in jobs:
+        fam = record["families"].setdefault(name, {"vendor": VENDOR_PEER[name], "shapes": {}})
+        for dims in shapes:
+            if args.deadline_s and time.monotonic() - began > args.deadline_s:
+                fam["shapes"][str(dims)] = {"shape": str(dims), "skipped": "deadline"}
+            else:
+                fam["shapes"][str(dims)] = measure_shape(
+                    torch, name, dims, min_ms=args.min_ms, graph=not args.no_graph,
+                    compile_mode=args.compile_mode, seed=args.seed)
+            record["seconds"] = round(time.monotonic() - began, 1)
+            args.json_out.parent.mkdir(parents=True, exist_ok=True)
+            args.json_out.write_text(json.dumps(record, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
