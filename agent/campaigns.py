@@ -123,12 +123,18 @@ def _family_of(info: ValidationInfo) -> Any:
 
 
 class BudgetModel(_In):
-    """The campaign stops at the first budget hit."""
+    """The campaign stops at the first budget hit, or before, once it has settled."""
 
     iterations: int | None = Field(default=None, ge=1, le=100_000,
                                    description=f"default: {DEFAULTS.budget_iterations}")
     wall_seconds: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
     gpu_seconds: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
+    settle_after: int | None = Field(
+        default=None, ge=0, le=100_000,
+        description="end the campaign before its budgets once it has settled: no accepted "
+                    "improvement over this many evaluations, and every point one transform "
+                    "from its best evaluated; 0: never (the budgets alone end it); default: "
+                    f"{DEFAULTS.settle_after}")
 
 
 class LeaderboardEntry(_In):
@@ -292,6 +298,7 @@ def resolve(request: CampaignCreate, *, family: Any, arch: str, team_id: str | N
         "policy": request.policy, "accept_threshold_pct": request.accept_threshold_pct,
         "profile": request.profile, "seed": request.seed, "sanitize": request.sanitize,
         "budget_iterations": request.budget.iterations,
+        "settle_after": request.budget.settle_after,
     }
     return CampaignSpec(
         kernel=family.name, dims=dims, tolerance=campaign_tolerance(family, request.tolerance),

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, defer, object_session
 
 from core import formats
-from core.arch import metric_peak
+from core.arch import ceiling
 from core.models import Campaign, Candidate
-from core.statuses import CANDIDATE_FINAL, FinalStatus
+from core.statuses import CANDIDATE_FINAL, FinalStatus, failure_line
 from kernels import get_family
-from kernels.family import KernelFamily
+from kernels.family import KernelFamily, point_peak
 
 #: The colour of every final status, in the vocabulary's order (the plots' legend order): the PNG
 #: plots and the dashboard, which reads them from ``GET /campaigns/{id}/points``.
@@ -50,10 +50,32 @@ def rate(campaign: Mapping[str, Any], us: float | None) -> float | None:
     return family.metric.rate(family.make_dims(campaign["shape"]), us)
 
 
+def campaign_ceiling(campaign: Campaign) -> tuple[float | None, str]:
+    """The ceiling of the campaign's best kernel (its baseline's before one passed) on its
+    device, in the family's unit, and its label (``FP32 FMA peak``, ``bf16x3 ceiling``): the
+    peak of that kernel's precision scheme (``kernels.family.point_peak``), which the evaluator
+    also puts in the kernel's perf block. None where the device has no such figure."""
+    family = get_family(campaign.kernel)
+    params: Any = None
+    session = object_session(campaign)
+    chosen = campaign.best_id or campaign.baseline_id
+    if session is not None and chosen is not None:
+        params = session.scalar(select(Candidate.params).where(Candidate.id == chosen))
+    peak = point_peak(family, family.params_from_dict(params) if params else family.baseline)
+    return ceiling(peak, campaign.device or {})[0], peak.label
+
+
 def campaign_peak(campaign: Campaign) -> float | None:
-    """The peak the campaign's kernels are held against on its device, in the family's unit
-    (what the evaluator puts in every perf block: ``core.arch.metric_peak``)."""
-    return metric_peak(campaign.metric.peak, campaign.device or {})[0]
+    """The ceiling of the campaign's best kernel (:func:`campaign_ceiling`), in its unit."""
+    return campaign_ceiling(campaign)[0]
+
+
+def vendor_speed(pct_of_vendor: float | None, vendor: str | None) -> str:
+    """A kernel's speed against the vendor's, as every report writes it: ``4.07× cuBLAS fp32``
+    (``pct_of_vendor`` is the vendor's time over the kernel's, in %: above 100 is faster)."""
+    if pct_of_vendor is None:
+        return f"– (no {vendor or 'vendor'} time)" if vendor else "– (no vendor baseline)"
+    return f"{pct_of_vendor / 100:.2f}× {vendor or 'the vendor'}"
 
 
 def _family(campaign: Mapping[str, Any]) -> KernelFamily:
@@ -76,7 +98,10 @@ def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
         "runs_us": perf.get("runs_us") if ok else None,
         "decision": {"accepted": decision.get("accepted"),
                      "improvement_pct": decision.get("improvement_pct"),
-                     "reason": decision.get("reason")} if decision else None,
+                     "reason": decision.get("reason"),
+                     "incumbent_id": decision.get("incumbent_id"),
+                     "incumbent_iteration": decision.get("incumbent_iteration")}
+        if decision else None,
         "compile_s": (cand.compile or {}).get("seconds"),
         "gpu_seconds": cand.gpu_seconds,
         "created_at": created.isoformat() if created else None,
@@ -85,6 +110,9 @@ def candidate_point(campaign: Campaign, cand: Candidate) -> dict[str, Any]:
         if started and finished else None,
         "params": cand.params,
         "error": (cand.error or "")[:300] or None,
+        "failure": failure_line(cand.status, cand.error or str(
+            decision.get("reason") or "").removeprefix(f"{cand.status}: "))
+        if cand.status in CANDIDATE_FINAL and cand.status != "ok" else None,
     }
 
 
@@ -125,9 +153,11 @@ def best_so_far(points: Sequence[Mapping[str, Any]], *, by: str = "iteration"
 
 
 def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
-                    path: Path, *, by: str = "iteration", peak: float | None = None) -> Path:
+                    path: Path, *, by: str = "iteration", peak: float | None = None,
+                    peak_label: str | None = None) -> Path:
     """Best-so-far throughput against ``iteration`` or ``elapsed_s``; every candidate a point
-    coloured by status (failed ones at 0); the vendor's and the peak's lines.
+    coloured by status (failed ones at 0); the vendor's line and the peak's (``peak_label``:
+    what the peak is, by default the family's metric's).
 
     ``campaign`` is a campaign as the API reads it (``kernel``, ``shape``, ``vendor_us``, …)."""
     import matplotlib
@@ -154,7 +184,7 @@ def convergence_png(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         ax.axhline(vendor, color="#e03131", ls="--", lw=1.2, label=f"{name} {vendor:.1f}")
     if peak:
         ax.axhline(peak, color="#495057", ls=":", lw=1.2,
-                   label=f"{family.metric.peak_label} {peak:.1f}")
+                   label=f"{peak_label or family.metric.peak_label} {peak:.1f}")
     ax.set_xlabel("iteration" if by == "iteration" else "seconds since the campaign started")
     ax.set_ylabel(family.metric.unit)
     ax.set_title(f"{campaign['kernel']} {shape_text} · {campaign['policy']} · "
@@ -223,9 +253,11 @@ def _fmt(value: Any, spec: str = ".2f", unit: str = "") -> str:
 
 
 def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, Any]], *,
-                    plots: Sequence[str] = (), peak: float | None = None) -> str:
+                    plots: Sequence[str] = (), peak: float | None = None,
+                    peak_label: str | None = None) -> str:
     """The campaign as Markdown: outcome, the accepted steps with their reasons, the transforms
-    that paid, failures by status, and the plots (paths relative to the report)."""
+    that paid, failures by status, and the plots (paths relative to the report); ``peak`` is
+    the best kernel's ceiling, named by ``peak_label``."""
     family = _family(campaign)
     unit = family.metric.unit
     shape_text = str(family.make_dims(campaign["shape"]))
@@ -250,12 +282,15 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         f"{_fmt(base.get('throughput'))} | {base.get('iteration', '–')} |",
         f"| {vendor_name} | {_fmt(campaign.get('vendor_us'), '.1f', ' µs')} | "
         f"{_fmt(vendor)} | |",
-        f"| {family.metric.peak_label} | | {_fmt(peak)} | |",
+        f"| {peak_label or family.metric.peak_label} | | {_fmt(peak)} | |",
         "",
         f"- speedup over the baseline: **{_fmt(campaign.get('speedup_vs_baseline'), '.2f', 'x')}"
         "**",
-        f"- % of {vendor_name}: **{_fmt(campaign.get('pct_of_vendor'), '.1f', '%')}**",
+        f"- against the vendor: **{vendor_speed(campaign.get('pct_of_vendor'), vendor_name)}**",
     ]
+    if peak and best.get("throughput"):
+        lines.append(f"- the best kernel runs at {100 * best['throughput'] / peak:.0f}% of its "
+                     f"{peak_label or family.metric.peak_label}")
     if campaign.get("rank_est"):
         lines.append(f"- estimated leaderboard rank: {campaign['rank_est']}")
     if best.get("params"):
@@ -264,7 +299,7 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
     # the parent tells two acceptances of one transform apart (applied to different kernels)
     iteration_of = {p["id"]: p["iteration"] for p in points}
     lines += ["", "## Accepted steps", "",
-              f"| iteration | parent | action | {unit} | speed-up vs incumbent | "
+              f"| iteration | parent | action | {unit} | speed-up vs incumbent (#) | "
               "why it was tried | why it was kept |",
               "|---|---|---|---|---|---|---|"]
     for p in accepted_steps(points):
@@ -272,10 +307,14 @@ def markdown_report(campaign: Mapping[str, Any], points: Sequence[Mapping[str, A
         parent = iteration_of.get(p.get("parent_id"))
         # the decision's improvement is the time it saves (+81% for a 5.3x faster kernel, as
         # the reasons say): the column shows the speed-up it stands for
+        # against the incumbent it was decided on, which with several candidates in flight
+        # may be a later one than its parent
+        against = decision.get("incumbent_iteration")
+        speedup = _fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')
         lines.append(
             f"| {p['iteration']} | {'–' if parent is None else parent} | "
             f"`{p.get('action') or 'baseline'}` | {_fmt(p.get('throughput'))} | "
-            f"{_fmt(step_speedup(decision.get('improvement_pct')), '.2f', 'x')} | "
+            f"{speedup if against is None or speedup == '–' else f'{speedup} (#{against})'} | "
             f"{_md_cell(p.get('reason'))} | {_md_cell(decision.get('reason'))} |")
     lines += ["", "## Transforms that paid", "",
               "| transform | tried | accepted | speed-up of its accepted steps |",

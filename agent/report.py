@@ -24,8 +24,9 @@ def served_count(session: Session, campaign_id: str) -> int:
 
 
 def summary(session: Session, campaign: Campaign) -> dict[str, Any]:
-    """The campaign's outcome: best, baseline, speedup, % of the vendor's time, rank
-    estimate; throughputs in the family's unit (``unit``)."""
+    """The campaign's outcome: best, baseline, speedup, the best's speed against the vendor's
+    (``pct_of_vendor``: the vendor's time over the best's, in %), rank estimate; throughputs in
+    the family's unit (``unit``)."""
     from agent.engine.recording import rank_estimate
 
     def point(cid: str | None) -> dict[str, Any] | None:
@@ -109,12 +110,15 @@ def best_kernel_files(session: Session, campaign: Campaign, out_dir: Path) -> li
 def convergence_plot(session: Session, campaign: Campaign, path: Path,
                      peak: float | None = None) -> Path:
     """Best-so-far throughput against iteration, every candidate as a point, the vendor's line
+    and the best kernel's ceiling (``peak``, by default :func:`agent.exports.campaign_ceiling`)
     (drawn by :func:`agent.exports.convergence_png`, which ``tuneforge report`` uses too)."""
-    from agent.exports import campaign_points, convergence_png
+    from agent.exports import campaign_ceiling, campaign_points, convergence_png
 
     points, _total = campaign_points(session, campaign)
     about = {"id": campaign.id, "kernel": campaign.kernel, "policy": campaign.policy,
              "backend": campaign.backend, "gpu": campaign.gpu_name,
              "vendor_us": campaign.vendor_us,
              "shape": campaign.dims}
-    return convergence_png(about, points, path, by="iteration", peak=peak)
+    ceiling, label = campaign_ceiling(campaign)
+    return convergence_png(about, points, path, by="iteration",
+                           peak=ceiling if peak is None else peak, peak_label=label)

@@ -140,6 +140,8 @@ class CampaignRead(BaseModel):
     baseline: PointSummary | None
     speedup_vs_baseline: float | None
     vendor_us: float | None
+    #: the best kernel's speed against the vendor's, in % (the vendor's time over the best's:
+    #: 407 is 4.07× the vendor)
     pct_of_vendor: float | None
     rank_est: int | None
     sanitize: bool = False
@@ -272,6 +274,8 @@ class FamilySummary(BaseModel):
     default_shape: str
     unit: str
     transforms: int
+    #: the vendor baseline a campaign of it is compared with (``cuBLAS fp32``); None: none
+    vendor: str | None = None
 
 
 class FamilyRead(FamilySummary):
@@ -285,6 +289,10 @@ class FamilyRead(FamilySummary):
     metric: dict[str, Any]
     dim_bounds: list[dict[str, Any]]
     correctness: str
+    #: the tolerance a campaign of it runs at when the submitter gives none
+    tolerance: float
+    #: the baseline point: where a campaign starts
+    baseline: dict[str, Any]
     distributions: list[str]
     edge_shapes: list[str]
     all_versions: list[FamilyVersionRead]

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
-from agent.exports import STATUS_COLOURS, aware, campaign_peak, campaign_points
+from agent.exports import STATUS_COLOURS, aware, campaign_ceiling, campaign_points
 from agent.report import summary
 from api.schemas import (
     BudgetModel,
@@ -26,7 +26,7 @@ from core import families
 from core.models import Campaign, Candidate, Event, Family
 from core.statuses import CandidateStatus, FinalStatus
 from kernels import family_names, get_family
-from kernels.family import KernelFamily, describe
+from kernels.family import KernelFamily, campaign_tolerance, describe
 
 #: Columns a campaign summary never reads (kilobytes of JSON and text per candidate).
 LARGE_COLUMNS = ("source", "compile_log", "feedback", "correctness", "profile", "perf")
@@ -56,7 +56,8 @@ def campaign_read(session: Any, campaign: Campaign) -> CampaignRead:
         profile=campaign.profile, parallel=campaign.parallel, seed=campaign.seed,
         budget=BudgetModel(iterations=campaign.budget_iterations,
                            wall_seconds=campaign.budget_wall_s,
-                           gpu_seconds=campaign.budget_gpu_s),
+                           gpu_seconds=campaign.budget_gpu_s,
+                           settle_after=campaign.settle_after),
         start_from=campaign.start_from, allowed_actions=campaign.allowed_actions,
         evaluations=campaign.evaluations, gpu_seconds=campaign.gpu_seconds,
         served_from_history=s["served_from_history"], set_id=campaign.set_id,
@@ -74,6 +75,9 @@ class DecisionRead(BaseModel):
     accepted: bool | None
     improvement_pct: float | None
     reason: str | None
+    #: the incumbent it was compared with (a correct candidate after the first), its iteration
+    incumbent_id: str | None = None
+    incumbent_iteration: int | None = None
 
 
 class PointRead(BaseModel):
@@ -98,7 +102,10 @@ class PointRead(BaseModel):
     finished_at: dt.datetime | None
     elapsed_s: float | None
     params: dict[str, Any]
+    #: the recorded error's first 300 characters (the candidate's record has all of it)
     error: str | None
+    #: a failed candidate's one-line reason (``core.statuses.failure_line``); None otherwise
+    failure: str | None = None
 
 
 class NoteRead(BaseModel):
@@ -117,7 +124,8 @@ class PointPage(BaseModel):
 
     campaign_id: str
     status: str
-    #: the family's metric: ``TFLOP/s`` or ``GB/s``, and what its peak is
+    #: the family's metric: ``TFLOP/s`` or ``GB/s``; the ceiling of the best kernel (its
+    #: precision scheme's: ``bf16x3 ceiling``, ``FP32 FMA peak``) and what it is
     unit: str
     peak_label: str
     vendor: str | None
@@ -163,12 +171,13 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
     items, total = campaign_points(session, campaign, limit=limit, offset=offset)
     vendor = campaign.throughput(campaign.vendor_us)
     family = get_family(campaign.kernel)
+    peak, peak_label = campaign_ceiling(campaign)
     return PointPage(campaign_id=campaign.id, status=campaign.status,
-                     unit=family.metric.unit, peak_label=family.metric.peak_label,
+                     unit=family.metric.unit, peak_label=peak_label,
                      vendor=family.vendor.name if family.vendor else None,
                      vendor_us=campaign.vendor_us,
                      vendor_throughput=round(vendor, 4) if vendor else None,
-                     peak=campaign_peak(campaign), started_at=aware(campaign.started_at),
+                     peak=peak, started_at=aware(campaign.started_at),
                      status_colours=STATUS_COLOURS,
                      items=[PointRead.model_validate(p) for p in items],
                      notes=campaign_notes(session, campaign.id), total=total,
@@ -184,6 +193,7 @@ def _summary(family: KernelFamily, row: Family | None, versions: int) -> dict[st
         "versions": versions, "description": family.description,
         "dims": [d.name for d in family.dims], "default_shape": str(family.default_dims),
         "unit": family.metric.unit, "transforms": len(family.transforms.names()),
+        "vendor": family.vendor.name if family.vendor is not None else None,
     }
 
 
@@ -219,6 +229,7 @@ def read_family(session: Session, team_id: str | None, name: str) -> FamilyRead:
         tunables={k: list(v) for k, v in family.domains().items()},
         transform_names=declared["transforms"], signature=declared["signature"],
         metric=declared["metric"], dim_bounds=declared["dims"],
-        correctness=declared["correctness"], distributions=declared["distributions"],
+        correctness=declared["correctness"], tolerance=campaign_tolerance(family, None),
+        baseline=family.baseline.to_dict(), distributions=declared["distributions"],
         edge_shapes=declared["edge_shapes"], all_versions=[_version(r) for r in stored],
         spec=row.spec if row is not None else None)

@@ -4,6 +4,7 @@ parameters of ``--params``/``--actions``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -11,6 +12,8 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
+
     from kernels.base import Dims
     from kernels.family import KernelFamily
 
@@ -94,6 +97,18 @@ def resolve_shape(family: KernelFamily, text: str | None) -> Dims:
         fail(f"--shape: {exc}")
 
 
+def path_option(option: str) -> Callable[[str], Path]:
+    """A parser of ``option``'s path that refuses an empty one (exit 2): ``Path("")`` is the
+    current folder, so ``--out ''`` wrote there as if it had been asked to."""
+
+    def parse(value: str) -> Path:
+        if not str(value).strip():
+            fail(f"{option} is empty: give a path (or leave the option out for its default)")
+        return Path(value)
+
+    return parse
+
+
 def cannot_write(path: Path, exc: OSError) -> NoReturn:
     """Exit naming the path that could not be written and why (no traceback)."""
     why = exc.strerror or str(exc)
@@ -141,6 +156,8 @@ def database_url(value: str | None, *, create: bool = False) -> str:
 
     if value is None:
         url = get_settings().effective_database_url
+        if "://" in url:
+            supported_database(url, "TUNEFORGE_DATABASE_URL")
     elif "://" in value:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -149,6 +166,7 @@ def database_url(value: str | None, *, create: bool = False) -> str:
             make_url(value).get_dialect()
         except (ArgumentError, NoSuchModuleError) as exc:
             fail(f"--db {value!r} is neither a database URL nor a file: {exc}")
+        supported_database(value, "--db")
         url = value
     else:
         url = f"sqlite:///{Path(value).expanduser().resolve()}"
@@ -172,6 +190,73 @@ def database_url(value: str | None, *, create: bool = False) -> str:
         fail(f"--db {path} is not an SQLite database (its first bytes are not SQLite's): give "
              "the file `tuneforge tune --db` wrote, or a database URL")
     return url
+
+
+#: The databases tuneforge stores in (SQLAlchemy's backend names): its migrations and queries
+#: are written and tested for these two.
+SUPPORTED_DATABASES = ("sqlite", "postgresql")
+
+
+def supported_database(url: str, option: str) -> None:
+    """Exit 2 in one line unless ``url`` names SQLite or PostgreSQL through a driver that is
+    installed (another database's URL otherwise fails on its first connection with a page of
+    traceback: ``No module named 'MySQLdb'``)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    shown = parsed.render_as_string(hide_password=True)
+    if backend not in SUPPORTED_DATABASES:
+        fail(f"{option} {shown}: tuneforge stores in SQLite or PostgreSQL only, not {backend} "
+             "(give an SQLite file, or postgresql+psycopg://USER@HOST/DB)")
+    try:
+        parsed.get_dialect().import_dbapi()
+    except ImportError:
+        fail(f"{option} {shown}: its driver {parsed.get_driver_name()} is not installed: use "
+             f"{'postgresql+psycopg' if backend == 'postgresql' else 'sqlite'}://…")
+
+
+def require_tables(url: str) -> None:
+    """Exit 2 in one line unless the database of ``url`` (not SQLite: reading commands
+    migrate a file themselves) can be reached and holds tuneforge's tables at this version's
+    newest migration, naming what to run; a service's database is migrated by
+    ``tuneforge admin migrate`` (or ``serve``), never by a command that only reads it."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DBAPIError
+
+    from core.db import alembic_config, get_engine
+
+    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        with get_engine(url).connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        fail(f"--db {shown}: cannot open it as a database: {reason}")
+    migrate = f"TUNEFORGE_DATABASE_URL='{shown}' tuneforge admin migrate"
+    if current is None:
+        fail(f"--db {shown} has no tuneforge tables: create them with `{migrate}` (or pass "
+             "the database your campaigns ran in)")
+    scripts = ScriptDirectory.from_config(alembic_config(url))
+    if current == scripts.get_current_head():
+        return
+    if not _known(scripts, current):
+        fail(f"--db {shown} holds tuneforge's tables of a newer version (migration "
+             f"{current}): use that version of tuneforge")
+    fail(f"--db {shown} holds tuneforge's tables of an older version (migration {current}): "
+         f"bring them up to date with `{migrate}`")
+
+
+def _known(scripts: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of this version's migrations."""
+    from alembic.util import CommandError
+
+    try:
+        return scripts.get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def open_database(url: str) -> None:

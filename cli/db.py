@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from cli.common import DbOpt, database_url, err_console, fail
+from cli.common import DbOpt, database_url, err_console, fail, require_tables, sqlite_path
 
 db = typer.Typer(help="Database maintenance (talks to the database directly).\n\n"
                  "Example: tuneforge db check --db runs.db",
@@ -35,6 +35,8 @@ def check(db: DbOpt = None) -> None:
     from core.integrity import check as run_check
 
     target = database_url(db)  # an SQLite file that is there: connecting would make one
+    if sqlite_path(target) is None:
+        require_tables(target)  # a server's database: reachable, with tuneforge's tables
     try:
         with session_scope(target) as s:
             findings = run_check(s)

@@ -23,6 +23,7 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    path_option,
 )
 from core.settings import get_settings
 
@@ -204,7 +205,8 @@ def show(name: Annotated[str, typer.Argument(
              help="a family's name (its latest version), NAME@vN or NAME@hash12")],
          db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
          as_json: JsonOpt = False) -> None:
-    """Show a family: its dimensions, signature, metric, tunables, actions and versions.
+    """Show a family: its dimensions, signature, metric, vendor, correctness rule and
+    tolerance, baseline, restrictions, launch, reference, tunables, actions and versions.
 
     Examples:
 
@@ -229,7 +231,11 @@ def show(name: Annotated[str, typer.Argument(
             ("buffers", buffers), ("scalars", scalars or "–"),
             ("metric", f"{f['metric']['kind']} {f['metric']['work']} → {f['metric']['unit']} "
                        f"(vs {f['metric']['peak_label']})"),
-            ("correctness", f"{f['correctness']}; inputs {', '.join(f['distributions'])}"),
+            ("vendor", f.get("vendor") or "none (no vendor baseline)"),
+            ("correctness", f"{_rule_text(f['correctness'], f['tolerance'])}; inputs "
+                            f"{', '.join(f['distributions'])}"),
+            ("baseline", ", ".join(f"{k}={json.dumps(v)}" for k, v in f["baseline"].items())),
+            *_declared_rows(f.get("spec")),
             ("edge shapes", ", ".join(f["edge_shapes"]) or "–"),
             ("actions", ", ".join(f["transform_names"]))]
     for label, value in rows:
@@ -251,12 +257,42 @@ def show(name: Annotated[str, typer.Argument(
         console.print(versions)
 
 
+def _rule_text(rule: str, tolerance: float) -> str:
+    """The correctness rule and the tolerance a campaign of the family runs at."""
+    if rule == "exact":
+        return "exact: every element equal to the reference (no tolerance)"
+    return f"{rule}, tolerance {tolerance:g} (a campaign's --tolerance overrides it)"
+
+
+def _declared_rows(spec: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """What a user's spec declares beyond the summary, one row each: its restrictions, the
+    kernel's launch, and the reference (file, kernel, output type, launch). A built-in keeps
+    them in its Python package."""
+    if spec is None:
+        return [("rules", "the built-in family's own (its Python package under kernels/)")]
+
+    def launch(d: dict[str, Any]) -> str:
+        text = f"grid ({', '.join(d['grid'])}), block ({', '.join(d['block'])})"
+        smem = d.get("dynamic_smem", "0")
+        return text if smem in ("0", 0) else f"{text}, dynamic smem {smem}"
+
+    kernel, ref = spec["kernel"], spec["reference"]
+    return [
+        ("restrictions", "\n".join(spec.get("restrictions") or []) or "none"),
+        ("kernel", f"{kernel['name']} in {kernel['source']}"),
+        ("launch", launch(spec["launch"])),
+        ("reference", f"{ref['kernel']} in {ref['source']}, writes {ref['outputs_dtype']}; "
+                      f"{launch(ref)}"),
+    ]
+
+
 @family_app.command("import-kt")
 def import_kt(file: Annotated[Path, typer.Argument(help=(
                   "a Kernel Tuner description as JSON: kernel source, tune_params, "
                   "restrictions, problem size, grid divisors"))],
               out: Annotated[Path | None, typer.Option(
-                  help="write the family's directory here instead of registering it")] = None,
+                  help="write the family's directory here instead of registering it",
+                  parser=path_option("--out"))] = None,
               db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
               as_json: JsonOpt = False) -> None:
     """Bring a Kernel Tuner kernel over: its description becomes a family spec, written as a

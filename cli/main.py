@@ -47,7 +47,8 @@ def kernels(
 ) -> None:
     """List the kernel families: the built-ins, then the team's own.
 
-    For each: its dimensions, default shape, metric, vendor baseline and number of transforms.
+    For each: its dimensions, default shape, metric, vendor baseline (what "× vendor" is
+    measured against; none for a family without one) and number of actions.
     The team's families registered in the database come after the built-ins, the latest version
     of each (every version: `tuneforge family show NAME`).
 
@@ -73,22 +74,29 @@ def kernels(
     if as_json:
         sys.stdout.write(json.dumps(found + team, indent=1) + "\n")
         return
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="kernel families")
-    for col in ("name", "shape", "metric", "transforms", "description"):
-        table.add_column(col, no_wrap=col == "name")
+    table = Table(title="kernel families", show_lines=True)
+    # the name over its description (the one column that wraps); the rest whole
+    table.add_column("family", min_width=20, ratio=1)
+    for col in ("shape", "metric", "vendor", "actions"):
+        table.add_column(col, no_wrap=True)
     for f in found:
         if "error" in f:
-            table.add_row(f["name"], "–", "–", "–", f"[red]{f['error']}[/]")
+            table.add_row(f"[bold]{f['name']}[/]\n[red]{escape(f['error'])}[/]", "–", "–", "–",
+                          "–")
             continue
         dims = ", ".join(d["name"] for d in f["dims"])
-        table.add_row(f["name"], f"{dims} ({f['default_shape']})", f["metric"]["unit"],
-                      str(len(f["transforms"])), f["description"])
+        vendor = get_family(f["name"]).vendor
+        table.add_row(f"[bold]{f['name']}[/]\n{escape(f['description'])}",
+                      f"{dims}\n{f['default_shape']}", f["metric"]["unit"],
+                      vendor.name if vendor is not None else "none", str(len(f["transforms"])))
     for f in team:
-        table.add_row(f"{f['name']} v{f['version']}",
-                      f"{', '.join(f['dims'])} ({f['default_shape']})", f["unit"],
-                      str(f["transforms"]), f"[dim]yours ·[/] {f['description']}")
+        table.add_row(f"[bold]{f['name']} v{f['version']}[/] [dim](yours)[/]\n"
+                      f"{escape(f['description'])}",
+                      f"{', '.join(f['dims'])}\n{f['default_shape']}", f["unit"],
+                      f.get("vendor") or "none", str(f["transforms"]))
     console.print(table)
 
 
@@ -96,7 +104,7 @@ def _team_families(db: str | None) -> list[dict[str, Any]]:
     """The team's own families in ``--db`` (else the default database, where there is one):
     the latest version of each, as ``GET /families`` lists them. A ``--db`` that is missing or
     not a database exits 2 naming it; the default one only adds its families when it opens."""
-    from cli.common import database_url, open_database, sqlite_path
+    from cli.common import database_url, open_database, require_tables, sqlite_path
 
     if db is not None:
         url = database_url(db)
@@ -106,7 +114,10 @@ def _team_families(db: str | None) -> list[dict[str, Any]]:
         if path is not None and not path.exists():
             return []  # no database yet: nobody registered anything (and none is created)
     try:
-        open_database(url)
+        if sqlite_path(url) is None:
+            require_tables(url)  # a server's database is migrated by its admin, not by a read
+        else:
+            open_database(url)
     except typer.Exit:
         if db is not None:
             raise

@@ -31,6 +31,8 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    path_option,
+    require_tables,
     sqlite_path,
 )
 from core.settings import get_settings
@@ -102,6 +104,8 @@ class DbSource:
         path = sqlite_path(url)
         if path is not None:
             open_database(url)  # a file of an older version gets the newer columns
+        else:
+            require_tables(url)  # a service's database: migrated by its admin, not here
         families.install(url)  # its campaigns may run families registered in it
         self.sessions = session_factory(url)
         self.where = str(path) if path is not None else "the database"
@@ -262,7 +266,7 @@ def open_source(db: str | None, url: str | None, key: str | None) -> Source:
 def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
               as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False
               ) -> None:
-    """List campaigns: id, status, kernel and shape, evaluations, best, % of the vendor.
+    """List campaigns: id, status, kernel and shape, evaluations, best, × the vendor's speed.
 
     Examples:
 
@@ -287,7 +291,7 @@ def campaigns(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
             "policy": c["policy"], "backend\nGPU": f"{c['backend']}\n{c.get('gpu') or '–'}",
             "evalu-\nations": f"{c['evaluations']}/{c['budget']['iterations']}",
             "best": f"{rate}\n{c['metric']['unit']}" if rate is not None else "–",
-            "% of\nvendor": str(c.get("pct_of_vendor") or "–"),
+            "×\nvendor": f"{c['pct_of_vendor'] / 100:.2f}×" if c.get("pct_of_vendor") else "–",
             "created": c["created_at"][:16].replace("T", " ")})
     # every cell whole (the id is what the other commands take); where the terminal is too
     # narrow the least needed columns give way instead (--json has them all)
@@ -317,14 +321,15 @@ def report(
     campaign_id: Annotated[str, typer.Argument(help="campaign id (or a unique prefix)")],
     db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
     out: Annotated[Path | None, typer.Option(
-        help="folder for the files (default tuneforge-out/<id8>/)")] = None,
+        help="folder for the files (default tuneforge-out/<id8>/)",
+        parser=path_option("--out"))] = None,
 ) -> None:
     """Write a campaign's report: convergence plots (PNG) and a Markdown summary.
 
     The plots show the best so far in the family's metric (TFLOP/s, GB/s) against iteration and
-    against time, with the vendor baseline's and the peak's lines; the summary has the best, the
-    baseline, the speedup, % of the vendor, the accepted steps with their reasons and the
-    transforms that paid.
+    against time, with the vendor baseline's line and the best kernel's ceiling; the summary has
+    the best, the baseline, the speedup, × the vendor's speed, the accepted steps with their
+    reasons and the transforms that paid.
 
     Examples:
 
@@ -334,7 +339,7 @@ def report(
 
       TUNEFORGE_API_KEY=tf_… tuneforge report 81d814f4e…
     """
-    from agent.exports import convergence_png, markdown_report
+    from agent.exports import convergence_png, markdown_report, vendor_speed
 
     source = open_source(db, url, key)
     cid = source.resolve(campaign_id)
@@ -358,11 +363,13 @@ def report(
                              ("elapsed_s", "convergence-time.png")):
                 path = out_dir / name
                 plots.append(convergence_png(campaign, points, path, by=by,
-                                             peak=page.get("peak")))
+                                             peak=page.get("peak"),
+                                             peak_label=page.get("peak_label")))
                 bar.advance(step)
             path = md
             md.write_text(markdown_report(campaign, points, plots=[p.name for p in plots],
-                                          peak=page.get("peak")))
+                                          peak=page.get("peak"),
+                                          peak_label=page.get("peak_label")))
         except OSError as exc:
             cannot_write(path, exc)
         bar.advance(step)
@@ -371,7 +378,7 @@ def report(
     best = campaign.get("best") or {}
     err_console.print(f"campaign {cid[:8]} ({campaign['status']}): best "
                       f"{best.get('throughput', '–')} {campaign['metric']['unit']}, "
-                      f"{campaign.get('pct_of_vendor') or '–'}% of the vendor's time, "
+                      f"{vendor_speed(campaign.get('pct_of_vendor'), page.get('vendor'))}, "
                       f"{campaign['evaluations']} evaluations · read from {source.where}")
     err_console.print(f"GPU time {campaign.get('gpu_seconds', 0):.1f} s; "
                       f"{campaign.get('served_from_history', 0)} evaluations served from the "
@@ -384,7 +391,8 @@ def export(
         "--format", help="cu: the best kernel (launch configuration and provenance in its "
                          "first line) | json: every candidate's feedback record and source | "
                          "t4: T4 autotuning results | kt: a Kernel Tuner cache file")] = "cu",
-    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)")] = None,
+    out: Annotated[Path | None, typer.Option(help="file to write (default: stdout)",
+                                             parser=path_option("--out"))] = None,
     db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
 ) -> None:
     """Export a campaign: its best kernel, or its whole history for people or other tuners.

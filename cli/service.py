@@ -54,6 +54,8 @@ def serve(
         err_console.print(f"[yellow]warning:[/] {why}: the service uses {url}; point it at "
                           "PostgreSQL for more than one worker")
     upgrade_database(url)
+    err_console.print(f"new campaigns run on the {settings.backend} backend "
+                      "(TUNEFORGE_BACKEND; every worker must have the same)", highlight=False)
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="warning",
                 access_log=False)
 
@@ -70,7 +72,8 @@ def _celery_command(queue: str, concurrency: int, name: str, loglevel: str) -> l
 def worker(
     role: Annotated[str, typer.Option(help="compile | gpu | agent")],
     backend: Annotated[str | None, typer.Option(
-        help="gpu | replay (TUNEFORGE_BACKEND); replay answers from recorded measurements")
+        help="gpu | replay: must be TUNEFORGE_BACKEND, the setting every role reads (the API "
+             "stamps it on each campaign); replay answers from recorded measurements")
     ] = None,
     gpus: Annotated[str, typer.Option(
         help="GPU indices, one worker process each, e.g. 0,1")] = "0",
@@ -94,9 +97,17 @@ def worker(
     settings = get_settings()
     if role not in ROLES:
         fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}")
-    backend = backend or settings.backend
-    if backend not in ("gpu", "replay"):
+    if backend is not None and backend not in ("gpu", "replay"):
         fail(f"--backend must be gpu or replay, not {backend!r}")
+    if backend is not None and backend != settings.backend:
+        # the API stamps its TUNEFORGE_BACKEND on every campaign: a worker of another backend
+        # would take each of its candidates and fail it
+        fail(f"--backend {backend} is not TUNEFORGE_BACKEND ({settings.backend}), the backend "
+             f"the API gives every campaign: export TUNEFORGE_BACKEND={backend} for the API "
+             "and every worker (docs/SERVICE.md, \"By hand\")")
+    backend = settings.backend
+    if backend not in ("gpu", "replay"):
+        fail(f"TUNEFORGE_BACKEND must be gpu or replay, not {backend!r}")
     env = dict(os.environ)
     env["TUNEFORGE_WORKER_ROLE"] = role
     env["TUNEFORGE_BACKEND"] = backend

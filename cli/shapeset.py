@@ -90,7 +90,7 @@ def progress_of(family: Any, campaigns: list[Any], quiet: bool) -> tuple[Progres
         text = ""
         if camp.best_us:
             rate = family.metric.rate(camp.problem, camp.best_us) or 0.0
-            x = f" · {camp.vendor_us / camp.best_us:.2f}x vendor" if camp.vendor_us else ""
+            x = f" · {camp.vendor_us / camp.best_us:.2f}× vendor" if camp.vendor_us else ""
             text = f"{camp.best_us:.1f} µs · {rate:.1f} {unit}{x}"
         progress.update(task, total=camp.budget_iterations, completed=camp.evaluations,
                         best=text)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from agent.campaigns import DEFAULTS
@@ -24,6 +25,7 @@ from cli.common import (
     err_console,
     fail,
     open_database,
+    path_option,
     resolve_family,
     resolve_params,
     resolve_shape,
@@ -54,7 +56,8 @@ def _load_leaderboard(path: Path | None) -> list[Any] | None:
 OPTION_OF: dict[tuple[str, ...], str] = {
     ("kernel",): "--kernel", ("shape",): "--shape", ("tolerance",): "--tolerance",
     ("budget", "iterations"): "--budget", ("budget", "wall_seconds"): "--wall-seconds",
-    ("budget", "gpu_seconds"): "--gpu-seconds", ("policy",): "--policy",
+    ("budget", "gpu_seconds"): "--gpu-seconds", ("budget", "settle_after"): "--settle-after",
+    ("policy",): "--policy",
     ("accept_threshold_pct",): "--threshold", ("profile",): "--profile", ("seed",): "--seed",
     ("parallel",): "--parallel", ("leaderboard",): "--leaderboard",
     ("start_from",): "--start-from", ("allowed_actions",): "--actions",
@@ -104,7 +107,7 @@ def open_evaluators(backend: str, family: Any, settings: Any, gpus: list[str],
         name = family.name.split("@")[0]
         hint = ""
         if "replay dataset" in str(exc):
-            where = f" --db {db}" if db else ""
+            where = f" --db {shlex.quote(db)}" if db else ""
             hint = (f". Tune it where pycuda finds a GPU; here, `tuneforge compile --kernel "
                     f"{name}{where}` checks that its points compile and shows their registers")
         fail(f"{exc}{hint}")
@@ -134,13 +137,10 @@ def check_replay_shape(local: Any, family: Any, problem: Any) -> None:
 
 def replay_banner(local: Any) -> None:
     """Say that the campaign replays recorded measurements, and whose."""
-    ev = local.evaluators[0]
-    err_console.print(Panel(
-        f"No GPU here ({local.why_not_gpu or 'replay asked for'}).\n"
-        f"Replaying real measurements of [bold]{ev.device.get('name')}[/] taken on "
-        f"{ev.measured_on} (driver {ev.dataset.meta.get('driver')}, commits "
-        f"{ev.dataset.provenance()[1]}): {len(ev.dataset.points)} points at "
-        f"{', '.join(ev.dataset.shapes())}.", title="replay backend", border_style="yellow"))
+    from cli.progress import replay_banner_text
+
+    err_console.print(Panel(replay_banner_text(local.evaluators[0], local.why_not_gpu),
+                            title="replay backend", border_style="yellow"))
 
 
 def tune(
@@ -155,6 +155,9 @@ def tune(
         help=f"evaluations (iterations) [default: {DEFAULTS.budget_iterations}]")] = None,
     wall_seconds: Annotated[float | None, typer.Option(help="wall-clock budget")] = None,
     gpu_seconds: Annotated[float | None, typer.Option(help="GPU-time budget")] = None,
+    settle_after: Annotated[int | None, typer.Option(help=(
+        "end once settled: no accepted improvement over this many evaluations and every "
+        f"point next to the best tried; 0: never [default: {DEFAULTS.settle_after}]"))] = None,
     policy: Annotated[str | None, typer.Option(
         help=f"expert | optuna | random | llm [default: {DEFAULTS.policy}]")] = None,
     seed: Annotated[int | None, typer.Option(
@@ -180,8 +183,8 @@ def tune(
     start_from: Annotated[str | None, typer.Option(
         help="'best': warm start from the best earlier result of this kernel and GPU; "
              "'library': from the library's picks at this shape (a probe)")] = None,
-    out: Annotated[Path, typer.Option(help="where the best kernel and the plot go")] = Path(
-        "tuneforge-out"),
+    out: Annotated[Path, typer.Option(help="where the best kernel and the plot go",
+                                      parser=path_option("--out"))] = Path("tuneforge-out"),
     kernel: KernelOpt = None,
     sanitize: Annotated[bool, typer.Option(
         "--sanitize", help="check the final best kernel with compute-sanitizer (memcheck, "
@@ -223,7 +226,7 @@ def tune(
         "allowed_actions": [a.strip() for a in actions.split(",") if a.strip()]
         if actions else None,
         "budget": {"iterations": budget, "wall_seconds": wall_seconds,
-                   "gpu_seconds": gpu_seconds}}
+                   "gpu_seconds": gpu_seconds, "settle_after": settle_after}}
     campaign_request(fields, family)  # bad options fail before a GPU is started
     indices = gpu_indices(gpus)
     check_writable_folder("--out", out)  # before the campaign, not after its last evaluation
@@ -370,25 +373,10 @@ def _runner(url: str, local: Any, family: Any, problem: Any, total: int, setting
             quiet: bool) -> tuple[Any, Progress]:
     """The embedded runner and the progress line it updates after each result."""
     from agent.embedded import EmbeddedRunner
+    from cli.progress import campaign_progress
     from core.db import session_factory
 
-    unit = family.metric.unit
-    vendor_name = family.vendor.name if family.vendor else "vendor"
-    progress = Progress(TextColumn("[bold]tuning[/]"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[best]}"), TimeElapsedColumn(),
-                        console=err_console, transient=False, disable=quiet)
-    task = progress.add_task("tune", total=total, best="")
-
-    def on_progress(camp: Any, _cand: Any) -> None:
-        best = camp.best_us
-        text = ""
-        if best:
-            rate = family.metric.rate(problem, best) or 0.0
-            vendor_us = camp.vendor_us
-            pct = f" · {100 * vendor_us / best:.0f}% of {vendor_name}" if vendor_us else ""
-            text = f"best {best:.1f} µs · {rate:.2f} {unit}{pct}"
-        progress.update(task, completed=camp.evaluations, best=text)
-
+    progress, on_progress = campaign_progress(family, problem, total, quiet)
     runner = EmbeddedRunner(session_factory(url), local.evaluators, settings=settings,
                             on_progress=on_progress)
     return runner, progress
@@ -473,6 +461,8 @@ def _print_steps(r: dict[str, Any]) -> None:
 
 
 def _print_summary(r: dict[str, Any]) -> None:
+    from agent.exports import vendor_speed
+
     table = Table(title=f"campaign {r['campaign_id'][:8]} · {r['status']} ({r['reason']})",
                   show_header=False)
     table.add_column(style="bold")
@@ -483,11 +473,13 @@ def _print_summary(r: dict[str, Any]) -> None:
         ("backend / GPU", f"{r['backend']} / {r['gpu']}"),
         ("policy / evaluations", f"{r['policy']} / {r['evaluations']}"),
         ("best", f"{best.get('avg_us')} µs · {best.get('throughput')} {r['unit']}"
-                 f" (iteration {best.get('iteration')})"),
-        ("best params", json.dumps(best.get("params"), sort_keys=True)),
-        ("baseline", f"{base.get('avg_us')} µs · {base.get('throughput')} {r['unit']}"),
-        ("speedup vs baseline", f"{r['speedup_vs_baseline']}x"),
-        (f"% of {r.get('vendor') or 'vendor'}", f"{r['pct_of_vendor']}%"),
+                 f" (iteration {best.get('iteration')})" if best else "none: no correct kernel"),
+        ("best params", json.dumps(best.get("params"), sort_keys=True) if best else "–"),
+        ("baseline", f"{base.get('avg_us')} µs · {base.get('throughput')} {r['unit']}"
+         if base else "–"),
+        ("speedup vs baseline", f"{r['speedup_vs_baseline']}x"
+         if r["speedup_vs_baseline"] else "–"),
+        ("against the vendor", vendor_speed(r["pct_of_vendor"], r.get("vendor"))),
         ("rank estimate", str(r["rank_est"]) if r["rank_est"] else "– (no --leaderboard)"),
         ("files", "\n".join(r["files"])),
     ]

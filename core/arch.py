@@ -4,7 +4,10 @@ reports: ``compute_capability``, ``sm_count``, ``clock_khz``, ``copy_gbs``, …)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernels.family import PointPeak
 
 #: The prefix of the service's GPU queues (``core.queues.CeleryQueue.GPU``).
 GPU_QUEUE_PREFIX = "gpu"
@@ -26,6 +29,17 @@ DATASHEET_GBS: dict[str, float] = {
     "NVIDIA H100 PCIe": 2000.0,
     "NVIDIA A100-SXM4-80GB": 2039.0,
     "NVIDIA A100-SXM4-40GB": 1555.0,
+}
+
+
+#: Dense tensor-core peaks on the datasheet, TFLOP/s, by the device name the driver reports
+#: and the products' precision (no sparsity). A device not listed has no tensor-core peak.
+DATASHEET_TENSOR_TFLOPS: dict[str, dict[str, float]] = {
+    "NVIDIA H200": {"tf32": 494.7, "bf16": 989.4},
+    "NVIDIA H100 80GB HBM3": {"tf32": 494.7, "bf16": 989.4},
+    "NVIDIA H100 PCIe": {"tf32": 378.0, "bf16": 756.0},
+    "NVIDIA A100-SXM4-80GB": {"tf32": 156.0, "bf16": 312.0},
+    "NVIDIA A100-SXM4-40GB": {"tf32": 156.0, "bf16": 312.0},
 }
 
 
@@ -60,7 +74,24 @@ def metric_peak(peak_kind: str, device: dict[str, Any]) -> tuple[float | None, s
         if sheet:
             return float(sheet), "DRAM bandwidth on the datasheet (no copy measured)"
         return None, "copy bandwidth unknown: not measured and not in the datasheet table"
+    if peak_kind in ("tf32_tensor", "bf16_tensor"):
+        precision = peak_kind.split("_")[0]
+        peak = DATASHEET_TENSOR_TFLOPS.get(device.get("name") or "", {}).get(precision)
+        if peak is None:
+            return None, (f"{precision.upper()} tensor-core peak unknown: "
+                          f"{device.get('name') or 'the device'} is not in the datasheet table")
+        return peak, f"dense {precision.upper()} tensor-core peak on the datasheet"
     return None, f"unknown peak kind {peak_kind!r}"
+
+
+def ceiling(peak: PointPeak, device: dict[str, Any]) -> tuple[float | None, str]:
+    """The ceiling ``peak`` stands for on ``device``, in its metric's unit, and where the
+    figure comes from (or why there is none): the device's peak over the scheme's products."""
+    value, source = metric_peak(peak.kind, device)
+    if value is None or peak.products == 1:
+        return value, source
+    return value / peak.products, (f"{peak.scheme}: {source} / {peak.products} (each fp32 "
+                                   f"product takes {peak.products} of its products)")
 
 
 def theoretical_occupancy(threads: int, regs: int, smem_bytes: int,

@@ -156,6 +156,12 @@ class Decision(_Model):
     improvement_pct: float | None = Field(
         default=None, description="the share of the incumbent's time it saved, %")
     reason: str = Field(description="why it was accepted or not, in words")
+    incumbent_id: str | None = Field(
+        default=None, description="the incumbent it was compared with (the campaign's when its "
+                                  "result was recorded); absent for a failure or the first "
+                                  "correct kernel")
+    incumbent_iteration: int | None = Field(
+        default=None, description="that incumbent's iteration")
 
 
 class BestSoFar(_Model):

@@ -115,6 +115,9 @@ class Campaign(Base):
     parallel: Mapped[int] = mapped_column(Integer, default=1)
     seed: Mapped[int] = mapped_column(Integer, default=0)
     budget_iterations: Mapped[int] = mapped_column(Integer, default=600)
+    #: ends once settled after this many evaluations without an accepted improvement
+    #: (``agent.engine.lifecycle.settled``; 0: never, as campaigns made before the setting)
+    settle_after: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     budget_wall_s: Mapped[float | None] = mapped_column(Float)
     budget_gpu_s: Mapped[float | None] = mapped_column(Float)
     leaderboard: Mapped[list[Any] | None] = mapped_column(JSON)

@@ -9,6 +9,7 @@ status has a meaning and every final status a colour.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 #: In flight, in the order a candidate passes them.
@@ -38,3 +39,44 @@ MEANING: dict[CandidateStatus, str] = {
     "launch_error": "the launch itself failed",
     "not_measured": "no measurement exists for the point (a replay without it)",
 }
+
+
+#: The longest one-line reason :func:`failure_line` gives.
+FAILURE_LINE_CHARS = 160
+_TRACEBACK = "Traceback (most recent call last):"
+#: ``RuntimeError('message')``: an exception's repr, as ``f"{exc!r}"`` records it
+_EXC_REPR = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\((?P<q>['\"])(?P<msg>.*)(?P=q)\)$")
+#: ``pycuda._driver.LogicError: message``: an exception as a traceback's last line says it
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?P<name>[A-Za-z_]\w*(?:Error|Exception)): ")
+
+
+def failure_line(status: str, error: str | None) -> str:
+    """One line saying why a failed candidate failed, from its recorded error: the line that
+    says what went wrong (a traceback's exception, not its frames; a compile log's first error),
+    an exception's repr as its class and message, at most :data:`FAILURE_LINE_CHARS`
+    characters; the status's meaning when nothing was recorded. The whole error stays with the
+    candidate."""
+    text = (error or "").strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return MEANING.get(status, status)  # type: ignore[call-overload]
+    head = lines[0]
+    if any(_TRACEBACK in line for line in lines):
+        prefix = head.split(_TRACEBACK)[0].strip().rstrip(":").strip()
+        last = next((line for line in reversed(lines)
+                     if not line.startswith(("File ", "^", "~", _TRACEBACK))), lines[-1])
+        last = _EXC_LINE.sub(lambda m: f"{m['name']}: ", last)
+        head = f"{prefix}: {last}" if prefix else last
+    elif status in ("compile_error", "compile_timeout"):
+        head = next((line for line in lines if "error" in line.lower()), head)
+    for known in ("GPU worker error: ", "the GPU worker has no evaluator: "):
+        if head.startswith(known):
+            head = head.removeprefix(known)
+            break
+    found = _EXC_REPR.match(head)
+    if found:
+        head = f"{found['name'].rsplit('.', 1)[-1]}: {found['msg']}"
+    head = _EXC_LINE.sub(lambda m: f"{m['name']}: ", head)
+    if len(head) > FAILURE_LINE_CHARS:
+        head = head[:FAILURE_LINE_CHARS - 1].rstrip() + "…"
+    return head

@@ -307,7 +307,9 @@ class TransformSpec:
     args: tuple[ArgSpec, ...]
     doc: str
     fn: TransformFn
-    #: ``seed`` for the eight actions of the seed text, ``expert`` for those beyond it.
+    #: ``seed`` for the eight actions of the seed text, ``expert`` for a built-in family's
+    #: beyond them; a user's family: ``generated`` (a ``set_<tunable>`` made from its
+    #: tunables) and ``declared`` (a transform its spec declares).
     origin: str = "seed"
 
     def to_dict(self) -> dict[str, Any]:

@@ -40,9 +40,10 @@ ROLES = ("in", "out", "inout")
 #: Input fills the GPU side can generate (``worker/support.cu``'s ``tf_fill``).
 FILL_KINDS = ("normal", "uniform", "mixed", "symmetric", "normal_neg_inf", "constant")
 METRIC_KINDS = {"flops": "TFLOP/s", "bytes": "GB/s"}
-PEAK_KINDS = ("fp32_ffma", "copy_bandwidth")
+PEAK_KINDS = ("fp32_ffma", "copy_bandwidth", "tf32_tensor", "bf16_tensor")
 #: How each peak is named in tables and plots.
-PEAK_LABELS = {"fp32_ffma": "FP32 FMA peak", "copy_bandwidth": "copy bandwidth"}
+PEAK_LABELS = {"fp32_ffma": "FP32 FMA peak", "copy_bandwidth": "copy bandwidth",
+               "tf32_tensor": "TF32 tensor-core peak", "bf16_tensor": "BF16 tensor-core peak"}
 #: Correctness rules the evaluation child implements (:class:`CorrectnessRule`).
 RULES = ("scaled", "norm", "abs_rel", "exact")
 #: How the GPU side calls a family's reference kernel (the module doc).
@@ -596,6 +597,38 @@ class KernelFamily(Protocol):
     def replay_datasets(self) -> list[Any]:
         """Replay datasets shipped with the family (measured on a GPU), first the default."""
         ...
+
+
+@dataclass(frozen=True)
+class PointPeak:
+    """The ceiling one point's rate is held against: a peak of the device (:data:`PEAK_KINDS`)
+    divided by the ``products`` of that peak's precision one result's product costs. A
+    precision-split GEMM computes each fp32 product as 3 TF32 (tf32x3), 3 or 6 BF16 (bf16x3,
+    bf16x6) tensor-core products: its ceiling is that tensor-core peak over 3 or 6, not the FP32
+    FMA peak it is not bound by."""
+
+    kind: str
+    products: int = 1
+    #: the scheme's name (``bf16x3``), where ``products`` > 1
+    scheme: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in PEAK_KINDS:
+            raise ValueError(f"peak {self.kind!r}; known: {', '.join(PEAK_KINDS)}")
+        if self.products < 1:
+            raise ValueError(f"a peak's products must be >= 1, got {self.products}")
+
+    @property
+    def label(self) -> str:
+        """``FP32 FMA peak``, or ``bf16x3 ceiling`` for a split scheme."""
+        return PEAK_LABELS[self.kind] if self.products == 1 else f"{self.scheme} ceiling"
+
+
+def point_peak(family: Any, params: Any) -> PointPeak:
+    """The ceiling ``family`` holds the point ``params`` against: its ``peak_of(params)`` where
+    it has one (a family whose points differ in what bounds them), else its metric's peak."""
+    peak_of = getattr(family, "peak_of", None)
+    return peak_of(params) if peak_of is not None else PointPeak(family.metric.peak)
 
 
 class FamilyBase:

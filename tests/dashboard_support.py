@@ -43,6 +43,14 @@ _SCRIPT = Path(sys.executable).with_name("tuneforge")
 TUNEFORGE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 #: iteration -> the failure recorded instead of the replayed measurement
 FAILURES = {3: "crashed", 5: "wrong", 9: "timeout", 12: "crashed", 16: "wrong"}
+#: what a GPU worker records when the evaluation child dies in pycuda: the raw Python text
+CHILD_DEATH = ("evaluation process died (exit 1): Traceback (most recent call last):\n"
+               '  File "/srv/tuneforge/worker/gpu_child.py", line 561, in evaluate\n'
+               "    ctx.synchronize()\n"
+               "pycuda._driver.LogicError: cuStreamSynchronize failed: an illegal memory access "
+               "was encountered (injected by the test)")
+#: iteration -> the error recorded with it, where it is not ``"<status> (injected by the test)"``
+FAILURE_ERRORS = {12: CHILD_DEATH}
 
 
 class FaultyReplay(ReplayEvaluator):
@@ -80,8 +88,8 @@ class FaultyReplay(ReplayEvaluator):
                 "max_scaled_err": 0.02, "reason": "rel_err 3.1e-01 > 1e-04 (injected)",
                 "cases": []}, gpu_seconds=0.2)
         if failure is not None:
-            return Measurement(failure, error=f"{failure} (injected by the test)",
-                               gpu_seconds=0.5)
+            return Measurement(failure, error=FAILURE_ERRORS.get(
+                iteration, f"{failure} (injected by the test)"), gpu_seconds=0.5)
         return super().measure(params, compiled, shape=shape, iteration=iteration, seed=seed,
                                options=options, incumbent=incumbent, verify=verify)
 
@@ -107,8 +115,11 @@ def team_database(path: Path, team: str = "dashboard-team") -> TeamDb:
     return TeamDb(url=url, sessions=sessions, team_id=team_id, key=key)
 
 
-def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> str:
-    """A queued replay campaign of the team at 4096³."""
+def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert",
+                    reuse: bool = True) -> str:
+    """A queued replay campaign of the team at 4096³ (``reuse=False``: measured afresh, none
+    of its evaluations served from the team's earlier campaigns, whose failures
+    :class:`FaultyReplay` injected)."""
     family = get_family("gemm_bias_relu")
     ev = ReplayEvaluator(family, ReplayDataset(family.replay_datasets()[0]).complete_space())
     with db.sessions.begin() as s:
@@ -116,7 +127,7 @@ def create_campaign(db: TeamDb, *, budget: int = 40, policy: str = "expert") -> 
             s, lifecycle.CampaignSpec(parallel=2, kernel="gemm_bias_relu",
                                       dims={"m": 4096, "n": 4096, "k": 4096},
                                       policy=policy, budget_iterations=budget, seed=0,
-                                      team_id=db.team_id),
+                                      team_id=db.team_id, reuse=reuse),
             backend="replay", device=ev.device, vendor_us=ev.vendor_us(Shape.parse(SHAPE)))
         return campaign.id
 

@@ -12,10 +12,10 @@ THRESHOLD = 0.5
 def _accept(candidate_us: float | None, runs: tuple[float, ...] = (), *, status: str = "ok",
             failure: str | None = None, first: bool = False, threshold_pct: float = THRESHOLD,
             incumbent_runs_us: tuple[float, ...] = (),
-            incumbent_us: float | None = None) -> Decision:
+            incumbent_us: float | None = None, incumbent: str | None = None) -> Decision:
     return accept(candidate_us, runs, status=status, failure=failure, first=first,
                   threshold_pct=threshold_pct, incumbent_runs_us=incumbent_runs_us,
-                  incumbent_us=incumbent_us)
+                  incumbent_us=incumbent_us, incumbent=incumbent)
 
 
 def test_the_first_correct_kernel_becomes_the_incumbent() -> None:
@@ -50,6 +50,11 @@ def test_against_the_recorded_time_above_the_threshold_accepts() -> None:
     assert decision.improvement_pct == pytest.approx(10.0)
     assert decision.reason == ("1.111x the incumbent's speed (time -10.00%, against the "
                                "incumbent's recorded time), above the 0.5% threshold")
+
+
+def test_the_reason_names_the_incumbent_it_compared_with() -> None:
+    decision = _accept(90.0, (89.0, 90.0, 91.0), incumbent_us=100.0, incumbent="incumbent #7")
+    assert decision.reason.startswith("1.111x the speed of incumbent #7 (time -10.00%, ")
 
 
 def test_below_the_threshold_reverts() -> None:

@@ -149,7 +149,7 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     assert gain.accepted
     assert "above the 0.5% threshold" in _decision(gain)["reason"]
     # the speed-up, and the time saved signed as a change of time
-    assert _decision(gain)["reason"].startswith("1.010x the incumbent's speed (time -1.00%, ")
+    assert _decision(gain)["reason"].startswith("1.010x the speed of incumbent #0 (time -1.00%, ")
     assert campaign_of(sessions, cid).incumbent_id == gain.id != baseline_id
 
     overlap = _record(sessions, ev, proposed[1], [97.0, 98.0, 99.5], [99.0, 99.1, 99.2])
@@ -159,7 +159,11 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     small = _record(sessions, ev, proposed[2], [98.9, 98.95, 98.98], [99.0, 99.1, 99.2])
     assert not small.accepted
     assert "below the 0.5% threshold" in _decision(small)["reason"]
-    assert _decision(small)["reason"].startswith("1.002x the incumbent's speed (time -0.15%, ")
+    # decided against the incumbent #1 is now, not its parent #0: the reason says both
+    assert _decision(small)["reason"].startswith("1.002x the speed of incumbent #1 (time -0.15%, ")
+    assert _decision(small)["incumbent_iteration"] == 1
+    assert "x its parent #0's recorded speed, the incumbent when it was proposed" in \
+        _decision(small)["reason"]
     wrong = _record(sessions, ev, proposed[3], [], [], status="wrong")
     assert not wrong.accepted
     assert _decision(wrong)["reason"].startswith("wrong: 17x33x65")
@@ -168,6 +172,44 @@ def test_decision_rule_threshold_and_interleaved_confidence(tmp_path: Path) -> N
     assert campaign.incumbent_id == gain.id
     assert campaign.best_id == gain.id
     assert campaign.evaluations == 5
+
+
+def test_a_result_measured_beside_a_replaced_incumbent_is_decided_on_the_new_one(
+        tmp_path: Path) -> None:
+    # with several candidates in flight the incumbent can change while one is measured: its
+    # interleaved runs are then of the old incumbent, and beating those is no gain
+    _url, sessions = new_database(tmp_path)
+    cid = create(sessions, policy="expert", budget_iterations=50, parallel=2)
+    ev = _start_with_baseline(sessions, cid)
+    with sessions.begin() as s:
+        first, second = [c.id for c in proposing.propose_candidates(
+            s, cid, policy=ExpertPolicy(), space=replay().space, slots=2)]
+    baseline_id = campaign_of(sessions, cid).incumbent_id
+    with sessions() as s:
+        baseline = s.get(Candidate, baseline_id)
+        assert baseline is not None
+        baseline_key = baseline.params_key
+    fast = _record(sessions, ev, first, [50.0, 50.1, 50.2], [100.0, 100.1, 100.2])
+    assert fast.accepted
+    rp = replay()
+    with sessions() as s:
+        cand = s.get(Candidate, second)
+        assert cand is not None
+        params = rp.family.params_from_dict(cand.params)
+    with sessions.begin() as s:
+        recording.record_compile(s, second, ev.compile(params).result())
+        late = recording.record_measurement(s, second, Measurement(
+            "ok", perf=perf_block([80.0, 80.1, 80.2], FAMILY.metric, SHAPE, vendor_us=None,
+                                  peak=None),
+            incumbent_runs_us=[100.0, 100.1, 100.2], incumbent_key=baseline_key,
+            gpu_seconds=0.1))
+    decision = _decision(late)
+    assert not late.accepted  # 1.25x the baseline it ran beside, 0.63x the incumbent now
+    assert decision["incumbent_id"] == fast.id
+    assert decision["reason"].startswith("0.625x the speed of incumbent #1 (time +59.88%, "
+                                         "against the incumbent's recorded time)")
+    assert "it was measured beside #0, replaced before its result came" in decision["reason"]
+    assert campaign_of(sessions, cid).incumbent_id == fast.id
 
 
 @pytest.mark.parametrize("threshold", [0.5, 25.0])

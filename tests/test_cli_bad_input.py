@@ -6,6 +6,11 @@ against a server is in ``tests/service/test_bad_input.py``."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +50,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["tune", "--tolerance", "0.5"], 2,
      "error: --tolerance: Input should be less than or equal to 0.1"),
     (["tune", "--wall-seconds", "-1"], 2, "error: --wall-seconds: Input should be greater than 0"),
+    (["tune", "--settle-after", "-1"], 2,
+     "error: --settle-after: Input should be greater than or equal to 0"),
     (["tune", "--gpu-seconds", "nan"], 2, "error: --gpu-seconds: Input should be a finite number"),
     (["tune", "--threshold", "500"], 2,
      "error: --threshold: Input should be less than or equal to 100"),
@@ -64,6 +71,12 @@ CASES: list[tuple[list[str], int, str]] = [
      "error: --out /proc/x: cannot create a folder in /proc: No such file or directory"),
     (["tune", "--out", "{nan_board}/sub"], 2,
      "error: --out {nan_board}/sub: {nan_board} is a file, not a folder"),
+    # an empty path is the current folder to the OS: refused, not written into
+    (["tune", "--out", ""], 2,
+     "error: --out is empty: give a path (or leave the option out for its default)"),
+    (["report", "zzzz", "--db", "{db}", "--out", ""], 2, "error: --out is empty"),
+    (["export", "zzzz", "--db", "{db}", "--out", ""], 2, "error: --out is empty"),
+    (["family", "import-kt", "{nan_board}", "--out", ""], 2, "error: --out is empty"),
     (["tune", "--db", "{nan_board}"], 2, "error: --db {nan_board} is not an SQLite database"),
     (["tune", "--db", "{corrupt}"], 2,
      "error: --db {corrupt}: cannot open it as a database: file is not a database"),
@@ -132,6 +145,17 @@ CASES: list[tuple[list[str], int, str]] = [
     (["db", "check", "--db", "nonsense://x"], 2,
      "error: --db 'nonsense://x' is neither a database URL nor a file"),
     (["db", "check", "--db", "{empty}"], 2, "no such table: campaigns (not a tuneforge database?"),
+    # a database tuneforge does not store in: one line, not the driver's missing module
+    (["campaigns", "--db", "mysql://u@localhost/runs"], 2,
+     "error: --db mysql://u@localhost/runs: tuneforge stores in SQLite or PostgreSQL only, "
+     "not mysql"),
+    (["report", "zzzz", "--db", "mysql://u:pw@localhost/runs"], 2,
+     "error: --db mysql://u:***@localhost/runs: tuneforge stores in SQLite or PostgreSQL only"),
+    (["tune", "--db", "oracle://u@localhost/runs"], 2,
+     "tuneforge stores in SQLite or PostgreSQL only, not oracle"),
+    (["campaigns", "--db", "postgresql+psycopg://postgres@127.0.0.1:1/none"], 2,
+     "error: --db postgresql+psycopg://postgres@127.0.0.1:1/none: cannot open it as a "
+     "database: connection failed"),
     # service commands, before they start anything
     (["submit", "{missing}"], 2, "error: {missing}: [Errno 2] No such file or directory"),
     (["submit", "{nan_board}", "--url", "http://127.0.0.1:9"], 2,
@@ -146,6 +170,10 @@ CASES: list[tuple[list[str], int, str]] = [
      "error: --gpus must list GPU indices like 0,1, got '0,x'"),
     (["worker", "--role", "gpu", "--backend", "tpu"], 2,
      "error: --backend must be gpu or replay, not 'tpu'"),
+    # the API stamps TUNEFORGE_BACKEND on every campaign: a worker of another backend fails them
+    (["worker", "--role", "gpu", "--backend", "replay"], 2,
+     "error: --backend replay is not TUNEFORGE_BACKEND (gpu), the backend the API gives every "
+     "campaign: export TUNEFORGE_BACKEND=replay for the API and every worker"),
 ]
 
 
@@ -191,3 +219,52 @@ def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert files(tmp_path) == before  # nothing written
     assert not list(tuneforge_home.iterdir()), list(tuneforge_home.iterdir())
+
+
+@pytest.fixture
+def empty_postgres() -> Iterator[str]:
+    """A Postgres database without tuneforge's tables (what the server's ``postgres``
+    database is), dropped at the end."""
+    from service.service_stack import create_database, drop_database
+
+    url = create_database("tuneforge_bad_input")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+def test_a_database_without_tuneforge_tables_is_one_line_naming_the_command(
+        empty_postgres: str, tuneforge_home: Path) -> None:
+    # `campaigns --db postgresql+psycopg://…/postgres` printed an 85-line traceback
+    runner = CliRunner()
+    for args in (["campaigns"], ["report", "zzzz"], ["export", "zzzz"], ["db", "check"],
+                 ["kernels"]):
+        result = runner.invoke(app, [*args, "--db", empty_postgres], env={"COLUMNS": "300"})
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "has no tuneforge tables: create them with `TUNEFORGE_DATABASE_URL=" in \
+            result.stderr
+    # a read migrates nothing: the database is still without tables
+    from sqlalchemy import inspect
+
+    from core.db import get_engine
+
+    assert inspect(get_engine(empty_postgres)).get_table_names() == []
+    # an older version's tables: what to run to bring them up to date
+    upgrade_database(empty_postgres, "20261201_dims")
+    result = runner.invoke(app, ["campaigns", "--db", empty_postgres], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert "holds tuneforge's tables of an older version (migration 20261201_dims): bring " \
+        "them up to date with `TUNEFORGE_DATABASE_URL=" in result.stderr
+    # the command the line names, run as a user copies it, makes the database readable
+    command = result.stderr.split("`")[1]
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TUNEFORGE_HOME": str(tuneforge_home),
+                                            "PATH": f"{Path(sys.executable).parent}:"
+                                                    f"{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    result = runner.invoke(app, ["campaigns", "--db", empty_postgres, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []

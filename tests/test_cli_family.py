@@ -84,7 +84,11 @@ def test_kernel_options_find_the_family(db: str) -> None:
     assert "256" in out
     code, out, err = run("actions", "--kernel", "vscale@v1", "--db", db, "--json")
     assert code == 0, err
-    assert json.loads(out)
+    origins = {a["name"]: a["origin"] for a in json.loads(out)}
+    # the set_* actions are made from the tunables, not written by the expert (they read
+    # "expert" before)
+    assert origins["set_BLOCK"] == origins["set_ITEMS"] == "generated"
+    assert "expert" not in origins.values()
     code, _, err = run("render", "--kernel", "vscale@v7", "--db", db)
     assert code == 2
     assert "--kernel: kernel family 'vscale' has no version v7" in err
@@ -121,14 +125,68 @@ def test_kernels_lists_the_team_families_beside_the_built_ins(db: str,
     assert listed["vscale"]["key"].startswith("vscale@")
     code, out, err = run("kernels", "--db", db)
     assert code == 0, err
-    assert "vscale v1" in out
-    assert "yours ·" in out
+    assert "vscale v1 (yours)" in out
     assert max(len(line) for line in out.splitlines()) <= 80
     # no --db and no default database yet: the built-ins, and no database is created
     code, out, err = run("kernels", "--json")
     assert code == 0, err
     assert {f["origin"] for f in json.loads(out)} == {"builtin"}
     assert not list(tuneforge_home.glob("*.db"))
+
+
+def test_kernels_names_each_familys_vendor_baseline(db: str) -> None:
+    # the README says `tuneforge kernels` shows the vendor baseline: it had no such column
+    assert run("family", "add", str(SPEC_DIR), "--db", db)[0] == 0
+    code, out, err = run("kernels", "--db", db)
+    assert code == 0, err
+    assert "vendor" in out.splitlines()[2]  # the header
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert "cuBLAS fp32" in rows["gemm_bias_relu"]
+    assert "torch.softmax" in rows["softmax"]
+    assert " none " in rows["vscale v1 (yours)"]  # a user's family has no vendor baseline
+    assert max(len(line) for line in out.splitlines()) <= 80
+    code, out, err = run("kernels", "--db", db, "--json")
+    listed = {f["name"]: f for f in json.loads(out)}
+    assert listed["softmax"]["vendor"].startswith("torch.softmax")
+    assert listed["vscale"]["vendor"] is None
+
+
+def test_show_says_what_one_checks_after_registering(db: str) -> None:
+    # only --json had the restrictions, the launch, the reference, the baseline and the
+    # tolerance: what one reads back after `family add` to see the spec was taken as meant
+    examples = ROOT / "examples" / "transpose"
+    assert run("family", "add", str(examples), "--db", db)[0] == 0
+    code, out, err = run("family", "show", "transpose", "--db", db)
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80
+    rows: dict[str, str] = {}
+    label = ""
+    for line in out.splitlines():
+        cells = line.split("│")
+        if len(cells) == 4:  # │ label │ value │
+            label = cells[1].strip() or label
+            rows[label] = f"{rows.get(label, '')} {cells[2].strip()}".strip()
+    spec = json.loads((examples / "family.json").read_text())
+    for restriction in spec["restrictions"]:
+        assert restriction in rows["restrictions"]
+    assert "grid (ceil_div(n, tile_x), ceil_div(ceil_div(m, tile_y), tiles), 1)" in \
+        rows["launch"]
+    assert "block (tile_x // vec, tile_y // rows, 1)" in rows["launch"]
+    assert rows["reference"].startswith(
+        "transpose_reference in reference.cu, writes float64; grid")
+    assert rows["baseline"] == ("tile_x=32, tile_y=8, rows=1, vec=1, use_smem=false, pad=0, "
+                                "tiles=1")
+    assert rows["correctness"].startswith("exact: every element equal to the reference")
+    assert rows["vendor"].startswith("none")
+    # a rule with a tolerance says the one its campaigns run at
+    code, out, err = run("family", "show", "softmax", "--db", db)
+    assert code == 0, err
+    assert "scaled, tolerance 0.0001" in out
+    assert "torch.softmax" in out
+    code, out, err = run("family", "show", "transpose", "--db", db, "--json")
+    shown = json.loads(out)
+    assert (shown["tolerance"], shown["baseline"]["tile_x"]) == (1e-4, 32)
 
 
 @pytest.mark.parametrize(("edit", "words"), [
@@ -190,3 +248,25 @@ def test_the_example_family_end_to_end_on_the_cli(db: str) -> None:
     assert code == 2, (code, out, err)
     assert "ships no replay dataset" in err
     assert "tuneforge compile --kernel transpose" in err
+
+
+def test_without_a_gpu_the_hint_is_a_command_that_runs(tmp_path: Path) -> None:
+    # the hint said `tuneforge compile --kernel transpose` without the --db it needs: copied
+    # as given, that failed with "unknown kernel family"
+    import shlex
+
+    db = str(tmp_path / "my runs.db")
+    assert run("family", "add", str(ROOT / "examples" / "transpose"), "--db", db)[0] == 0
+    code, _, err = run("tune", "--kernel", "transpose", "--db", db, "--out",
+                       str(tmp_path / "out"), "--backend", "replay")  # as without a GPU
+    assert code == 2
+    hint = err.split("`")[1]
+    assert hint == f"tuneforge compile --kernel transpose --db {shlex.quote(db)}"
+    code, out, err = run(*shlex.split(hint)[1:], "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "ok"
+    # the actions it would tune with: the set_* ones made from its tunables, and its own
+    code, out, err = run("actions", "--kernel", "transpose", "--db", db, "--json")
+    origins = {a["name"]: a["origin"] for a in json.loads(out)}
+    assert origins["set_tile_x"] == "generated"
+    assert origins["apply_tiling"] == "declared"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from dashboard_support import (
+    CHILD_DEATH,
     FAILURES,
     Server,
     TeamDb,
@@ -182,7 +183,8 @@ def test_key_is_asked_once_then_campaigns_are_listed(browser: Any, server: Serve
     assert cells[1].startswith("done")
     assert cells[5] == "40 / 40"
     assert cells[6] == f"{tflops:.2f} TFLOP/s"
-    assert cells[7] == f"{pct:.1f}%"
+    assert cells[7] == f"{pct / 100:.2f}×"  # × vendor, the one wording of every page
+    assert "× vendor" in page.inner_text("#campaigns thead")
     page.screenshot(path=str(artifacts / "campaigns.png"), full_page=True)
     page.goto(server.url + "/ui/history")  # the key is kept: no second question
     p.loaded()
@@ -220,6 +222,19 @@ def test_campaign_page_plots_every_candidate_by_status(page: Page, done: tuple[T
         best_id = campaign.best_id
     assert attr(pg, "#candidate", "data-candidate") == best_id
     assert pg.inner_text("[data-stat=evaluations] .value") == "40 / 40"
+    with db.sessions() as s:
+        campaign = s.get(Campaign, cid)
+        assert campaign is not None
+        assert campaign.best_us is not None
+        assert campaign.vendor_us is not None
+        ratio = campaign.vendor_us / campaign.best_us
+        best_rate = 2 * 4096**3 / (campaign.best_us * 1e-6) / 1e12
+    assert pg.inner_text("[data-stat=vendor] .label") == "× cuBLAS fp32"
+    assert pg.inner_text("[data-stat=vendor] .value") == f"{ratio:.2f}×"
+    # the SIMT best against the FP32 FMA peak, the peak that bounds it
+    assert pg.inner_text("[data-stat=peak] .label") == "FP32 FMA peak"
+    assert pg.inner_text("[data-stat=peak] .sub") == \
+        f"the best runs at {100 * best_rate / 66.912:.0f}% of it"
     pg.screenshot(path=str(artifacts / "campaign.png"), full_page=True)
     # zoom by dragging across the first half of the iteration plot: fewer points drawn
     assert pg.evaluate("window.scrollY") == 0  # selecting the best did not move the page
@@ -322,6 +337,40 @@ def test_a_long_diff_keeps_its_line_numbers_inside_the_box(page: Page, done: tup
     pg.screenshot(path=str(artifacts / "candidate-long-diff-scrolled.png"), full_page=True)
 
 
+def test_a_failed_candidate_shows_its_status_and_one_line_the_rest_behind_a_click(
+        page: Page, done: tuple[TeamDb, str], artifacts: Path) -> None:
+    # the dashboard showed a failed candidate's raw Python exception text, traceback and all
+    db, cid = done
+    crashed = rows_of(db, cid)[12]
+    assert crashed.error == CHILD_DEATH
+    one_line = ("evaluation process died (exit 1): LogicError: cuStreamSynchronize failed: an "
+                "illegal memory access was encountered (injected by the test)")
+    pg = page.goto(f"/ui/campaigns/{cid}")
+    page.loaded()
+    row = pg.locator(f"#chain tr[data-id='{crashed.id}']")
+    assert row.locator(".badge").inner_text() == "crashed"  # the recorded status
+    assert row.locator(".failure").inner_text() == one_line
+    assert "Traceback" not in row.inner_text()
+    assert 'File "' not in pg.inner_text("#chain")
+    row.click()
+    pg.wait_for_selector(f"#candidate[data-candidate='{crashed.id}'][data-ready=true]")
+    panel = pg.locator("#candidate")
+    assert panel.locator(".failure").inner_text() == one_line
+    assert "why it failed" in panel.inner_text()
+    detail = pg.locator("#error-detail pre")
+    assert not detail.is_visible()  # the detail waits behind a click
+    pg.click("#error-detail summary")
+    assert detail.is_visible()
+    assert detail.inner_text() == CHILD_DEATH
+    pg.screenshot(path=str(artifacts / "candidate-failed.png"), full_page=True)
+    # every failed candidate's row is one line: its status and why
+    for c in rows_of(db, cid):
+        if c.status not in ("ok", "pending", "compiling", "compiled", "measuring"):
+            cell = pg.locator(f"#chain tr[data-id='{c.id}'] .failure").inner_text()
+            assert cell, c.iteration
+            assert "\n" not in cell, (c.iteration, cell)
+
+
 def test_decision_chain_lists_every_step_and_filters_the_accepted(page: Page,
                                                                   done: tuple[TeamDb, str]
                                                                   ) -> None:
@@ -418,7 +467,8 @@ def test_a_live_plots_legend_counts_the_points_it_holds(page: Page, done: tuple[
     (same series) as points arrive, and the legend's "ok (N)" must grow with them (it stayed
     at the N of the first draw)."""
     db, _ = done
-    live_id = create_campaign(db, budget=24)
+    # measured afresh: the team's earlier campaigns hold injected failures it would be served
+    live_id = create_campaign(db, budget=24, reuse=False)
     errors: list[BaseException] = []
 
     def work() -> None:

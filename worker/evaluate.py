@@ -12,6 +12,7 @@ Plain functions and dicts (no pydantic): this module also runs on GPU hosts with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -22,11 +23,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from core.arch import datasheet_gbs, metric_peak, theoretical_occupancy
+from core.arch import ceiling, datasheet_gbs, theoretical_occupancy
 from core.evaluation import CompileResult, EvalOptions, Evaluator, Measurement
 from core.replay import ReplayDataset
 from kernels.base import Dims, LaunchConfig, Rejection
-from kernels.family import reference_setup
+from kernels.family import point_peak, reference_setup
 from worker.compile import (
     Compiler,
     candidate_params,
@@ -35,6 +36,7 @@ from worker.compile import (
     target_arch,
 )
 from worker.gpu_runner import GpuChild
+from worker.launch_contract import rejudge
 
 __all__ = [
     "SUPPORT_SOURCE", "CompileResult", "EvalOptions", "Evaluator", "GpuEvaluator",
@@ -78,6 +80,13 @@ def perf_block(runs_us: Sequence[float], metric: Any, dims: Dims, *, vendor_us: 
         "vendor_us": vendor_us,
     })
     return block
+
+
+def peak_for(family: Any, params: Any, device: dict[str, Any]) -> tuple[float | None, str]:
+    """The ceiling the point ``params`` of ``family`` is held against on ``device``, in the
+    family's unit, and where it comes from (or why there is none): the peak of its precision
+    scheme (:func:`kernels.family.point_peak`)."""
+    return ceiling(point_peak(family, params), device)
 
 
 def correctness_block(cases: list[dict[str, Any]], tolerance: float,
@@ -208,8 +217,11 @@ class GpuEvaluator:
             raise RuntimeError(
                 f"compiler targets {compiler.arch} but GPU {gpu} is {self.device.get('arch')}"
             )
-        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
         self._vendor: dict[str, tuple[float | None, str | None]] = {}
+
+    def peak_for(self, params: Any) -> tuple[float | None, str]:
+        """The ceiling ``params`` is held against on this GPU (:func:`peak_for`)."""
+        return peak_for(self.family, params, self.device)
 
     def compile(self, params: Any) -> Future[CompileResult]:
         """Validate, render and compile in the pool."""
@@ -330,9 +342,9 @@ class GpuEvaluator:
             return Measurement("ok", correctness=correctness, profile=profile,
                                gpu_seconds=gpu_seconds)
         vendor_us = self.vendor_us(shape)
+        peak, peak_source = self.peak_for(params)
         perf = perf_block(bench["runs_us"][0], family.metric, shape, vendor_us=vendor_us,
-                          peak=self.peak, peak_source=self.peak_source,
-                          reps=bench["reps_per_run"])
+                          peak=peak, peak_source=peak_source, reps=bench["reps_per_run"])
         extra: dict[str, Any] = {}
         if vendor_us is None:
             extra["vendor_missing"] = self._vendor[str(shape)][1]
@@ -470,7 +482,6 @@ class ReplayEvaluator:
         device = dict(dataset.meta.get("device") or {})
         device.setdefault("name", dataset.meta.get("gpu", "unknown GPU"))
         self.device = with_datasheet(device)
-        self.peak, self.peak_source = metric_peak(family.metric.peak, self.device)
         self.measured_on = dataset.provenance()[0]
 
     def compile(self, params: Any) -> Future[CompileResult]:
@@ -512,8 +523,9 @@ class ReplayEvaluator:
                 seed: int, options: EvalOptions | None = None,
                 incumbent: tuple[Any, CompileResult] | None = None,
                 verify: bool = False) -> Measurement:
-        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent);
-        ``options`` change nothing of a recorded answer."""
+        """The recorded measurement of the point at ``shape`` (``not_measured`` if absent),
+        judged at the tolerance of ``options`` (:meth:`at_tolerance`); nothing else of
+        ``options`` changes a recorded answer."""
         row = self.dataset.get(params.to_dict(), shape)
         if row is None:
             return Measurement("not_measured",
@@ -523,24 +535,68 @@ class ReplayEvaluator:
             inc_row = self.dataset.get(incumbent[0].to_dict(), shape)
             if inc_row is not None and inc_row.get("perf"):
                 inc_runs = list(inc_row["perf"]["runs_us"])
-        return Measurement(row["status"], correctness=row.get("correctness"),
-                           perf=self.perf_of(row.get("perf"), shape), profile=row.get("profile"),
-                           error=row.get("error"), incumbent_runs_us=inc_runs,
-                           gpu_seconds=float(row.get("gpu_seconds", 0.0)))
+        m = Measurement(row["status"], correctness=row.get("correctness"),
+                        perf=self.perf_of(row.get("perf"), shape, params),
+                        profile=row.get("profile"),
+                        error=row.get("error"), incumbent_runs_us=inc_runs,
+                        gpu_seconds=float(row.get("gpu_seconds", 0.0)))
+        return self.at_tolerance(m, (options or self.options).tolerance)
 
-    def perf_of(self, perf: dict[str, Any] | None, shape: Dims) -> dict[str, Any] | None:
+    def at_tolerance(self, m: Measurement, tolerance: float) -> Measurement:
+        """A recorded measurement judged at ``tolerance`` rather than the one it was measured
+        at, from each case's recorded error figures: a pass becomes ``wrong`` where a figure
+        exceeds the tighter tolerance; a recorded failure that the looser tolerance would pass
+        was never timed, so it is ``not_measured`` (no pass that did not happen), as is a row
+        whose cases lack the figures."""
+        block = m.correctness
+        if m.status not in ("ok", "wrong") or not block or block.get("tolerance") == tolerance:
+            return m
+        recorded = block.get("tolerance")
+        at = f"at tolerance {tolerance:g} (measured at {recorded:g})" if recorded is not None \
+            else f"at tolerance {tolerance:g}"
+        rule = self.family.correctness.to_dict()
+        cases = [rejudge(c, tolerance, rule) for c in block.get("cases") or []]
+        recheck = block.get("recheck")
+        rechecked = rejudge(recheck, tolerance, rule) if recheck is not None else None
+        if not cases or any(c is None for c in cases) or (recheck is not None
+                                                          and rechecked is None):
+            return dataclasses.replace(m, status="not_measured", perf=None, error=(
+                f"cannot judge the recorded measurement {at}: its row lacks the error "
+                "figures"))
+        judged = correctness_block([c for c in cases if c is not None], tolerance, rechecked)
+        if not judged["passed"]:
+            return dataclasses.replace(m, status="wrong", correctness=judged, perf=None,
+                                       error=judged["reason"], incumbent_runs_us=None)
+        if m.status != "ok" or not m.perf:
+            return dataclasses.replace(m, status="not_measured", correctness=judged, perf=None,
+                                       incumbent_runs_us=None, error=(
+                f"passes {at} on its recorded errors, but it failed when measured and was "
+                "never timed"))
+        return dataclasses.replace(m, correctness=judged)
+
+    def peak_for(self, params: Any) -> tuple[float | None, str]:
+        """The ceiling ``params`` is held against on the dataset's device (:func:`peak_for`)."""
+        return peak_for(self.family, params, self.device)
+
+    def perf_of(self, perf: dict[str, Any] | None, shape: Dims, params: Any
+                ) -> dict[str, Any] | None:
         """A recorded perf block in the keys of :func:`perf_block` (rows recorded before the
-        metric's keys existed get them from the family's metric and the dataset's device)."""
-        if not perf or "unit" in perf:
+        metric's keys existed get them from the family's metric and the dataset's device),
+        held against the ceiling of ``params`` (the recording's peak may have been another)."""
+        if not perf:
             return perf
+        peak, peak_source = self.peak_for(params)
         block = perf_block(perf["runs_us"], self.family.metric, shape,
-                           vendor_us=perf.get("vendor_us"), peak=self.peak,
-                           peak_source=self.peak_source, reps=perf.get("reps_per_run"))
-        recorded = {k: v for k, v in perf.items() if v is not None}
+                           vendor_us=perf.get("vendor_us"), peak=peak,
+                           peak_source=peak_source, reps=perf.get("reps_per_run"))
+        recorded = {k: v for k, v in perf.items()
+                    if v is not None and k not in ("peak", "peak_source", "pct_of_peak")}
         merged = {**block, **recorded}
         for key in ("throughput_tflops", "throughput_gbs"):
             if key in recorded:
                 merged["throughput"] = recorded[key]
+        rate = merged.get("throughput")
+        merged["pct_of_peak"] = round(100.0 * rate / peak, 2) if peak and rate else None
         return merged
 
     def vendor_us(self, shape: Dims) -> float | None:

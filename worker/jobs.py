@@ -447,8 +447,10 @@ def run_evaluation(runtime: WorkerRuntime, job: EvaluateJob) -> Measurement:
     interleaved; a failure of the candidate is a recorded status, never an exception."""
     if job.backend != runtime.backend:
         return Measurement("not_measured", error=(
-            f"a {runtime.backend} worker took a {job.backend} campaign's candidate: run "
-            f"workers with --backend {job.backend} on the queue gpu.{runtime.settings.arch}"))
+            f"a GPU worker of the {runtime.backend} backend took this {job.backend} campaign's "
+            f"candidate: the API and every worker need the same TUNEFORGE_BACKEND (export "
+            f"TUNEFORGE_BACKEND={runtime.backend} before `tuneforge serve` too, or start the "
+            f"GPU workers with TUNEFORGE_BACKEND={job.backend})"))
     family = get_family(job.kernel)
     ev = runtime.evaluator(job.kernel)
     options = dataclasses.replace(getattr(ev, "options", None) or EvalOptions(),

@@ -469,9 +469,6 @@ def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
     element's error over ``|ref| + atol/tol`` within ``tol`` (:func:`scale_terms`).
     ``exact``: no element differs.
     """
-    kind = (rule or {}).get("kind", "scaled")
-    if kind not in RULES:
-        raise ValueError(f"correctness rule {kind!r}; known: {', '.join(RULES)}")
     rel = math.sqrt(sum_err2 / sum_ref2) if sum_ref2 > 0 else (0.0 if sum_err2 == 0 else math.inf)
     reasons = []
     if unwritten:
@@ -481,6 +478,25 @@ def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
     if reference_bad:
         reasons.append(f"{reference_bad} reference element(s) NaN, Inf or never written: the "
                        "reference kernel is wrong")
+    reasons += figure_reasons(rel, max_abs, max_scaled, tol, rule)
+    return {"rel_err": rel, "max_abs_err": max_abs, "max_scaled_err": max_scaled,
+            "nonfinite": nonfinite, "unwritten": unwritten,
+            "passed": not reasons, "reason": "; ".join(reasons) or None}
+
+
+#: How each reason :func:`figure_reasons` gives begins: what a re-judgement recomputes.
+FIGURE_REASONS = ("norm-relative error ", "element error / reference scale ",
+                  "an element's error exceeds ", "an element differs from the reference ")
+
+
+def figure_reasons(rel: float, max_abs: float, max_scaled: float, tol: float,
+                   rule: Mapping[str, Any] | None = None) -> list[str]:
+    """Why a case's error figures fail ``rule`` (None is ``scaled``) at ``tol``: the part of
+    :func:`judge` that depends on the tolerance (empty: the figures pass)."""
+    kind = (rule or {}).get("kind", "scaled")
+    if kind not in RULES:
+        raise ValueError(f"correctness rule {kind!r}; known: {', '.join(RULES)}")
+    reasons = []
     if kind in ("scaled", "norm") and not rel <= tol:
         reasons.append(f"norm-relative error {rel:.3g} > {tol:g}")
     if kind == "scaled" and not max_scaled <= tol:
@@ -491,9 +507,25 @@ def judge(sum_err2: float, sum_ref2: float, max_abs: float, max_scaled: float,
                        f"|ref| + atol/tol: {max_scaled:.3g} > {tol:g})")
     if kind == "exact" and not max_abs == 0:
         reasons.append(f"an element differs from the reference by {max_abs:.3g} (rule exact)")
-    return {"rel_err": rel, "max_abs_err": max_abs, "max_scaled_err": max_scaled,
-            "nonfinite": nonfinite, "unwritten": unwritten,
-            "passed": not reasons, "reason": "; ".join(reasons) or None}
+    return reasons
+
+
+def rejudge(case: Mapping[str, Any], tol: float, rule: Mapping[str, Any] | None = None
+            ) -> dict[str, Any] | None:
+    """A recorded case judged again at ``tol`` from its error figures: the reasons that do
+    not depend on them (unwritten, NaN or Inf elements, a wrong reference) stay as recorded,
+    those of the figures are recomputed. None when the case lacks a figure, or failed without
+    saying why."""
+    figures = [case.get(k) for k in ("rel_err", "max_abs_err", "max_scaled_err")]
+    if any(f is None for f in figures):
+        return None
+    if not case.get("passed", True) and not case.get("reason"):
+        return None  # failed, and the record does not say why
+    rel, max_abs, max_scaled = (float(f) for f in figures if f is not None)
+    kept = [r for r in str(case.get("reason") or "").split("; ")
+            if r and not r.startswith(FIGURE_REASONS)]
+    reasons = kept + figure_reasons(rel, max_abs, max_scaled, tol, rule)
+    return {**case, "passed": not reasons, "reason": "; ".join(reasons) or None}
 
 
 # ---- device side (pycuda) --------------------------------------------------------------------

@@ -35,13 +35,14 @@ class Decision:
 def accept(candidate_us: float | None, candidate_runs_us: Sequence[float] = (), *,
            status: str, failure: str | None = None, first: bool, threshold_pct: float,
            incumbent_runs_us: Sequence[float] = (),
-           incumbent_us: float | None = None) -> Decision:
+           incumbent_us: float | None = None, incumbent: str | None = None) -> Decision:
     """Decide on one result.
 
     ``candidate_us`` is the candidate's time (None when it has none), ``candidate_runs_us`` its
     runs; ``status`` its outcome and ``failure`` what went wrong (the reason of a failed one).
     ``first``: no incumbent yet. The incumbent is its ``incumbent_runs_us`` interleaved with the
-    candidate's (their median is its time) or, without them, its recorded ``incumbent_us``.
+    candidate's (their median is its time) or, without them, its recorded ``incumbent_us``;
+    ``incumbent`` names it in the reason (``incumbent #12``; None: "the incumbent").
     An improvement exactly at the threshold, or runs that touch the incumbent's, revert.
     """
     if status != "ok" or candidate_us is None:
@@ -61,8 +62,9 @@ def accept(candidate_us: float | None, candidate_runs_us: Sequence[float] = (), 
     # improvement_pct (and the threshold) is the share of the incumbent's time saved; the reason
     # also says the speed-up, which is what a kernel engineer reads (81 % less time is 5.3x)
     improvement = 100.0 * (inc_us - candidate_us) / inc_us
-    change = (f"{inc_us / candidate_us:.3f}x the incumbent's speed (time {-improvement:+.2f}%, "
-              f"{basis})" if math.isfinite(inc_us) else f"no incumbent time ({basis})")
+    whose = f"the speed of {incumbent}" if incumbent else "the incumbent's speed"
+    change = (f"{inc_us / candidate_us:.3f}x {whose} (time {-improvement:+.2f}%, {basis})"
+              if math.isfinite(inc_us) else f"no incumbent time ({basis})")
     if improvement > threshold_pct and confident:
         return Decision(True, round(improvement, 3),
                         f"{change}, above the {threshold_pct:g}% threshold")

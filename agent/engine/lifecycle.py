@@ -14,13 +14,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.engine.locking import CampaignError, emit, lock_campaign
-from agent.policies.base import key_of
+from agent.policies.base import PolicyContext, key_of
 from core.models import Campaign, Candidate, new_id, utcnow
 from core.settings import get_settings
 from core.version import commit
 from kernels import get_family
 from kernels.base import Action, UnknownAction
 from kernels.family import DEFAULT_TOLERANCE
+
+#: The ``settle_after`` of a campaign that gives none: evaluations without an accepted
+#: improvement after which a campaign whose incumbent's neighbourhood is explored has settled and
+#: ends (:func:`settled`). Longer than the longest stretch without an improvement that any
+#: replay campaign went through before improving again (docs/BENCHMARKS.md, "Settled
+#: campaigns"), so that none of them stops short of the best its whole budget finds.
+SETTLE_AFTER = 300
 
 
 @dataclass
@@ -39,6 +46,9 @@ class CampaignSpec:
     parallel: int = 1
     seed: int = 0
     budget_iterations: int = 600
+    #: end once settled (:func:`settled`) after this many evaluations without an accepted
+    #: improvement; 0: run until a budget is spent
+    settle_after: int = SETTLE_AFTER
     budget_wall_s: float | None = None
     budget_gpu_s: float | None = None
     leaderboard: list[Any] | None = None
@@ -107,6 +117,7 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
         tolerance=spec.tolerance, policy=spec.policy,
         accept_threshold_pct=spec.accept_threshold_pct, profile=spec.profile,
         parallel=spec.parallel, seed=spec.seed, budget_iterations=spec.budget_iterations,
+        settle_after=spec.settle_after,
         budget_wall_s=spec.budget_wall_s, budget_gpu_s=spec.budget_gpu_s,
         leaderboard=spec.leaderboard, start_from=spec.start_from,
         allowed_actions=spec.allowed_actions, injected_actions=[], vendor_us=vendor_us,
@@ -192,6 +203,26 @@ def budget_left(campaign: Campaign) -> tuple[int, str | None]:
     if left <= 0:
         return 0, f"iteration budget of {campaign.budget_iterations} spent"
     return left, None
+
+
+def settled(campaign: Campaign, ctx: PolicyContext) -> str | None:
+    """Why the running campaign has settled, or None. It has when all of these hold: its last
+    ``settle_after`` evaluations (its ``stagnation``, in flight ones not counted) brought no
+    accepted improvement, no injected action waits, and every point one transform from the
+    incumbent that its space and allowed actions hold has been evaluated or is in flight
+    (``PolicyContext.neighbours``): nothing near the best is left to try, and the search has
+    gone that long without finding better farther out. ``settle_after`` 0: never."""
+    window = campaign.settle_after
+    if not window or ctx.stagnation < window or campaign.injected_actions:
+        return None
+    if next(ctx.neighbours(), None) is not None:
+        return None
+    inc = ctx.incumbent
+    assert inc is not None
+    return (f"settled: the last {ctx.stagnation} evaluations found nothing better than "
+            f"#{inc.iteration}, and every point one transform from it was tried (settle_after "
+            f"{window}; {campaign.next_iteration} of a budget of {campaign.budget_iterations} "
+            "evaluations)")
 
 
 def finish_campaign(session: Session, campaign: Campaign, status: str, reason: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from agent.engine.history import HISTORY, HistoryCache, history, in_flight
-from agent.engine.lifecycle import budget_left, finish_campaign, new_candidate
+from agent.engine.lifecycle import budget_left, finish_campaign, new_candidate, settled
 from agent.engine.locking import emit, lock_campaign, scratch
 from agent.policies.base import (
     Policy,
@@ -85,6 +85,11 @@ def _propose(session: Session, campaign_id: str, *, policy: Policy, space: Searc
         settings=settings, shape=campaign.problem, tolerance=campaign.tolerance,
         device=campaign.device, campaign_id=campaign.id, other_shapes=other_shapes,
     )
+    why = settled(campaign, ctx)
+    if why is not None:  # nothing more is proposed; it ends once the last result is in
+        if pending == 0:
+            finish_campaign(session, campaign, "done", why)
+        return []
     wanted = min(slots, left)
     # injected actions first, whatever the policy (only the expert read them: a random or optuna
     # campaign took them and never tried them); one that cannot be tried is said so

@@ -26,7 +26,11 @@ from kernels import get_family
 COMPILE_RECORD_LOAD = load_only(Campaign.id, Campaign.kernel, Campaign.arch)
 
 
-_AVG_US = select(Candidate.avg_us).where(Candidate.id == bindparam("candidate_id"))
+_AVG_US = select(Candidate.avg_us, Candidate.iteration, Candidate.params_key.label("key")).where(
+    Candidate.id == bindparam("candidate_id"))
+#: the iteration of the campaign's candidate at a point (the incumbent a result ran beside)
+_ITERATION_OF_KEY = select(Candidate.iteration).where(
+    Candidate.campaign_id == bindparam("campaign_id"), Candidate.params_key == bindparam("key"))
 
 
 def record_compile(session: Session, candidate_id: str, result: CompileResult) -> Candidate:
@@ -67,8 +71,11 @@ def record_failure(session: Session, candidate_id: str, status: str, error: str)
 
 
 def _decide(m: Measurement, *, threshold_pct: float, first: bool,
-            incumbent_us: float | None) -> Decision:
-    """The acceptance rule applied to a measurement: its figures as plain numbers."""
+            incumbent_us: float | None, incumbent: str | None = None,
+            interleaved: bool = True) -> Decision:
+    """The acceptance rule applied to a measurement: its figures as plain numbers
+    (``interleaved`` False: its incumbent runs are of another candidate than the incumbent
+    it is decided against, so only that one's recorded time counts)."""
     perf = m.perf if m.status == "ok" and m.perf else None
     failure = m.error
     if m.status == "wrong" and m.correctness:
@@ -76,16 +83,53 @@ def _decide(m: Measurement, *, threshold_pct: float, first: bool,
     return accept(float(perf["avg_us"]) if perf else None,
                   (perf.get("runs_us") or ()) if perf else (),
                   status=m.status, failure=failure, first=first, threshold_pct=threshold_pct,
-                  incumbent_runs_us=m.incumbent_runs_us or (), incumbent_us=incumbent_us)
+                  incumbent_runs_us=(m.incumbent_runs_us or ()) if interleaved else (),
+                  incumbent_us=incumbent_us, incumbent=incumbent)
+
+
+def _finished(session: Session, campaign_id: str, candidate_id: str) -> Any:
+    """What a decision reads of a finished candidate: its ``avg_us`` and ``iteration`` (the
+    history's cached item where this process has read it)."""
+    return HISTORY.final_item(session, campaign_id, candidate_id) or \
+        session.execute(_AVG_US, {"candidate_id": candidate_id}).first()
+
+
+def _against(session: Session, campaign: Campaign, cand: Candidate, m: Measurement,
+             incumbent: Any) -> tuple[str | None, bool, str]:
+    """How the decision on ``cand`` names the incumbent it compares with (the campaign's
+    incumbent now, ``incumbent``), whether the measurement's interleaved runs are of that one,
+    and what the reason adds when it is not the incumbent the candidate was proposed from
+    (its parent) or measured against: with several candidates in flight, another result may
+    have replaced the incumbent meanwhile, and a figure against the new one read beside the
+    parent's looks wrong unless it says so."""
+    if incumbent is None:
+        return None, True, ""
+    name = f"incumbent #{incumbent.iteration}"
+    measured = m.incumbent_key if m.incumbent_runs_us else None
+    interleaved = measured is None or measured == incumbent.key
+    notes = []
+    if not interleaved:
+        was = session.execute(_ITERATION_OF_KEY, {"campaign_id": campaign.id,
+                                                  "key": measured}).scalar()
+        notes.append(f"it was measured beside #{was if was is not None else '?'}, replaced "
+                     "before its result came: decided on the new incumbent's recorded time")
+    if cand.parent_id and cand.parent_id != campaign.incumbent_id:
+        parent = _finished(session, campaign.id, cand.parent_id)
+        mine = float(m.perf["avg_us"]) if m.status == "ok" and m.perf else None
+        if parent is not None and parent.avg_us and mine:
+            notes.append(f"{parent.avg_us / mine:.3f}x its parent #{parent.iteration}'s "
+                         "recorded speed, the incumbent when it was proposed")
+        elif parent is not None:
+            notes.append(f"proposed from #{parent.iteration}, the incumbent then")
+    return name, interleaved, "".join(f"; {n}" for n in notes)
 
 
 def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
               m: Measurement) -> None:
     campaign = lock_campaign(session, campaign_id)
-    incumbent: Any = None  # what the decision reads of the incumbent: its avg_us
+    incumbent: Any = None  # what the decision reads of the incumbent: avg_us, iteration
     if campaign.incumbent_id:
-        incumbent = HISTORY.final_item(session, campaign.id, campaign.incumbent_id) or \
-            session.execute(_AVG_US, {"candidate_id": campaign.incumbent_id}).first()
+        incumbent = _finished(session, campaign.id, campaign.incumbent_id)
     cand.status = status
     cand.claimed_by = None  # the step is over: no worker holds the candidate any more
     cand.correctness = m.correctness
@@ -98,9 +142,14 @@ def _finalize(session: Session, campaign_id: str, cand: Candidate, status: str,
                            if m.incumbent_key and m.incumbent_runs_us else None)
     cand.avg_us = float(m.perf["avg_us"]) if m.perf and status == "ok" else None
     cand.finished_at = utcnow()
+    name, interleaved, note = _against(session, campaign, cand, m, incumbent)
     decision = _decide(m, threshold_pct=campaign.accept_threshold_pct, first=incumbent is None,
-                       incumbent_us=incumbent.avg_us if incumbent is not None else None
-                       ).as_dict()
+                       incumbent_us=incumbent.avg_us if incumbent is not None else None,
+                       incumbent=name, interleaved=interleaved).as_dict()
+    if incumbent is not None and status == "ok":
+        decision["reason"] = (decision["reason"] + note)[:500]
+        decision["incumbent_id"] = campaign.incumbent_id
+        decision["incumbent_iteration"] = incumbent.iteration
     cand.decision = decision
     cand.accepted = bool(decision["accepted"])
     campaign.evaluations += 1

@@ -171,6 +171,9 @@ function fmt(value, digits) {
   return Number(value).toFixed(digits === undefined ? 2 : digits);
 }
 function fmtUs(us) { return us ? `${fmt(us, 1)} µs` : "–"; }
+// a kernel's speed against the vendor's, as every page writes it: 4.07× (pct: the vendor's
+// time over the kernel's, in %)
+function fmtVendor(pct) { return pct === null || pct === undefined ? "–" : `${fmt(pct / 100, 2)}×`; }
 function fmtPct(value, digits) { return value === null || value === undefined ? "–" : `${fmt(value, digits === undefined ? 1 : digits)}%`; }
 // a shape as the family writes it (the API sends it with every campaign and history entry)
 function shapeText(item) { return (item.shape_text || Object.values(item.shape || {}).join("x")).replaceAll("x", "×"); }

@@ -60,12 +60,12 @@ function renderStats() {
     stat("status", statusBadge(c.status, CAMPAIGN_COLOURS), c.status_reason, "status"),
     stat(`best ${unit}`, fmt(best.throughput),
       best.avg_us ? `${fmtUs(best.avg_us)} · iteration ${best.iteration}` : running() ? "no correct kernel yet" : "no correct kernel", "best"),
-    stat(`% of ${vendorName}`, fmtPct(c.pct_of_vendor), vendor ? `${vendorName} ${fmt(vendor)} ${unit}` : "no vendor time", "vendor"),
+    stat(`× ${vendorName}`, fmtVendor(c.pct_of_vendor), vendor ? `${vendorName} ${fmt(vendor)} ${unit}` : "no vendor time", "vendor"),
     stat("speedup vs baseline", c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–",
       base.throughput ? `baseline ${fmt(base.throughput)} ${unit}` : "", "speedup"),
     stat("evaluations", `${c.evaluations} / ${c.budget.iterations}`, `${fmt(c.gpu_seconds, 1)} GPU s`, "evaluations"),
     stat(state.page.peak_label || "peak", peak ? `${fmt(peak, 1)}` : "–",
-      peak && best.throughput ? `best is ${fmtPct(100 * best.throughput / peak)} of peak` : unit, "peak"),
+      peak && best.throughput ? `the best runs at ${fmtPct(100 * best.throughput / peak, 0)} of it` : unit, "peak"),
     stat("policy · backend", `${c.policy}`, `${c.backend} · ${c.gpu || "unknown GPU"}`, "policy"));
 }
 
@@ -227,9 +227,15 @@ function buildPlot(name) {
 function redrawPlots() { for (const plot of Object.values(state.plots)) if (plot.u) plot.u.redraw(false, false); }
 
 // ---- decision chain ----
+// a failed candidate: its recorded status (the badge) and one line saying why; the whole
+// recorded error is in the candidate's panel, behind a click
+function failed(p) { return FINAL.has(p.status) && p.status !== "ok"; }
+
 function chainRow(p) {
   const d = p.decision || {};
   const decided = FINAL.has(p.status);
+  const why = failed(p) ? el("div", { class: "failure", title: "click for the recorded error" }, p.failure || "")
+    : el("div", {}, decided ? (d.reason || "") : "");
   return el("tr", { class: `clickable${p.id === state.selected ? " selected" : ""}`, dataset: { id: p.id, iteration: p.iteration },
     onclick: () => select(p.id) },
   el("td", { class: "num" }, p.iteration),
@@ -239,7 +245,15 @@ function chainRow(p) {
     p.throughput ? el("b", {}, `${fmt(p.throughput)} ${state.page.unit || ""} `) : "",
     decided ? el("span", { class: p.accepted ? "acc" : "rej" }, p.accepted ? "✓ accepted" : "✗ reverted")
       : el("span", { class: "muted" }, "in flight"),
-    el("div", {}, decided ? (d.reason || p.error || "") : "")));
+    why));
+}
+
+// the whole recorded error of a failed candidate, folded under its one-line reason
+function errorDetail(c) {
+  const text = c.error || (c.feedback || {}).error || ((c.feedback || {}).correctness || {}).reason;
+  if (!text) return null;
+  return el("details", { class: "error-detail", id: "error-detail" },
+    el("summary", {}, "the recorded error"), el("pre", { class: "source" }, text));
 }
 
 // what the agent said that no candidate shows (an injected action it dropped): a row of its own
@@ -376,15 +390,16 @@ async function renderCandidate(candidateId) {
     kv([
       ["proposed by", c.proposed_by],
       ["why it was tried", c.reason],
-      ["decision", d.reason],
+      failed(c) ? ["why it failed", el("span", { class: "failure" }, (state.byId.get(c.id) || {}).failure || c.status)]
+        : ["decision", d.reason],
       ["parent", parent ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(parent.id); } },
         `#${parent.iteration} ${parent.action || "baseline"}`) : "none (the baseline)"],
-      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput ?? perf.throughput_tflops)} ${perf.unit || "TFLOP/s"} · ${fmtPct(perf.pct_of_vendor)} of ${state.page.vendor || "the vendor"} · spread ${fmtPct(perf.spread_pct, 2)}` : null],
+      ["time", perf.avg_us ? `${fmtUs(perf.avg_us)} · ${fmt(perf.throughput ?? perf.throughput_tflops)} ${perf.unit || "TFLOP/s"} · ${fmtVendor(perf.pct_of_vendor)} ${state.page.vendor || "the vendor"} · spread ${fmtPct(perf.spread_pct, 2)}` : null],
       ["runs", perf.runs_us ? perf.runs_us.map((r) => fmt(r, 1)).join(", ") + " µs" : null],
-      ["compile", comp.seconds !== undefined ? `${fmt(comp.seconds)} s · ${comp.regs_per_thread ?? "–"} registers · ${comp.smem_bytes ?? "–"} B smem · ${comp.spill_bytes ?? "–"} B spills${comp.error ? ` · ${comp.error}` : ""}` : null],
-      ["correctness", corr.tolerance !== undefined ? `${corr.passed ? "passed" : "failed"} · norm-relative error ${sci(corr.rel_err)} · max scaled error ${sci(corr.max_scaled_err)} (tolerance ${sci(corr.tolerance)})${corr.reason ? ` · ${corr.reason}` : ""}` : null],
-      ["error", c.error],
+      ["compile", comp.seconds !== undefined ? `${fmt(comp.seconds)} s · ${comp.regs_per_thread ?? "–"} registers · ${comp.smem_bytes ?? "–"} B smem · ${comp.spill_bytes ?? "–"} B spills` : null],
+      ["correctness", corr.tolerance !== undefined ? `${corr.passed ? "passed" : "failed"} · norm-relative error ${sci(corr.rel_err)} · max scaled error ${sci(corr.max_scaled_err)} (tolerance ${sci(corr.tolerance)})` : null],
     ]),
+    failed(c) ? errorDetail(c) : null,
     el("h2", { style: { marginTop: "14px" } }, "Parameters ", el("span", { class: "hint" }, parent ? "(changed from the parent in yellow)" : "")),
     paramChips(c.params, parent ? parent.params : null),
     el("h2", { style: { marginTop: "14px" } }, "Profile"),

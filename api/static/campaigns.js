@@ -1,5 +1,5 @@
 // The campaigns page: the team's campaigns with status, best throughput (in the family's unit),
-// % of the vendor's time, evaluations.
+// its speed against the vendor's (× vendor), evaluations.
 "use strict";
 
 let campaigns = [];
@@ -19,7 +19,7 @@ function campaignRow(c) {
     el("td", {}, c.backend, el("div", { class: "hint" }, c.gpu || "–")),
     el("td", { class: "num" }, `${c.evaluations} / ${c.budget.iterations}`),
     el("td", { class: "num" }, best.throughput !== undefined ? `${fmt(best.throughput)} ${unitOf(c)}` : "–"),
-    el("td", { class: "num" }, fmtPct(c.pct_of_vendor)),
+    el("td", { class: "num" }, fmtVendor(c.pct_of_vendor)),
     el("td", { class: "num" }, c.speedup_vs_baseline ? `${fmt(c.speedup_vs_baseline, 1)}×` : "–"),
     el("td", {}, when(c.created_at)));
 }

@@ -21,6 +21,7 @@ from kernels.family import (
     FamilyBase,
     Fill,
     Metric,
+    PointPeak,
     RuleContext,
     Scalar,
     Signature,
@@ -119,6 +120,18 @@ class GemmBiasRelu(FamilyBase):
     edge_shapes = EDGE_SHAPES
     vendor = Vendor("cuBLAS fp32", "kernels.gemm_bias_relu.vendor",
                     doc="torch.addmm + relu_, TF32 off", op="addmm_bias_relu")
+
+    def peak_of(self, params: GemmParams) -> PointPeak:
+        """The SIMT kernel against the FP32 FMA peak; a tensor-core kernel against the
+        tensor-core peak of its scheme's precision over the products it takes for one fp32
+        product (tf32x3: 3 TF32, bf16x3: 3 BF16, bf16x6: 6 BF16)."""
+        if not params.tf32x3:
+            return PointPeak("fp32_ffma")
+        scheme = next(name for name, value in PRECISION_SCHEMES.items()
+                      if value == params.bf16_split)
+        if params.bf16_split:
+            return PointPeak("bf16_tensor", params.bf16_split, scheme)
+        return PointPeak("tf32_tensor", 3, scheme)
 
     def parse_dims(self, text: str) -> Shape:
         """``4096x4096x4096`` or ``m=4096,n=4096,k=4096``."""

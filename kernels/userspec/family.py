@@ -169,11 +169,11 @@ class SpecFamily(FamilyBase):
         for tunable, values in self._domains.items():
             registry.register(f"set_{tunable}", ArgSpec(tunable, values, f"the value of "
                                                         f"{tunable}", field=tunable),
-                              origin="expert")(_setter(f"set_{tunable}", tunable))
+                              origin="generated")(_setter(f"set_{tunable}", tunable))
         for t in self.spec["transforms"]:
             args = tuple(ArgSpec(a["name"], tuple(a["choices"]), f"{a['name']} of {t['name']}")
                          for a in t["args"])
-            registry.register(t["name"], *args, origin="expert")(
+            registry.register(t["name"], *args, origin="declared")(
                 _macro(t, self._domains))
         registry.register("revert_last")(_revert_last)
         return registry

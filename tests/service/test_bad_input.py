@@ -101,6 +101,8 @@ BAD_CAMPAIGNS: list[tuple[str, bytes | Iterator[bytes], str, int, list[Any] | No
      422, ["body", "start_from"], "Input should be 'best'"),
     ("budget-0", body({"shape": SHAPE, "budget": {"iterations": 0}}), "application/json", 422,
      ["body", "budget", "iterations"], "greater than or equal to 1"),
+    ("budget-negative-settle", body({"shape": SHAPE, "budget": {"settle_after": -1}}),
+     "application/json", 422, ["body", "budget", "settle_after"], "greater than or equal to 0"),
     ("budget-negative-seconds", body({"shape": SHAPE, "budget": {"wall_seconds": -1}}),
      "application/json", 422, ["body", "budget", "wall_seconds"], "greater than 0"),
     ("budget-nan-seconds", b'{"shape": {"m": 8, "n": 8, "k": 8}, "budget": '

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
+from agent.engine.lifecycle import SETTLE_AFTER
 from api.views import campaign_read
 from core.db import session_scope
 from core.models import Campaign, Candidate
@@ -55,6 +56,7 @@ def test_reads_follow_every_change_of_the_campaign(stack: Stack, team_a: TeamKey
         evaluations = [r["evaluations"] for r in seen]
         assert evaluations == sorted(evaluations)
         assert seen[-1]["evaluations"] == 30
+        assert seen[-1]["budget"]["settle_after"] == SETTLE_AFTER  # the default, read back
         assert seen[-1] == _from_db(stack, cid)
         assert seen[-1]["best"] is not None
         for _ in range(3):  # the same version again: the same answer

@@ -216,8 +216,9 @@ def test_workers_build_the_family_from_the_database(stack: Stack, team: TeamKey,
         assert done["status"] == "failed", done
         assert done["best"] is None
         assert done["status_reason"].startswith(
-            "the baseline did not pass: not_measured: a replay worker took a gpu campaign's "
-            "candidate"), done["status_reason"]
+            "the baseline did not pass: not_measured: a GPU worker of the replay backend took "
+            "this gpu campaign's candidate: the API and every worker need the same "
+            "TUNEFORGE_BACKEND"), done["status_reason"]
     with session_scope(stack.db_url) as s:
         rows = s.scalars(select(Candidate).where(Candidate.campaign_id == campaign_id)
                          .order_by(Candidate.iteration)).all()

@@ -58,6 +58,15 @@ def test_campaign_completes_and_every_row_is_written_once(stack: Stack, team_a: 
         assert results == {c.id: 1 for c in rows}  # one result per candidate, exactly once
         accepted = [c for c in rows if c.status == "ok" and c.accepted]
         fastest = min(accepted, key=lambda c: c.avg_us or float("inf"))
+        # two in flight: every decision names the incumbent it compared the candidate with
+        iteration_of = {c.id: c.iteration for c in rows}
+        for c in rows:
+            if c.status == "ok" and c.iteration > 0:
+                assert c.decision is not None
+                against = iteration_of.get(c.decision.get("incumbent_id") or "")
+                reason = c.decision["reason"]
+                assert reason.startswith("first correct kernel") or \
+                    f"incumbent #{against} (" in reason, c.decision
         campaign = s.get(Campaign, cid)
         assert campaign is not None
         assert campaign.best_id == fastest.id
