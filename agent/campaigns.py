@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from sqlalchemy.orm import Session
 
 from agent.engine.lifecycle import CampaignSpec, create_campaign
@@ -163,11 +164,12 @@ class CampaignCreate(_In):
                         pattern=PRINTABLE, description=(
                             "a built-in family's name, or one of the team's own (GET "
                             "/families): NAME (its latest version), NAME@vN or NAME@hash12"))
-    shape: ShapeModel | None = None
     shapes: list[ShapeEntry] | None = Field(
         default=None, min_length=1, max_length=64, description=(
             "a shape set: the shapes a program runs, each with its weight; tuned one after "
             "another under the one budget, each starting from what the others found"))
+    #: required unless ``shapes`` (checked after it: the field order is the check's order)
+    shape: ShapeModel | None = Field(default=None, validate_default=True)
     tolerance: float | None = Field(
         default=None, gt=0, le=0.1, allow_inf_nan=False,
         description="correctness tolerance; default: the one the family declares, else "
@@ -212,6 +214,9 @@ class CampaignCreate(_In):
     @classmethod
     def _family_shape(cls, shape: dict[str, int] | None, info: ValidationInfo
                       ) -> dict[str, int] | None:
+        if shape is None and "shapes" in info.data and info.data["shapes"] is None:
+            raise PydanticCustomError(
+                "missing", "Field required: shape (one shape), or shapes (a shape set)")
         family = _family_of(info)
         if family is None or shape is None:  # refused, or a team's family (the route checks)
             return shape
@@ -233,9 +238,8 @@ class CampaignCreate(_In):
 
     @model_validator(mode="after")
     def _one_shape_or_a_set(self) -> CampaignCreate:
-        if (self.shape is None) == (self.shapes is None):
-            raise ValueError("give either shape (one shape) or shapes (a shape set), not "
-                             + ("both" if self.shape is not None else "neither"))
+        if self.shape is not None and self.shapes is not None:
+            raise ValueError("give either shape (one shape) or shapes (a shape set), not both")
         return self
 
     @field_validator("policy")

@@ -140,7 +140,7 @@ BAD_CAMPAIGNS: list[tuple[str, bytes | Iterator[bytes], str, int, list[Any] | No
      ["body", "policy"], "Input should be 'expert'"),
     ("unknown-field", body({"shape": SHAPE, "colour": "blue"}), "application/json", 422,
      ["body", "colour"], "Extra inputs are not permitted"),
-    ("no-shape", b"{}", "application/json", 422, ["body", "shape"], "Field required"),
+    ("no-shape", b"{}", "application/json", 422, ["body", "shape"], "Field required: shape"),
     ("not-json", b"shape = 4096^3", "application/json", 422, ["body", 0],
      "the body is not valid JSON: Expecting value at character 0"),
     ("truncated-json", b'{"shape": {"m": 8', "application/json", 422, ["body"],
