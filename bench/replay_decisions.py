@@ -1,7 +1,7 @@
 """The decision chains of embedded replay campaigns, recorded or checked against a record.
 
-    python bench/replay_decisions.py record runs/replay-decisions.json
-    python bench/replay_decisions.py check runs/replay-decisions.json
+    python bench/replay_decisions.py record tests/data/replay-decisions.json
+    python bench/replay_decisions.py check tests/data/replay-decisions.json [--cases a,b]
 
 Each case runs ``tuneforge tune --backend replay`` in a child process (as a user runs it) on a
 fresh SQLite file, then reads back every candidate in iteration order: its action, point,
@@ -73,12 +73,14 @@ def chain(db: Path, campaign_id: str) -> list[list[Any]]:
     return out
 
 
-def run_all() -> dict[str, Any]:
-    """Every case's summary figures and decision chain."""
+def run_all(names: list[str] | None = None) -> dict[str, Any]:
+    """The summary figures and decision chain of every case (of ``names``, when given)."""
     found: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         for name, args in CASES:
+            if names is not None and name not in names:
+                continue
             db = home / ("warm.db" if "warm" in name else f"{name}.db")
             if "warm" in name:  # the earlier campaign the warm start reads
                 tune(home, db, ["--budget", "40", "--seed", "0"])
@@ -96,13 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["record", "check"])
     parser.add_argument("path", type=Path)
+    parser.add_argument("--cases", help="comma-separated case names (default: every case)")
     args = parser.parse_args(argv)
-    found = run_all()
+    names = args.cases.split(",") if args.cases else None
+    found = run_all(names)
     if args.mode == "record":
         args.path.parent.mkdir(parents=True, exist_ok=True)
         args.path.write_text(json.dumps(found, indent=1) + "\n")
         return 0
-    recorded = json.loads(args.path.read_text())
+    recorded = {name: case for name, case in json.loads(args.path.read_text()).items()
+                if names is None or name in names}
     moved = 0
     for name, case in recorded.items():
         now = found.get(name)
