@@ -160,6 +160,14 @@ class CampaignCreate(_In):
     """``POST /campaigns``: one shape (``shape``), or a shape set (``shapes``) tuned as one job
     under one budget (``agent/shapesets.py``)."""
 
+    #: whole bodies, as the API reference shows them and as the API fuzz test sends them
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"kernel": "gemm", "shape": {"m": 4096, "n": 4096, "k": 4096},
+         "budget": {"iterations": 3}},
+        {"kernel": "gemm", "shapes": [{"shape": {"m": 4096, "n": 4096, "k": 4096}, "weight": 3},
+                                      {"shape": {"m": 8192, "n": 1024, "k": 4096}}],
+         "budget": {"iterations": 8}}]})
+
     kernel: str = Field(default_factory=lambda: get_settings().default_kernel,
                         pattern=PRINTABLE, description=(
                             "a built-in family's name, or one of the team's own (GET "

@@ -110,7 +110,7 @@ def pick(family: FamilyPath, session: SessionDep, team: TeamDep, settings: Setti
 
 
 @router.post("/{family}/probe", status_code=status.HTTP_201_CREATED,
-             response_model=ProbeCreated, responses=error_responses(401, 404))
+             response_model=ProbeCreated, responses=error_responses(400, 401, 404, 413))
 def probe(family: FamilyPath, body: ProbeIn, session: SessionDep, team: TeamDep,
           settings: SettingsDep) -> ProbeCreated:
     """Measure the library's fallback points once at each shape (a campaign each, starting
