@@ -162,10 +162,11 @@ class CampaignCreate(_In):
 
     #: whole bodies, as the API reference shows them and as the API fuzz test sends them
     model_config = ConfigDict(json_schema_extra={"examples": [
-        {"kernel": "gemm", "shape": {"m": 4096, "n": 4096, "k": 4096},
+        {"kernel": "gemm_bias_relu", "shape": {"m": 4096, "n": 4096, "k": 4096},
          "budget": {"iterations": 3}},
-        {"kernel": "gemm", "shapes": [{"shape": {"m": 4096, "n": 4096, "k": 4096}, "weight": 3},
-                                      {"shape": {"m": 8192, "n": 1024, "k": 4096}}],
+        {"kernel": "gemm_bias_relu",
+         "shapes": [{"shape": {"m": 4096, "n": 4096, "k": 4096}, "weight": 3},
+                    {"shape": {"m": 8192, "n": 1024, "k": 4096}}],
          "budget": {"iterations": 8}}]})
 
     kernel: str = Field(default_factory=lambda: get_settings().default_kernel,

@@ -102,11 +102,12 @@ def print_result(result: dict[str, Any]) -> None:
     """The set as one table: a row a shape."""
     table = Table(title=f"shape set {result['set_id'][:8]} · {result['kernel']} · "
                         f"{result['status']} ({result['reason']})", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    # "hist.": evaluations served from the team's history (the line below says so in words)
     for col, justify in (("shape", "left"), ("w", "right"), ("evals", "right"),
                          ("best µs", "right"), (result["unit"], "right"),
                          ("× vendor", "right"), ("% peak", "right"), ("GPU s", "right"),
-                         ("served", "right")):
+                         ("hist.", "right")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for row in result["shapes"]:
         best = row["best"] or {}

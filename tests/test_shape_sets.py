@@ -103,3 +103,22 @@ def test_bad_sets_exit_2_with_one_line(tmp_path: Path, args: list[str], message:
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
     assert message in errors[0], result.output
+
+
+def test_the_set_table_fits_80_columns(tmp_path: Path) -> None:
+    """The table of a GEMM set (its widest shapes) is whole at 80 columns: no header or cell
+    is cut to an ellipsis."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
+    env.update({"TUNEFORGE_HOME": str(home), "COLUMNS": "80"})
+    done = subprocess.run([*COMMAND, "tune", "--backend", "replay", "--kernel",
+                           "gemm_bias_relu", "--shapes", "4096x4096x4096:3", "--budget", "10",
+                           "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("shape set "):]
+    assert "4096x4096x4096  3  10/10" in table, table
+    for word in ("evals", "best µs", "TFLOP/s", "× vendor", "% peak", "GPU s", "hist."):
+        assert word in table, (word, table)
+    assert "…" not in table, table
+    assert all(len(line) <= 80 for line in table.splitlines()), table
