@@ -134,18 +134,16 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
     """Validate ``spec`` and store it as the team's next version of its name, unless the same
     content is stored already (then that version). ``kernels.userspec.SpecError`` names the
     field of a bad spec and :class:`FamilyConflict` a built-in's name: nothing is stored."""
-    from kernels.userspec import build_family, family_key, spec_hash, validate_spec
+    from kernels.userspec import family_from_normal, validate_spec
 
     wanted = spec.get("name") if isinstance(spec, dict) else None
     if isinstance(wanted, str) and wanted in family_names():
         raise FamilyConflict(f"name: {wanted!r} is the name of a built-in kernel family; "
                              "give yours another name")
-    normalized = validate_spec(spec)
-    name = str(normalized["name"])
-    digest = spec_hash(normalized)
-    key = family_key(normalized)
-    # what every worker will build, checked before anything is stored
-    family = cast(KernelFamily, build_family(normalized))
+    normalized = validate_spec(spec)  # once: the family is built from its normal form
+    built = family_from_normal(normalized)
+    name, digest, key = built.display_name, built.version_hash, built.name
+    family = cast(KernelFamily, built)
     for _attempt in range(5):
         existing = session.scalar(select(Family).where(_team(team_id), Family.key == key))
         if existing is not None:

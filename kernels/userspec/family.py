@@ -16,6 +16,8 @@ import itertools
 import json
 import math
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -396,9 +398,36 @@ class SpecFamily(FamilyBase):
         return []
 
 
-@lru_cache(maxsize=4096)
+#: Bytes of rendered sources kept per process (least recently used dropped first).
+RENDER_CACHE_BYTES = 64 * 1024 * 1024
+_rendered: OrderedDict[tuple[str, SpecParams], str] = OrderedDict()
+_rendered_bytes = [0]
+_rendered_lock = threading.Lock()
+
+
 def _render_cached(family: SpecFamily, params: SpecParams) -> str:
-    return render_point(family.spec, params.to_dict())
+    key = (family.name, params)
+    with _rendered_lock:
+        text = _rendered.get(key)
+        if text is not None:
+            _rendered.move_to_end(key)
+            return text
+    text = render_point(family.spec, params.to_dict())
+    with _rendered_lock:
+        if key not in _rendered:
+            _rendered[key] = text
+            _rendered_bytes[0] += len(text)
+        while _rendered_bytes[0] > RENDER_CACHE_BYTES and _rendered:
+            _, dropped = _rendered.popitem(last=False)
+            _rendered_bytes[0] -= len(dropped)
+    return text
+
+
+def rendered_cache_bytes() -> int:
+    """Characters of rendered sources the process keeps now (at most
+    :data:`RENDER_CACHE_BYTES`)."""
+    with _rendered_lock:
+        return _rendered_bytes[0]
 
 
 def _truth(text: str, env: Mapping[str, Any]) -> bool:
@@ -469,6 +498,11 @@ def build_family(spec: Mapping[str, Any]) -> SpecFamily:
     """The family of ``spec`` (validated here: :class:`SpecError` if refused); its ``name``
     is :func:`kernels.userspec.family_key` of the spec, ``display_name`` the spec's name and
     ``version_hash`` its :func:`kernels.userspec.spec_hash`."""
-    normal = validate_spec(dict(spec))
+    return family_from_normal(validate_spec(dict(spec)))
+
+
+def family_from_normal(normal: dict[str, Any]) -> SpecFamily:
+    """The family of a spec :func:`kernels.userspec.validate_spec` returned (not validated
+    again: registration validates once and builds from its result)."""
     digest = hashlib.sha256(canonical_json(normal).encode()).hexdigest()
     return SpecFamily(normal, digest)
