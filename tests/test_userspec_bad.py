@@ -406,6 +406,25 @@ HOSTILE: list[tuple[str, dict[str, Any], str, str]] = [
     ("reference_smem_negative_at_a_bound", _with_edges(edit(BASE, lambda s: s[
         "reference"].update(dynamic_smem="4 * (m - 3)")), _NO_MIN_EDGE),
      "reference.dynamic_smem", "is -8 bytes at the dimensions' bounds m=1"),
+    ("reference_writes_float_but_float64_declared", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("double* __restrict__ out",
+                                                           "float* __restrict__ out")})),
+     "reference.outputs_dtype", "is float64, but transpose_reference takes the output "
+                                "'output' as 'float* __restrict__ out' (parameter 2): declare "
+                                "\"outputs_dtype\": \"float32\""),
+    ("reference_takes_an_int_pointer_output", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("double* __restrict__ out",
+                                                           "int* __restrict__ out")})),
+     "reference.outputs_dtype", "it must be double*"),
+    ("reference_takes_a_double_input", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("const float* __restrict__ in",
+                                                           "const double* __restrict__ in")})),
+     "signature.buffers[0]", "make it const float*"),
+    ("reference_misses_a_scalar", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace(", int n)", ")")})),
+     "reference.kernel", "takes 3 parameters but is passed 4"),
+    ("buffer_named_in", edit(BASE, buffer(0, name="in")), "signature.buffers[0].name",
+     "keyword of the spec's Python-like expressions"),
     ("work_negative_at_a_bound", _with_edges(edit(BASE, put("metric.work", "8 * m * n - 9")),
                                              _NO_MIN_EDGE),
      "metric.work", "is -1 at the dimensions' bounds m=1, n=1"),
@@ -455,3 +474,43 @@ def test_a_spec_at_the_bounds_of_its_dims_is_accepted() -> None:
     spec["dims"][0]["max"] = (1 << 31) - 1  # m * n past 2**64 at the top corner: fine
     spec["dims"][1]["max"] = (1 << 31) - 1
     validate_spec(spec)
+
+
+def test_in_as_a_buffer_name_says_why_and_what_to_do() -> None:
+    with pytest.raises(SpecError) as info:
+        validate_spec(edit(BASE, buffer(0, name="in")))
+    assert "rename it, e.g. in_buf" in info.value.problem
+    assert "need not match the CUDA parameter names" in info.value.problem
+
+
+def test_a_five_thousand_digit_number_in_family_json_names_line_and_field(
+        tmp_path: Path) -> None:
+    spec, files = dir_spec()
+    root = write_dir(tmp_path / "fam", spec, files)
+    text = (root / "family.json").read_text().replace('"min": 1', '"min": ' + "9" * 5000, 1)
+    (root / "family.json").write_text(text)
+    start = time.process_time()
+    with pytest.raises(SpecError) as info:
+        load_spec_dir(root)
+    assert time.process_time() - start < 1.0
+    assert info.value.field == "family.json"
+    assert "an integer of 5000 characters at line 1 column" in info.value.problem
+    assert "(field 'min')" in info.value.problem
+    assert "set_int_max_str_digits" not in str(info.value)
+
+
+def test_upper_case_dimension_names_take_the_named_shape_form() -> None:
+    spec = copy.deepcopy(BASE)
+    text = json.dumps({k: v for k, v in spec.items() if k != "files"})
+    for old, new in (('"m"', '"R"'), ('"n"', '"C"'), ("m * n", "R * C"), ("(n,", "(C,"),
+                     ("(m,", "(R,"), ("8 * m * n", "8 * R * C")):
+        text = text.replace(old, new)
+    upper = {**json.loads(text), "files": spec["files"]}
+    upper["signature"]["scalars"] = [{"name": "rows", "value": "R"},
+                                     {"name": "cols", "value": "C"}]
+    family = build_family(upper)
+    assert family.parse_dims("R=8192,C=4096").as_dict() == {"R": 8192, "C": 4096}
+    assert family.parse_dims("r=64, c=32").as_dict() == {"R": 64, "C": 32}
+    assert family.parse_dims("8192x4096").as_dict() == {"R": 8192, "C": 4096}
+    with pytest.raises(ValueError, match="unknown dimension"):
+        family.parse_dims("R=8,K=4")

@@ -163,8 +163,15 @@ def _ident(value: Any, field: str, what: str = "name") -> str:
     if not isinstance(value, str) or not _IDENT.match(value):
         raise SpecError(field, f"{what} {value!r} must be a C identifier: a letter, then "
                                "letters, digits or '_', at most 48 characters")
-    if value in _RESERVED or keyword.iskeyword(value):
-        raise SpecError(field, f"{what} {value!r} is reserved")
+    if keyword.iskeyword(value):
+        raise SpecError(field, f"{what} {value!r} is a keyword of the spec's Python-like "
+                               "expressions (counts, grids and restrictions read names, and "
+                               f"{value!r} cannot be one): rename it, e.g. {value}_{what[:3]}"
+                               "; buffer and scalar names need not match the CUDA "
+                               "parameter names, arguments are passed by position")
+    if value in _RESERVED:
+        raise SpecError(field, f"{what} {value!r} is reserved: the expressions use it as "
+                               f"{'a function' if value in FUNCTIONS else 'a constant'}")
     return value
 
 
@@ -659,6 +666,7 @@ def _check_sources(spec: dict[str, Any]) -> None:
     if not _defines_kernel(ref_text, ref["kernel"]):
         raise SpecError("reference.kernel", f"no extern \"C\" __global__ kernel "
                                             f"{ref['kernel']!r} in {ref['source']!r}")
+    _check_reference_parameters(spec, ref_text)
     from kernels.userspec.family import render_point  # the one renderer of a point
 
     domains = {t["name"]: t["values"] for t in spec["tunables"]}
@@ -685,6 +693,75 @@ def _check_sources(spec: dict[str, Any]) -> None:
             raise SpecError("kernel.name", f"no extern \"C\" __global__ kernel "
                                            f"{spec['kernel']['name']!r} in "
                                            f"{spec['kernel']['source']!r}")
+
+
+def kernel_parameters(text: str, name: str) -> list[str] | None:
+    """The parameter declarations of the ``__global__`` kernel ``name`` in ``text`` as
+    written (``"const float* __restrict__ x"``), or None when no such definition is found."""
+    bare = src.strip_comments(text, strings=True)
+    for match in re.finditer(rf"__global__\b[^;{{}}()]*?\b{re.escape(name)}\s*\(", bare):
+        depth, start = 1, match.end()
+        for end in range(start, min(len(bare), start + 20_000)):
+            depth += {"(": 1, ")": -1}.get(bare[end], 0)
+            if depth == 0:
+                params, level, part = [], 0, ""
+                for ch in bare[start:end]:
+                    level += {"(": 1, "<": 1, ")": -1, ">": -1}.get(ch, 0)
+                    if ch == "," and level == 0:
+                        params.append(part.strip())
+                        part = ""
+                    else:
+                        part += ch
+                params.append(part.strip())
+                return [p for p in params if p and p != "void"]
+    return None
+
+
+def _pointee(param: str) -> str | None:
+    """``float64``/``float32`` for a ``double*``/``float*`` parameter, ``""`` for another
+    pointer, None for a parameter that is no pointer or a type the text does not spell out."""
+    if "*" not in param:
+        return None
+    words = set(re.findall(r"[A-Za-z_]\w*", param.split("*")[0]))
+    if "double" in words:
+        return "float64"
+    if "float" in words:
+        return "float32"
+    known = {"int", "unsigned", "char", "short", "long", "half", "__half", "__nv_bfloat16",
+             "int32_t", "int64_t", "uint32_t", "uint64_t", "bool", "void"}
+    return "" if words & known else None
+
+
+def _check_reference_parameters(spec: dict[str, Any], ref_text: str) -> None:
+    """The reference kernel's CUDA parameters against what the launch passes it, by position:
+    the signature's buffers (each output in ``outputs_dtype``, each input float32), then its
+    scalars. A mismatch the source spells out is refused; a type behind a macro or template
+    is left to the compile check."""
+    ref = spec["reference"]
+    params = kernel_parameters(ref_text, ref["kernel"])
+    if params is None:
+        return
+    buffers, scalars = spec["signature"]["buffers"], spec["signature"]["scalars"]
+    if len(params) != len(buffers) + len(scalars):
+        raise SpecError("reference.kernel", f"{ref['kernel']} takes {len(params)} parameters "
+                        f"but is passed {len(buffers) + len(scalars)}: the signature's "
+                        f"{len(buffers)} buffers, then its {len(scalars)} scalars, by position")
+    for i, b in enumerate(buffers):
+        wanted = ref["outputs_dtype"] if b["role"] == "out" else "float32"
+        got = _pointee(params[i])
+        if got is None or got == wanted:
+            continue
+        ctype = {"float64": "double*", "float32": "float*"}
+        if b["role"] == "out":
+            raise SpecError("reference.outputs_dtype", (
+                f"is {wanted}, but {ref['kernel']} takes the output {b['name']!r} as "
+                f"{params[i]!r} (parameter {i + 1}): declare \"outputs_dtype\": "
+                f"\"{got}\"" if got else
+                f"is {wanted}, but {ref['kernel']} takes the output {b['name']!r} as "
+                f"{params[i]!r} (parameter {i + 1}): it must be {ctype[wanted]}"))
+        raise SpecError(f"signature.buffers[{i}]", f"the input {b['name']!r} is float32, but "
+                        f"{ref['kernel']} takes it as {params[i]!r} (parameter {i + 1}): "
+                        "make it const float*")
 
 
 def _defines_kernel(text: str, name: str) -> bool:
