@@ -120,6 +120,20 @@ def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     return src.final_check(f'{header}{prelude}#line 1 "{kernel["source"]}"\n{inlined}')
 
 
+def reference_text(spec: Mapping[str, Any]) -> str:
+    """What :meth:`SpecFamily.reference_source` compiles, for a normalized spec."""
+    ref = spec["reference"]
+    files = spec["files"]
+    own = {n: files[n] for n in spec["includes"]}
+    if spec["kernel"]["template"] == "jinja" and ref["source"] == spec["kernel"]["source"]:
+        return render_point(spec, spec["baseline"])
+    body = src.inline(files[ref["source"]], ref["source"], own)
+    if spec["kernel"]["template"] == "macros":
+        prelude = src.macro_prelude(spec["baseline"])
+        return src.final_check(f'{prelude}#line 1 "{ref["source"]}"\n{body}')
+    return src.final_check(body)
+
+
 @lru_cache(maxsize=64)
 def _template(text: str) -> Any:
     return src.check_template(text)
@@ -342,11 +356,11 @@ class SpecFamily(FamilyBase):
 
     # -- correctness ---------------------------------------------------------------------------
     def reference_source(self) -> str:
-        """The reference kernel's source with the family's includes inlined."""
-        ref = self.spec["reference"]
-        files = self.spec["files"]
-        own = {n: files[n] for n in self.spec["includes"]}
-        return src.final_check(src.inline(files[ref["source"]], ref["source"], own))
+        """The reference kernel's source as nvcc compiles it: with a ``macros`` kernel, the
+        baseline's ``#define`` lines and then the reference's file; with a ``jinja`` kernel
+        whose file holds the reference too, that file rendered at the baseline; else the
+        reference's file as written. The family's includes are inlined."""
+        return reference_text(self.spec)
 
     def reference_launch(self, dims: Dims) -> LaunchConfig:
         """The reference's grid and block at ``dims`` (the same-signature style: it takes
