@@ -3,7 +3,7 @@
 reference, with the real nvcc under the registration's limits. A family that cannot compile is
 refused with nvcc's first lines and the field, and nothing is stored; a kernel and its reference
 kept in one file (the common layout) compile, the reference with the baseline's ``#define``
-lines."""
+lines; a reference in a file of its own compiles as written."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_kernel_and_reference_in_one_file_register_and_compile(tmp_path: Path) -
     assert code == 0, err
     assert "scaled_transpose v1 registered" in out
     family = build_family(load_spec_dir(ONE_FILE))
-    assert family.reference_source().startswith("#define TILE 32\n#define PAD 1\n")
+    assert "\n#define TILE 32\n#define PAD 1\n" in family.reference_source()
     code, out, err = run("compile", "--kernel", "scaled_transpose", "--db", db, "--json")
     assert code == 0, err + out
     record = json.loads(out)
@@ -73,7 +73,7 @@ def test_a_reference_that_cannot_compile_is_refused_at_family_add(tmp_path: Path
     assert stored(db) == 0
 
 
-def test_a_reference_in_its_own_file_that_reads_no_tunable_macro_is_refused(
+def test_a_reference_in_its_own_file_that_reads_an_undefined_macro_is_refused(
         tmp_path: Path) -> None:
     root = copy_family(tmp_path)
     spec = json.loads((root / "family.json").read_text())
@@ -87,8 +87,9 @@ def test_a_reference_in_its_own_file_that_reads_no_tunable_macro_is_refused(
     code, _, err = run("family", "add", str(root), "--db", db)
     assert code == 2
     assert err.startswith("error: reference.source: nvcc cannot compile the reference kernel "
-                          "scaled_transpose_ref (compiled with the baseline's #define lines): "
-                          'reference.cu(3): error: identifier "WIDTH" is undefined'), err
+                          "scaled_transpose_ref (reference.cu compiled as written, without the "
+                          "tunables: keep the reference in the kernel's file"), err
+    assert 'reference.cu(3): error: identifier "WIDTH" is undefined' in err
     assert stored(db) == 0
 
 

@@ -69,12 +69,11 @@ def check_family(family: Any, compiler: Compiler) -> dict[str, str] | None:
 
 def _reference_how(family: Any) -> str:
     spec = family.spec
-    if spec["kernel"]["template"] == "macros":
-        return " (compiled with the baseline's #define lines)"
     if spec["reference"]["source"] == spec["kernel"]["source"]:
-        return " (its file rendered at the baseline)"
-    return (" (its file compiled as written: a Jinja template is rendered only when the "
-            "reference shares the kernel's file)")
+        return " (the kernel's file as the baseline point renders it)"
+    return (f" ({spec['reference']['source']} compiled as written, without the tunables: "
+            "keep the reference in the kernel's file to compile it with the baseline's "
+            "values, or define what it reads in its own file)")
 
 
 def main() -> None:

@@ -125,13 +125,9 @@ def reference_text(spec: Mapping[str, Any]) -> str:
     ref = spec["reference"]
     files = spec["files"]
     own = {n: files[n] for n in spec["includes"]}
-    if spec["kernel"]["template"] == "jinja" and ref["source"] == spec["kernel"]["source"]:
+    if ref["source"] == spec["kernel"]["source"]:
         return render_point(spec, spec["baseline"])
-    body = src.inline(files[ref["source"]], ref["source"], own)
-    if spec["kernel"]["template"] == "macros":
-        prelude = src.macro_prelude(spec["baseline"])
-        return src.final_check(f'{prelude}#line 1 "{ref["source"]}"\n{body}')
-    return src.final_check(body)
+    return src.final_check(src.inline(files[ref["source"]], ref["source"], own))
 
 
 @lru_cache(maxsize=64)
@@ -356,10 +352,10 @@ class SpecFamily(FamilyBase):
 
     # -- correctness ---------------------------------------------------------------------------
     def reference_source(self) -> str:
-        """The reference kernel's source as nvcc compiles it: with a ``macros`` kernel, the
-        baseline's ``#define`` lines and then the reference's file; with a ``jinja`` kernel
-        whose file holds the reference too, that file rendered at the baseline; else the
-        reference's file as written. The family's includes are inlined."""
+        """The reference kernel's source as nvcc compiles it: when the reference shares the
+        kernel's file, that file as the baseline point renders it (``#define`` lines of the
+        baseline's tunables, or the Jinja template rendered); else the reference's own file
+        as written. The family's includes are inlined."""
         return reference_text(self.spec)
 
     def reference_launch(self, dims: Dims) -> LaunchConfig:
