@@ -133,3 +133,17 @@ def test_the_same_content_again_compiles_nothing(tmp_path: Path,
     code, out, err = run("family", "add", str(ONE_FILE), "--db", db)
     assert code == 0, err
     assert "already registered" in out
+
+
+def test_the_named_shape_form_takes_upper_case_dimension_names(tmp_path: Path) -> None:
+    """Dims R and C: --shape R=64,C=64 gets past the shape (to the no-GPU hint on a machine
+    without one; to a campaign on one with a GPU)."""
+    db = str(tmp_path / "runs.db")
+    assert run("family", "add", str(ONE_FILE), "--db", db)[0] == 0
+    code, _, err = run("tune", "--kernel", "scaled_transpose", "--db", db,
+                       "--shape", "R=64,C=64", "--budget", "2")
+    assert "--shape" not in err, err
+    code, _, err = run("tune", "--kernel", "scaled_transpose", "--db", db,
+                       "--shape", "R=8192,K=8192", "--budget", "2")
+    assert code == 2
+    assert "--shape: shape: unknown dimension(s) K; missing C (dimensions: R, C)" in err
