@@ -514,3 +514,23 @@ def test_upper_case_dimension_names_take_the_named_shape_form() -> None:
     assert family.parse_dims("8192x4096").as_dict() == {"R": 8192, "C": 4096}
     with pytest.raises(ValueError, match="unknown dimension"):
         family.parse_dims("R=8,K=4")
+
+
+@pytest.mark.parametrize(("name", "raw", "field", "words"), [
+    ("transpose.cu", b"\xff\xfe// latin-1 \xe9\n", "kernel.source", "is not UTF-8 text"),
+    ("transpose.cu", "// utf-16\n".encode("utf-16"), "kernel.source", "is not UTF-8 text"),
+    ("transpose.cu", b"// a CESU-8 surrogate \xed\xa0\x80\n", "kernel.source",
+     "is not UTF-8 text"),
+    ("reference.cu", b"// overlong \xc0\xaf\n", "reference.source", "is not UTF-8 text"),
+    ("vec_access.cuh", b"// truncated \xe2\x82\n", "includes[0]", "is not UTF-8 text"),
+    ("family.json", b'{"name": "transpose\xff"}', "family.json", "is not UTF-8 text"),
+])
+def test_files_that_are_not_utf8_are_refused_naming_them(
+        tmp_path: Path, name: str, raw: bytes, field: str, words: str) -> None:
+    spec, files = dir_spec()
+    root = write_dir(tmp_path / "fam", spec, files)
+    (root / name).write_bytes(raw)
+    with pytest.raises(SpecError) as info:
+        load_spec_dir(root)
+    assert info.value.field == field, str(info.value)
+    assert words in info.value.problem

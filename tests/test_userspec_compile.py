@@ -147,3 +147,23 @@ def test_the_named_shape_form_takes_upper_case_dimension_names(tmp_path: Path) -
                        "--shape", "R=8192,K=8192", "--budget", "2")
     assert code == 2
     assert "--shape: shape: unknown dimension(s) K; missing C (dimensions: R, C)" in err
+
+
+@pytest.mark.parametrize(("prefix", "replace", "words"), [
+    ("template <int N> struct S { static __device__ int v() { return S<N + 1>::v() + 1; } };\n",
+     ("2.0f * in[", "(float)S<0>::v() * in["), "error: excessive recursion at instantiation"),
+    ("", ("tile[TILE][TILE + PAD]", "tile[TILE * 64][TILE + PAD]"), "uses too much shared data"),
+    ("#error this family is not finished\n", ("", ""), "error: #error this family is not finished"),
+    ("__device__ int f(int x) { return x +; }\n", ("", ""), "error: expected an expression"),
+])
+def test_kernels_nvcc_refuses_are_refused_with_its_message(
+        tmp_path: Path, prefix: str, replace: tuple[str, str], words: str) -> None:
+    root = copy_family(tmp_path)
+    kernel = root / "transpose.cu"
+    kernel.write_text(prefix + kernel.read_text().replace(*replace, 1))
+    db = str(tmp_path / "runs.db")
+    code, _, err = run("family", "add", str(root), "--db", db)
+    assert code == 2, err
+    assert err.startswith("error: kernel.source: nvcc cannot compile the baseline point"), err
+    assert words in err, err
+    assert stored(db) == 0
