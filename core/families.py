@@ -135,13 +135,17 @@ def uninstall(url: str) -> None:
 # ---- compiling, before anything is stored ---------------------------------------------------
 #: Characters of the compile check's output read at most.
 _CHECK_OUTPUT_CHARS = 64 * 1024
+#: Compile checks one process runs at a time (each may take its memory limit); the others wait.
+CONCURRENT_CHECKS = 2
+_checks = threading.BoundedSemaphore(CONCURRENT_CHECKS)
 
 
 def compile_check(normalized: dict[str, Any]) -> None:
     """Compile the family's baseline point and its reference with nvcc, in a child process
     of the compile layer (``python -m worker.family_check``) under the settings' limits:
     nvcc's ``family_compile_timeout_s`` per kernel, twice that for the whole child, and
-    ``family_compile_memory_mib`` of address space for it and its nvcc.
+    ``family_compile_memory_mib`` of address space for it and its nvcc, at most
+    :data:`CONCURRENT_CHECKS` at a time in a process.
     ``kernels.userspec.SpecError`` names ``kernel.source`` or ``reference.source`` with the
     first lines of nvcc's message when either does not compile."""
     from core.settings import get_settings
@@ -158,10 +162,11 @@ def compile_check(normalized: dict[str, Any]) -> None:
 
     request = json.dumps({"spec": normalized, "timeout_s": limit_s})
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "worker.family_check"], input=request, text=True,
-            capture_output=True, timeout=2 * limit_s + 10, preexec_fn=limits,
-            start_new_session=True)
+        with _checks:
+            proc = subprocess.run(
+                [sys.executable, "-m", "worker.family_check"], input=request, text=True,
+                capture_output=True, timeout=2 * limit_s + 10, preexec_fn=limits,
+                start_new_session=True)
     except subprocess.TimeoutExpired:
         raise SpecError("kernel.source", f"compiling the baseline and the reference took "
                                          f"longer than {2 * limit_s + 10:g} s") from None
