@@ -159,6 +159,9 @@ def _text(value: Any, field: str, limit: int = 500) -> str:
     return value
 
 
+_SUFFIX = {"buffer": "buf", "scalar": "val", "dimension": "dim", "tunable": "t"}
+
+
 def _ident(value: Any, field: str, what: str = "name") -> str:
     if not isinstance(value, str) or not _IDENT.match(value):
         raise SpecError(field, f"{what} {value!r} must be a C identifier: a letter, then "
@@ -166,7 +169,8 @@ def _ident(value: Any, field: str, what: str = "name") -> str:
     if keyword.iskeyword(value):
         raise SpecError(field, f"{what} {value!r} is a keyword of the spec's Python-like "
                                "expressions (counts, grids and restrictions read names, and "
-                               f"{value!r} cannot be one): rename it, e.g. {value}_{what[:3]}"
+                               f"{value!r} cannot be one): rename it, e.g. {value}_"
+                               f"{_SUFFIX.get(what, 'x')}"
                                "; buffer and scalar names need not match the CUDA "
                                "parameter names, arguments are passed by position")
     if value in _RESERVED:
