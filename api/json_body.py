@@ -9,6 +9,7 @@ UTF-8 are a 400 that says so (the ``UnicodeDecodeError``), a key given twice a 4
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -38,7 +39,39 @@ def loads(body: bytes) -> Any:
             out[key] = value
         return out
 
-    return json.loads(text, object_pairs_hook=one_each)
+    def bounded_int(token: str) -> int:
+        if len(token) > MAX_INT_DIGITS:
+            raise NumberTooLongError(number_problem(text, token), text,
+                                     number_position(text, token))
+        return int(token)
+
+    return json.loads(text, object_pairs_hook=one_each, parse_int=bounded_int)
+
+
+#: Most characters of an integer in a body (no field takes a larger one).
+MAX_INT_DIGITS = 64
+
+
+class NumberTooLongError(json.JSONDecodeError):
+    """An integer of more than :data:`MAX_INT_DIGITS` characters (a 422 ``json_invalid`` naming
+    the nearest field and the position)."""
+
+
+def number_position(text: str, token: str) -> int:
+    """Where in ``text`` the number ``token`` starts (its first occurrence as a whole number)."""
+    match = re.search(rf"(?<![0-9.eE+\-]){re.escape(token)}(?![0-9])", text)
+    return match.start() if match else 0
+
+
+def number_problem(text: str, token: str) -> str:
+    """What is wrong with the integer ``token``: its size, its line and column, the field."""
+    pos = number_position(text, token)
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    keys = re.findall(r'"((?:[^"\\]|\\.){1,64})"\s*:', text[max(0, pos - 4096):pos])
+    field = f" (field {keys[-1]!r})" if keys else ""
+    return (f"an integer of {len(token)} characters at line {line} column {column}{field}: "
+            f"at most {MAX_INT_DIGITS}")
 
 
 class StrictJsonRequest(Request):

@@ -193,7 +193,8 @@ def compile_cmd(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Compile a point with nvcc and report registers, smem, spills (no GPU needed).
+    """Compile a point and the family's reference kernel with nvcc and report registers,
+    smem, spills (no GPU needed); exit 1 when either does not compile.
 
     Examples:
 
@@ -204,6 +205,7 @@ def compile_cmd(
     from core.evaluation import CompileResult
     from kernels.base import Rejection
     from worker.compile import compile_candidate, compiler_from_settings
+    from worker.family_check import compile_reference, first_lines
 
     settings = get_settings()
     family = resolve_family(kernel, db)
@@ -213,23 +215,29 @@ def compile_cmd(
     except ValueError as exc:
         fail(f"--arch: {exc}")
     point = resolve_params(family, params, actions)
+    compiler = compiler_from_settings(settings, arch=arch)
     if isinstance(point, Rejection):
         result = CompileResult.rejected(point.to_dict())
     else:
-        compiler = compiler_from_settings(settings, arch=arch)
         result = compile_candidate(compiler, family, point)
+    # the reference the GPU evaluator loads first: a CPU command says whether it compiles
+    reference = compile_reference(compiler, family)
     record = result.summary(limit)
     record.pop("rejection")
     # the target nvcc built for: a point may need more than --arch (wgmma: sm_90 -> sm_90a)
     record["arch"] = result.arch or arch
     record["rejection"] = result.rejection
+    record["reference"] = {
+        "status": reference.status,
+        "error": None if reference.status == "ok" else (
+            first_lines(reference.log or "", "reference") or reference.error)}
     if as_json:
         sys.stdout.write(json.dumps(record) + "\n")
     else:
         from rich.pretty import Pretty
 
         console.print(Pretty(record))
-    if result.status != "ok":
+    if result.status != "ok" or reference.status != "ok":
         raise typer.Exit(1)
 
 

@@ -12,8 +12,12 @@ latest version), ``NAME@vN``, or the full key. Service functions are keyword-onl
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import resource
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,29 +132,85 @@ def uninstall(url: str) -> None:
             _urls.remove(url)
 
 
+# ---- compiling, before anything is stored ---------------------------------------------------
+#: Characters of the compile check's output read at most.
+_CHECK_OUTPUT_CHARS = 64 * 1024
+#: Compile checks one process runs at a time (each may take its memory limit); the others wait.
+CONCURRENT_CHECKS = 2
+_checks = threading.BoundedSemaphore(CONCURRENT_CHECKS)
+
+
+def compile_check(normalized: dict[str, Any]) -> None:
+    """Compile the family's baseline point and its reference with nvcc, in a child process
+    of the compile layer (``python -m worker.family_check``) under the settings' limits:
+    nvcc's ``family_compile_timeout_s`` per kernel, twice that for the whole child, and
+    ``family_compile_memory_mib`` of address space for it and its nvcc, at most
+    :data:`CONCURRENT_CHECKS` at a time in a process.
+    ``kernels.userspec.SpecError`` names ``kernel.source`` or ``reference.source`` with the
+    first lines of nvcc's message when either does not compile."""
+    from core.settings import get_settings
+    from kernels.userspec import SpecError
+
+    settings = get_settings()
+    if not settings.family_compile_check:
+        return
+    limit_s = settings.family_compile_timeout_s
+    memory = settings.family_compile_memory_mib * 2**20
+
+    def limits() -> None:  # in the child, before it runs: inherited by nvcc and its tools
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    request = json.dumps({"spec": normalized, "timeout_s": limit_s})
+    try:
+        with _checks:
+            proc = subprocess.run(
+                [sys.executable, "-m", "worker.family_check"], input=request, text=True,
+                capture_output=True, timeout=2 * limit_s + 10, preexec_fn=limits,
+                start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise SpecError("kernel.source", f"compiling the baseline and the reference took "
+                                         f"longer than {2 * limit_s + 10:g} s") from None
+    out = proc.stdout[-_CHECK_OUTPUT_CHARS:].strip().splitlines()
+    try:
+        answer = json.loads(out[-1]) if out else {}
+    except json.JSONDecodeError:
+        answer = {}
+    if answer.get("ok"):
+        return
+    if "field" in answer:
+        raise SpecError(str(answer["field"]), str(answer.get("problem", "")))
+    why = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    log.warning("the family compile check failed (exit %s): %s", proc.returncode, why)
+    raise SpecError("kernel.source", f"the compile check could not run (exit "
+                                     f"{proc.returncode}): {why}")
+
+
 # ---- registering -----------------------------------------------------------------------------
 def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
              created_by: str | None = None) -> Registered:
     """Validate ``spec`` and store it as the team's next version of its name, unless the same
-    content is stored already (then that version). ``kernels.userspec.SpecError`` names the
-    field of a bad spec and :class:`FamilyConflict` a built-in's name: nothing is stored."""
-    from kernels.userspec import build_family, family_key, spec_hash, validate_spec
+    content is stored already (then that version). A new version is compiled first
+    (:func:`compile_check`). ``kernels.userspec.SpecError`` names the field of a bad spec or
+    of a kernel nvcc refuses, :class:`FamilyConflict` a built-in's name: nothing is stored."""
+    from kernels.userspec import family_from_normal, validate_spec
 
     wanted = spec.get("name") if isinstance(spec, dict) else None
     if isinstance(wanted, str) and wanted in family_names():
         raise FamilyConflict(f"name: {wanted!r} is the name of a built-in kernel family; "
                              "give yours another name")
-    normalized = validate_spec(spec)
-    name = str(normalized["name"])
-    digest = spec_hash(normalized)
-    key = family_key(normalized)
-    # what every worker will build, checked before anything is stored
-    family = cast(KernelFamily, build_family(normalized))
+    normalized = validate_spec(spec)  # once: the family is built from its normal form
+    built = family_from_normal(normalized)
+    name, digest, key = built.display_name, built.version_hash, built.name
+    family = cast(KernelFamily, built)
+    compiled = False
     for _attempt in range(5):
         existing = session.scalar(select(Family).where(_team(team_id), Family.key == key))
         if existing is not None:
             return Registered(existing.name, existing.version, existing.key,
                               existing.spec_hash, created=False)
+        if not compiled:  # a new version: its kernels compile, or nothing is stored
+            compile_check(normalized)
+            compiled = True
         latest = session.scalar(select(func.max(Family.version))
                                 .where(_team(team_id), Family.name == name)) or 0
         row = Family(team_id=team_id, name=name, version=latest + 1, spec_hash=digest, key=key,

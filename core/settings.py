@@ -29,6 +29,15 @@ class Settings(BaseSettings):
     arch: str = Field(default="sm_90", description="the GPU arch candidates are compiled for")
     compile_timeout_s: float = Field(default=120.0, description="nvcc is killed after this long")
     compile_workers: int = Field(default=0, description="0 = one per CPU core")
+    family_compile_check: bool = Field(
+        default=True, description="compile a family's baseline and reference with nvcc when "
+                                  "it is registered (refuse one that does not compile)")
+    family_compile_timeout_s: float = Field(
+        default=60.0, description="nvcc's limit per kernel when a family is registered (the "
+                                  "check's whole child process gets twice this)")
+    family_compile_memory_mib: int = Field(
+        default=4096, description="address space of the registration's compile process and "
+                                  "its nvcc (MiB)")
     nvcc_extra_flags: list[str] = Field(
         default_factory=list, description="flags added to every nvcc command (in the cache key)")
 

@@ -97,6 +97,15 @@ def make_dims(decl: Sequence[Dim], values: Mapping[str, Any]) -> Dims:
     return Dims(out)
 
 
+def _declared_name(wanted: Sequence[str], name: str) -> str:
+    """``name`` as the family declares it: itself, or the one declared name equal to it but
+    for case (``R`` for ``r``, ``rows`` for ``ROWS``)."""
+    if name in wanted:
+        return name
+    same = [w for w in wanted if w.lower() == name.lower()]
+    return same[0] if len(same) == 1 else name
+
+
 def parse_dims(decl: Sequence[Dim], text: str) -> Dims:
     """``"8192x32768"`` (values in order; ``x``, ``×``, ``*`` or ``,`` between) or
     ``"rows=8192,cols=32768"`` (named, any order); ``ValueError`` shows the expected form."""
@@ -106,7 +115,7 @@ def parse_dims(decl: Sequence[Dim], text: str) -> Dims:
             f"{','.join(f'{n}=...' for n in wanted)}")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{form}, got {text!r}")
-    raw = text.strip().lower()
+    raw = text.strip()
     if "=" in raw:
         values: dict[str, Any] = {}
         for part in re.split(r"[,;\s]+", raw):
@@ -115,11 +124,12 @@ def parse_dims(decl: Sequence[Dim], text: str) -> Dims:
             name, _, value = part.partition("=")
             if not value.strip().isascii() or not value.strip().isdigit():
                 raise ValueError(f"{form}, got {text!r}")
-            if name.strip() in values:
-                raise ValueError(f"shape: dimension {name.strip()!r} given twice in {text!r}")
-            values[name.strip()] = int(value)
+            name = _declared_name(wanted, name.strip())
+            if name in values:
+                raise ValueError(f"shape: dimension {name!r} given twice in {text!r}")
+            values[name] = int(value)
         return make_dims(decl, values)
-    parts = re.split(r"[x×*,]", raw)
+    parts = re.split(r"[xX×*,]", raw)
     if len(parts) != len(decl) or not all(p.strip().isascii() and p.strip().isdigit()
                                           for p in parts):
         raise ValueError(f"{form}, got {text!r}")

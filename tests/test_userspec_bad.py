@@ -166,7 +166,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
      "kernel.source", "calls and loop iterations"),
     ("jinja_recursion_bomb", jinja(
         "{% macro f(d) %}{% if d %}{{ f(d - 1) }}{{ f(d - 1) }}{% endif %}{% endmacro %}"
-        + _KERNEL_SIG + "{ {{ f(60) }} }\n"), "kernel.source", "calls and loop iterations"),
+        + _KERNEL_SIG + "{ {{ f(60) }} }\n"), "kernel.source", "the template"),  # budget or clock
     ("jinja_string_bomb", jinja(_KERNEL_SIG + "{ {{ 'x' * 100000000 }} }\n"), "kernel.source",
      "grows past"),
     ("jinja_format_bomb", jinja(_KERNEL_SIG + "{ {{ '%0999999999d' % 1 }} }\n"),
@@ -333,3 +333,204 @@ def test_oversized_files_and_bad_json_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec_dir(write_dir(tmp_path / "embedded", spec, files))
     assert info.value.field == "files"
+
+
+# ---- text, render cost and expression ranges (what a reliability review sent) ------------
+def _with_edges(spec: dict[str, Any], edges: list[dict[str, int]]) -> dict[str, Any]:
+    spec["edge_shapes"] = edges
+    return spec
+
+
+def _nested(depth: int) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+_NO_MIN_EDGE = [{"m": 7, "n": 33}, {"m": 130, "n": 66}]
+_JOIN_BOMB = "{{ range(70000)|join('\\n#define QQQQQQQQQQQQ 1') }}\n"
+
+HOSTILE: list[tuple[str, dict[str, Any], str, str]] = [
+    ("surrogate_in_a_source", edit(BASE, lambda s: kernel_text(
+        s, s["files"][KERNEL] + "// \ud800\n")), f"files.{KERNEL}", "lone surrogate"),
+    ("surrogate_in_the_description", edit(BASE, put("description", "desc \udfff")),
+     "description", "lone surrogate"),
+    ("surrogate_in_a_buffer_doc", edit(BASE, buffer(0, doc="rows \udc80")),
+     "signature.buffers[0].doc", "lone surrogate"),
+    ("surrogate_in_a_dim_doc", edit(BASE, lambda s: s["dims"][0].update(doc="\ud83d")),
+     "dims[0].doc", "lone surrogate"),
+    ("surrogate_in_an_expression", edit(BASE, put("metric.work", "8 * m * n \udfff")),
+     "metric.work", "lone surrogate"),
+    ("surrogate_in_a_key", edit(BASE, lambda s: s.update({"x\ud800": 1})), "x\\ud800",
+     "lone surrogate"),
+    ("surrogate_in_a_file_name", edit(BASE, lambda s: s["files"].update({"a\udfff.cu": ""})),
+     "files.a\\udfff.cu", "lone surrogate"),
+    ("surrogate_in_a_transform_doc", edit(BASE, lambda s: s["transforms"][0].update(
+        doc="\udfffsquare")), "transforms[0].doc", "lone surrogate"),
+    ("surrogate_in_an_include", edit(BASE, lambda s: s["files"].update({
+        "vec_access.cuh": s["files"]["vec_access.cuh"] + "/* \udbff */\n"})),
+     "files.vec_access.cuh", "lone surrogate"),
+    ("surrogate_in_the_reference", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": "\ud800" + s["files"]["reference.cu"]})), "files.reference.cu",
+     "lone surrogate"),
+    ("nested_a_thousand_deep", edit(BASE, lambda s: s.update(description=_nested(1000))),
+     "description" + "[0]" * 32,
+     "nests deeper than 32"),
+    ("jinja_join_bomb", jinja(_JOIN_BOMB + _KERNEL_SIG + "{}\n"), "kernel.source",
+     "grows past 65536"),
+    ("jinja_join_of_a_long_list", jinja("{{ range(65537)|join(',') }}" + _KERNEL_SIG + "{}\n"),
+     "kernel.source", "grows past 65536"),
+    ("jinja_length_bomb", jinja("{{ (range(60000)|join('x'))|length }}" + _KERNEL_SIG
+                                + "{}\n"), "kernel.source", "the template"),
+    ("jinja_output_past_the_limit", jinja(
+        "{% for i in range(90000) %}#define QQQQQQQQQQQQ{{ i }} 1 // padding padding\n"
+        "{% endfor %}" + _KERNEL_SIG + "{}\n"), "kernel.source", "exceeds 2097152 bytes"),
+    ("count_negative_below_the_edges", _with_edges(edit(BASE, buffer(0, count="m * n - 5")),
+                                                   _NO_MIN_EDGE),
+     "signature.buffers[0].count", "is -4 at the dimensions' bounds m=1, n=1"),
+    ("count_zero_at_a_bound", _with_edges(edit(BASE, buffer(1, count="m * n - m")),
+                                          _NO_MIN_EDGE),
+     "signature.buffers[1].count", "is 0 at the dimensions' bounds m=1, n=1"),
+    ("count_absurd_at_the_default", edit(BASE, buffer(1, count="m * n * 1000000000")),
+     "signature.buffers[1].count", "GiB at default_dims 8192x8192"),
+    ("count_divides_by_zero_at_a_bound", _with_edges(edit(
+        BASE, buffer(0, count="m * n // (m - 1)")), _NO_MIN_EDGE),
+     "signature.buffers[0].count", "at the dimensions' bounds m=1"),
+    ("grid_zero_below_the_edges", _with_edges(edit(BASE, put("launch.grid", [
+        "n // tile_x", "ceil_div(m, tile_y)"])), [{"m": 64, "n": 64}]),
+     "launch.grid[0]", "is 0 at the dimensions' bounds m=1, n=1"),
+    ("reference_grid_negative_at_a_bound", _with_edges(edit(BASE, put(
+        "reference.grid", ["m - 2"])), _NO_MIN_EDGE),
+     "reference.grid[0]", "is -1 at the dimensions' bounds m=1"),
+    ("reference_smem_negative_at_a_bound", _with_edges(edit(BASE, lambda s: s[
+        "reference"].update(dynamic_smem="4 * (m - 3)")), _NO_MIN_EDGE),
+     "reference.dynamic_smem", "is -8 bytes at the dimensions' bounds m=1"),
+    ("reference_writes_float_but_float64_declared", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("double* __restrict__ out",
+                                                           "float* __restrict__ out")})),
+     "reference.outputs_dtype", "is float64, but transpose_reference takes the output "
+                                "'output' as 'float* __restrict__ out' (parameter 2): declare "
+                                "\"outputs_dtype\": \"float32\""),
+    ("reference_takes_an_int_pointer_output", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("double* __restrict__ out",
+                                                           "int* __restrict__ out")})),
+     "reference.outputs_dtype", "it must be double*"),
+    ("reference_takes_a_double_input", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace("const float* __restrict__ in",
+                                                           "const double* __restrict__ in")})),
+     "signature.buffers[0]", "make it const float*"),
+    ("reference_misses_a_scalar", edit(BASE, lambda s: s["files"].update({
+        "reference.cu": s["files"]["reference.cu"].replace(", int n)", ")")})),
+     "reference.kernel", "takes 3 parameters but is passed 4"),
+    ("buffer_named_in", edit(BASE, buffer(0, name="in")), "signature.buffers[0].name",
+     "keyword of the spec's Python-like expressions"),
+    ("work_negative_at_a_bound", _with_edges(edit(BASE, put("metric.work", "8 * m * n - 9")),
+                                             _NO_MIN_EDGE),
+     "metric.work", "is -1 at the dimensions' bounds m=1, n=1"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "field", "words"), HOSTILE,
+                         ids=[c[0] for c in HOSTILE])
+def test_each_hostile_spec_is_refused_naming_the_field_in_under_a_second(
+        case: str, spec: dict[str, Any], field: str, words: str) -> None:
+    start = time.process_time()
+    with pytest.raises(SpecError) as info:
+        validate_spec(spec)
+    cpu = time.process_time() - start
+    assert info.value.field == field, (case, str(info.value))
+    assert words in info.value.problem, (case, str(info.value))
+    str(info.value).encode("utf-8")  # the message itself can be sent
+    assert cpu < 1.0, f"{case} cost {cpu:.2f} CPU s to refuse"
+
+
+def test_a_template_near_every_limit_costs_a_registration_under_a_second() -> None:
+    """Each point renders 1.9 MB within the budget: registration checks the baseline and
+    stops at MAX_CHECKED_BYTES instead of rendering every tunable's every value."""
+    spec = jinja("{% for i in range(19000) %}#define QQQQQQQQQQQQ{{ i }}_{{ unroll }} 1 // "
+                 + "p" * 60 + "\n{% endfor %}\n" + _KERNEL_SIG + "{ int i = blockIdx.x * "
+                 "{{ block }} + threadIdx.x; if (i < n) y[i] = x[i]; }\n")
+    spec["tunables"] = {"block": [64, 128, 256, 512], "unroll": list(range(1, 65)),
+                        "z": list(range(64))}
+    start = time.process_time()
+    validate_spec(spec)
+    assert time.process_time() - start < 1.0
+
+
+def test_the_rendered_source_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernels.userspec import family as fam
+
+    monkeypatch.setattr(fam, "RENDER_CACHE_BYTES", 200_000)
+    family = build_family(BASE)
+    for point in family.space()[:200]:
+        family.render(point)
+    assert 0 < fam.rendered_cache_bytes() <= 200_000
+
+
+def test_a_spec_at_the_bounds_of_its_dims_is_accepted() -> None:
+    """Counts and grids that hold at every corner: the checks refuse nothing good."""
+    spec = _with_edges(edit(BASE, buffer(0, count="m * n")), _NO_MIN_EDGE)
+    spec["dims"][0]["max"] = (1 << 31) - 1  # m * n past 2**64 at the top corner: fine
+    spec["dims"][1]["max"] = (1 << 31) - 1
+    validate_spec(spec)
+
+
+def test_in_as_a_buffer_name_says_why_and_what_to_do() -> None:
+    with pytest.raises(SpecError) as info:
+        validate_spec(edit(BASE, buffer(0, name="in")))
+    assert "rename it, e.g. in_buf" in info.value.problem
+    assert "need not match the CUDA parameter names" in info.value.problem
+
+
+def test_a_five_thousand_digit_number_in_family_json_names_line_and_field(
+        tmp_path: Path) -> None:
+    spec, files = dir_spec()
+    root = write_dir(tmp_path / "fam", spec, files)
+    text = (root / "family.json").read_text().replace('"min": 1', '"min": ' + "9" * 5000, 1)
+    (root / "family.json").write_text(text)
+    start = time.process_time()
+    with pytest.raises(SpecError) as info:
+        load_spec_dir(root)
+    assert time.process_time() - start < 1.0
+    assert info.value.field == "family.json"
+    assert "an integer of 5000 characters at line 1 column" in info.value.problem
+    assert "(field 'min')" in info.value.problem
+    assert "set_int_max_str_digits" not in str(info.value)
+
+
+def test_upper_case_dimension_names_take_the_named_shape_form() -> None:
+    spec = copy.deepcopy(BASE)
+    text = json.dumps({k: v for k, v in spec.items() if k != "files"})
+    for old, new in (('"m"', '"R"'), ('"n"', '"C"'), ("m * n", "R * C"), ("(n,", "(C,"),
+                     ("(m,", "(R,"), ("8 * m * n", "8 * R * C")):
+        text = text.replace(old, new)
+    upper = {**json.loads(text), "files": spec["files"]}
+    upper["signature"]["scalars"] = [{"name": "rows", "value": "R"},
+                                     {"name": "cols", "value": "C"}]
+    family = build_family(upper)
+    assert family.parse_dims("R=8192,C=4096").as_dict() == {"R": 8192, "C": 4096}
+    assert family.parse_dims("r=64, c=32").as_dict() == {"R": 64, "C": 32}
+    assert family.parse_dims("8192x4096").as_dict() == {"R": 8192, "C": 4096}
+    with pytest.raises(ValueError, match="unknown dimension"):
+        family.parse_dims("R=8,K=4")
+
+
+@pytest.mark.parametrize(("name", "raw", "field", "words"), [
+    ("transpose.cu", b"\xff\xfe// latin-1 \xe9\n", "kernel.source", "is not UTF-8 text"),
+    ("transpose.cu", "// utf-16\n".encode("utf-16"), "kernel.source", "is not UTF-8 text"),
+    ("transpose.cu", b"// a CESU-8 surrogate \xed\xa0\x80\n", "kernel.source",
+     "is not UTF-8 text"),
+    ("reference.cu", b"// overlong \xc0\xaf\n", "reference.source", "is not UTF-8 text"),
+    ("vec_access.cuh", b"// truncated \xe2\x82\n", "includes[0]", "is not UTF-8 text"),
+    ("family.json", b'{"name": "transpose\xff"}', "family.json", "is not UTF-8 text"),
+])
+def test_files_that_are_not_utf8_are_refused_naming_them(
+        tmp_path: Path, name: str, raw: bytes, field: str, words: str) -> None:
+    spec, files = dir_spec()
+    root = write_dir(tmp_path / "fam", spec, files)
+    (root / name).write_bytes(raw)
+    with pytest.raises(SpecError) as info:
+        load_spec_dir(root)
+    assert info.value.field == field, str(info.value)
+    assert words in info.value.problem

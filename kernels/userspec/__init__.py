@@ -17,7 +17,13 @@ standard library and Jinja2; the only I/O is :func:`load_spec_dir` reading the d
 from __future__ import annotations
 
 from kernels.userspec.errors import SpecError
-from kernels.userspec.family import SpecFamily, SpecParams, build_family, render_point
+from kernels.userspec.family import (
+    SpecFamily,
+    SpecParams,
+    build_family,
+    family_from_normal,
+    render_point,
+)
 from kernels.userspec.files import MAX_FILE_BYTES, MAX_TOTAL_BYTES, SPEC_FILE, load_spec_dir
 from kernels.userspec.kt import from_kernel_tuner
 from kernels.userspec.validate import (
@@ -30,6 +36,6 @@ from kernels.userspec.validate import (
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_POINTS", "MAX_TOTAL_BYTES", "SPEC_FILE", "SpecError", "SpecFamily",
-    "SpecParams", "build_family", "canonical_json", "family_key", "from_kernel_tuner",
-    "load_spec_dir", "render_point", "spec_hash", "validate_spec",
+    "SpecParams", "build_family", "canonical_json", "family_from_normal", "family_key",
+    "from_kernel_tuner", "load_spec_dir", "render_point", "spec_hash", "validate_spec",
 ]

@@ -16,6 +16,8 @@ import itertools
 import json
 import math
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -116,6 +118,16 @@ def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         prelude = src.macro_prelude(values)
     inlined = src.inline(body, kernel["source"], own)
     return src.final_check(f'{header}{prelude}#line 1 "{kernel["source"]}"\n{inlined}')
+
+
+def reference_text(spec: Mapping[str, Any]) -> str:
+    """What :meth:`SpecFamily.reference_source` compiles, for a normalized spec."""
+    ref = spec["reference"]
+    files = spec["files"]
+    own = {n: files[n] for n in spec["includes"]}
+    if ref["source"] == spec["kernel"]["source"]:
+        return render_point(spec, spec["baseline"])
+    return src.final_check(src.inline(files[ref["source"]], ref["source"], own))
 
 
 @lru_cache(maxsize=64)
@@ -340,11 +352,11 @@ class SpecFamily(FamilyBase):
 
     # -- correctness ---------------------------------------------------------------------------
     def reference_source(self) -> str:
-        """The reference kernel's source with the family's includes inlined."""
-        ref = self.spec["reference"]
-        files = self.spec["files"]
-        own = {n: files[n] for n in self.spec["includes"]}
-        return src.final_check(src.inline(files[ref["source"]], ref["source"], own))
+        """The reference kernel's source as nvcc compiles it: when the reference shares the
+        kernel's file, that file as the baseline point renders it (``#define`` lines of the
+        baseline's tunables, or the Jinja template rendered); else the reference's own file
+        as written. The family's includes are inlined."""
+        return reference_text(self.spec)
 
     def reference_launch(self, dims: Dims) -> LaunchConfig:
         """The reference's grid and block at ``dims`` (the same-signature style: it takes
@@ -396,9 +408,36 @@ class SpecFamily(FamilyBase):
         return []
 
 
-@lru_cache(maxsize=4096)
+#: Bytes of rendered sources kept per process (least recently used dropped first).
+RENDER_CACHE_BYTES = 64 * 1024 * 1024
+_rendered: OrderedDict[tuple[str, SpecParams], str] = OrderedDict()
+_rendered_bytes = [0]
+_rendered_lock = threading.Lock()
+
+
 def _render_cached(family: SpecFamily, params: SpecParams) -> str:
-    return render_point(family.spec, params.to_dict())
+    key = (family.name, params)
+    with _rendered_lock:
+        text = _rendered.get(key)
+        if text is not None:
+            _rendered.move_to_end(key)
+            return text
+    text = render_point(family.spec, params.to_dict())
+    with _rendered_lock:
+        if key not in _rendered:
+            _rendered[key] = text
+            _rendered_bytes[0] += len(text)
+        while _rendered_bytes[0] > RENDER_CACHE_BYTES and _rendered:
+            _, dropped = _rendered.popitem(last=False)
+            _rendered_bytes[0] -= len(dropped)
+    return text
+
+
+def rendered_cache_bytes() -> int:
+    """Characters of rendered sources the process keeps now (at most
+    :data:`RENDER_CACHE_BYTES`)."""
+    with _rendered_lock:
+        return _rendered_bytes[0]
 
 
 def _truth(text: str, env: Mapping[str, Any]) -> bool:
@@ -469,6 +508,11 @@ def build_family(spec: Mapping[str, Any]) -> SpecFamily:
     """The family of ``spec`` (validated here: :class:`SpecError` if refused); its ``name``
     is :func:`kernels.userspec.family_key` of the spec, ``display_name`` the spec's name and
     ``version_hash`` its :func:`kernels.userspec.spec_hash`."""
-    normal = validate_spec(dict(spec))
+    return family_from_normal(validate_spec(dict(spec)))
+
+
+def family_from_normal(normal: dict[str, Any]) -> SpecFamily:
+    """The family of a spec :func:`kernels.userspec.validate_spec` returned (not validated
+    again: registration validates once and builds from its result)."""
     digest = hashlib.sha256(canonical_json(normal).encode()).hexdigest()
     return SpecFamily(normal, digest)

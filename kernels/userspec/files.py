@@ -81,7 +81,9 @@ def load_spec_dir(path: str | Path) -> dict[str, Any]:
     base = root.resolve()
     spec_path = root / SPEC_FILE
     try:
-        spec = json.loads(_read(base, spec_path, SPEC_FILE, SPEC_FILE), parse_constant=_no_nan)
+        raw = _read(base, spec_path, SPEC_FILE, SPEC_FILE)
+        spec = json.loads(raw, parse_constant=_no_nan,
+                          parse_int=lambda token: _bounded_int(raw, token))
     except json.JSONDecodeError as exc:
         raise SpecError(SPEC_FILE, f"is not JSON: {exc.msg} at line {exc.lineno} column "
                                    f"{exc.colno}") from None
@@ -106,6 +108,23 @@ def load_spec_dir(path: str | Path) -> dict[str, Any]:
 
 def _no_nan(token: str) -> Any:
     raise SpecError(SPEC_FILE, f"{token} is not JSON")
+
+
+#: Most characters of an integer in a spec file (no field takes a larger one).
+MAX_INT_DIGITS = 64
+
+
+def _bounded_int(text: str, token: str) -> int:
+    if len(token) > MAX_INT_DIGITS:
+        hit = re.search(rf"(?<![0-9.eE+\-]){re.escape(token)}(?![0-9])", text)
+        pos = hit.start() if hit else 0
+        line = text.count("\n", 0, pos) + 1
+        column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        keys = re.findall(r'"((?:[^"\\]|\\.){1,64})"\s*:', text[max(0, pos - 4096):pos])
+        near = f" (field {keys[-1]!r})" if keys else ""
+        raise SpecError(SPEC_FILE, f"an integer of {len(token)} characters at line {line} "
+                                   f"column {column}{near}: at most {MAX_INT_DIGITS}")
+    return int(token)
 
 
 def _read(base: Path, path: Path, name: str, field: str) -> str:

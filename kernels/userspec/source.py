@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,8 @@ MAX_INCLUDE_DEPTH = 8
 MAX_RENDERED_BYTES = 2 * MAX_TOTAL_BYTES
 #: Calls and ``range`` iterations one Jinja render may spend.
 RENDER_BUDGET = 100_000
+#: Longest one Jinja render may run, in seconds (checked at every call, filter and chunk).
+RENDER_SECONDS = 0.5
 #: Longest string or list a Jinja operator may build.
 MAX_JINJA_SEQUENCE = 64 * 1024
 #: Functions a Jinja template may call besides its own macros.
@@ -175,7 +178,7 @@ def macro_prelude(values: Mapping[str, int | bool]) -> str:
 
 
 # ---- the Jinja2 sandbox ----------------------------------------------------------------------
-_budget: contextvars.ContextVar[list[int]] = contextvars.ContextVar("userspec_render_budget")
+_budget: contextvars.ContextVar[list[float]] = contextvars.ContextVar("userspec_render_budget")
 
 
 def _spend(amount: int) -> None:
@@ -184,6 +187,12 @@ def _spend(amount: int) -> None:
     if left[0] < 0:
         raise SourceError(f"the template spends more than {RENDER_BUDGET} calls and loop "
                           "iterations")
+    _check_clock()
+
+
+def _check_clock() -> None:
+    if time.monotonic() > _budget.get()[1]:
+        raise SourceError(f"the template takes longer than {RENDER_SECONDS:g} s to render")
 
 
 def _range(*args: int) -> range:
@@ -229,13 +238,32 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _bounded_filter(fn: Any) -> Any:
+    """``fn`` (a filter) that pays for each element it reads and whose result is held to
+    :data:`MAX_JINJA_SEQUENCE` (``join`` of a long range is refused before it is built)."""
+    passes = 1 if hasattr(fn, "jinja_pass_arg") else 0
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        first = args[1 if passes else 0] if len(args) > passes else None
+        size = len(first) if isinstance(first, str | list | tuple | range) else 1
+        if isinstance(first, list | tuple | range) and size > MAX_JINJA_SEQUENCE:
+            raise SourceError(f"a template value grows past {MAX_JINJA_SEQUENCE} elements")
+        _spend(size)
+        return _sized(fn(*args, **kwargs))
+
+    for attr in ("jinja_pass_arg",):  # keep how Jinja passes the context or environment
+        if hasattr(fn, attr):
+            setattr(bounded, attr, getattr(fn, attr))
+    return bounded
+
+
 def _environment() -> _Sandbox:
     env = _Sandbox(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                    keep_trailing_newline=True, autoescape=False)
     env.globals.clear()
     env.globals.update({"range": _range, "min": min, "max": max, "abs": abs,
                         "ceil_div": _ceil_div})
-    env.filters = {k: v for k, v in env.filters.items() if k in JINJA_FILTERS}
+    env.filters = {k: _bounded_filter(v) for k, v in env.filters.items() if k in JINJA_FILTERS}
     return env
 
 
@@ -286,7 +314,7 @@ def render_template(template: jinja2.Template, values: Mapping[str, Any]) -> str
     """``template`` rendered with ``values`` inside the budget; :class:`SourceError` for an
     undefined name, a refused operation, a spent budget or a text past
     :data:`MAX_RENDERED_BYTES`."""
-    token = _budget.set([RENDER_BUDGET])
+    token = _budget.set([RENDER_BUDGET, time.monotonic() + RENDER_SECONDS])
     try:
         parts: list[str] = []
         size = 0
@@ -294,6 +322,7 @@ def render_template(template: jinja2.Template, values: Mapping[str, Any]) -> str
             size += len(chunk)
             if size > MAX_RENDERED_BYTES:
                 raise SourceError(f"the rendered source exceeds {MAX_RENDERED_BYTES} bytes")
+            _check_clock()
             parts.append(chunk)
         return "".join(parts)
     except SourceError:

@@ -11,6 +11,7 @@ hash of what was submitted.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import keyword
 import math
@@ -71,6 +72,14 @@ MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 #: Per-block dynamic shared memory of sm_90 (the largest arch the service targets).
 MAX_SMEM = MAX_SMEM_BY_ARCH["sm_90"]
 MAX_TOLERANCE = 0.1
+#: Bytes a family's buffers (with the float64 reference of each output) may take at its default
+#: and edge shapes: the service's default ``gpu_memory_gib``.
+MAX_SHAPE_BYTES = 80 * 2**30
+#: Rendered bytes a registration checks at most: the baseline always, then each tunable's
+#: values until this much was rendered (a point past it is checked when it is rendered).
+MAX_CHECKED_BYTES = 2 * src.MAX_RENDERED_BYTES
+#: Deepest nesting of objects and lists a spec may have.
+MAX_NESTING = 32
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{1,47}$")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
@@ -84,6 +93,42 @@ REQUIRED = ("name", "dims", "default_dims", "kernel", "tunables", "signature", "
 
 
 # ---- small checks ------------------------------------------------------------------------
+def _shown(key: Any) -> str:
+    """A key as a field name can show it (a lone surrogate escaped, never sent raw)."""
+    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SpecError(field, f"is not valid UTF-8 text: {text[exc.start]!r} at character "
+                               f"{exc.start} is a lone surrogate (send text as UTF-8; a "
+                               "surrogate is half of a pair, not a character)") from None
+
+
+def check_text(spec: Any) -> None:
+    """Every string of ``spec`` (keys, names, descriptions, expressions, file texts) is text
+    UTF-8 can hold, and the spec nests at most :data:`MAX_NESTING` levels: a
+    :class:`SpecError` names the first field that is not."""
+    stack: list[tuple[str, Any, int]] = [("", spec, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise SpecError(path, f"nests deeper than {MAX_NESTING} levels")
+        if isinstance(value, str):
+            _utf8(value, path or "spec")
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                field = f"{path}.{_shown(key)}" if path else _shown(key)
+                if isinstance(key, str):
+                    _utf8(key, field)
+                stack.append((field, item, depth + 1))
+        elif isinstance(value, list):
+            stack += [(f"{path}[{i}]", item, depth + 1)
+                      for i, item in reversed(list(enumerate(value)))]
+
+
 def _obj(value: Any, field: str, keys: tuple[str, ...], required: tuple[str, ...] = ()
          ) -> dict[str, Any]:
     if not isinstance(value, dict):
@@ -114,12 +159,23 @@ def _text(value: Any, field: str, limit: int = 500) -> str:
     return value
 
 
+_SUFFIX = {"buffer": "buf", "scalar": "val", "dimension": "dim", "tunable": "t"}
+
+
 def _ident(value: Any, field: str, what: str = "name") -> str:
     if not isinstance(value, str) or not _IDENT.match(value):
         raise SpecError(field, f"{what} {value!r} must be a C identifier: a letter, then "
                                "letters, digits or '_', at most 48 characters")
-    if value in _RESERVED or keyword.iskeyword(value):
-        raise SpecError(field, f"{what} {value!r} is reserved")
+    if keyword.iskeyword(value):
+        raise SpecError(field, f"{what} {value!r} is a keyword of the spec's Python-like "
+                               "expressions (counts, grids and restrictions read names, and "
+                               f"{value!r} cannot be one): rename it, e.g. {value}_"
+                               f"{_SUFFIX.get(what, 'x')}"
+                               "; buffer and scalar names need not match the CUDA "
+                               "parameter names, arguments are passed by position")
+    if value in _RESERVED:
+        raise SpecError(field, f"{what} {value!r} is reserved: the expressions use it as "
+                               f"{'a function' if value in FUNCTIONS else 'a constant'}")
     return value
 
 
@@ -512,6 +568,7 @@ def validate_spec(spec: Any) -> dict[str, Any]:
     sources (kernels only, includes of the family's own files, the kernel name present; a
     Jinja template compiled in the sandbox and the baseline rendered), and the baseline
     launched at the default and the edge shapes."""
+    check_text(spec)
     s = _obj(spec, "", TOP_KEYS, REQUIRED)
     name = s["name"]
     if not isinstance(name, str) or not _NAME.match(name):
@@ -613,6 +670,7 @@ def _check_sources(spec: dict[str, Any]) -> None:
     if not _defines_kernel(ref_text, ref["kernel"]):
         raise SpecError("reference.kernel", f"no extern \"C\" __global__ kernel "
                                             f"{ref['kernel']!r} in {ref['source']!r}")
+    _check_reference_parameters(spec, ref_text)
     from kernels.userspec.family import render_point  # the one renderer of a point
 
     domains = {t["name"]: t["values"] for t in spec["tunables"]}
@@ -626,15 +684,88 @@ def _check_sources(spec: dict[str, Any]) -> None:
         # each tunable's every value once, from the baseline: the template's branches
         for t, values in domains.items():
             points += [{**spec["baseline"], t: v} for v in values[:64] if v != spec["baseline"][t]]
+    checked = 0
     for point in points[:512]:
+        if checked >= MAX_CHECKED_BYTES:  # the rest are checked when a campaign renders them
+            break
         try:
             rendered = render_point(spec, point)
         except src.SourceError as exc:
             raise _source_error("kernel.source", exc) from None
+        checked += len(rendered)
         if not _defines_kernel(rendered, spec["kernel"]["name"]):
             raise SpecError("kernel.name", f"no extern \"C\" __global__ kernel "
                                            f"{spec['kernel']['name']!r} in "
                                            f"{spec['kernel']['source']!r}")
+
+
+def kernel_parameters(text: str, name: str) -> list[str] | None:
+    """The parameter declarations of the ``__global__`` kernel ``name`` in ``text`` as
+    written (``"const float* __restrict__ x"``), or None when no such definition is found."""
+    bare = src.strip_comments(text, strings=True)
+    for match in re.finditer(rf"__global__\b[^;{{}}()]*?\b{re.escape(name)}\s*\(", bare):
+        depth, start = 1, match.end()
+        for end in range(start, min(len(bare), start + 20_000)):
+            depth += {"(": 1, ")": -1}.get(bare[end], 0)
+            if depth == 0:
+                params, level, part = [], 0, ""
+                for ch in bare[start:end]:
+                    level += {"(": 1, "<": 1, ")": -1, ">": -1}.get(ch, 0)
+                    if ch == "," and level == 0:
+                        params.append(part.strip())
+                        part = ""
+                    else:
+                        part += ch
+                params.append(part.strip())
+                return [p for p in params if p and p != "void"]
+    return None
+
+
+def _pointee(param: str) -> str | None:
+    """``float64``/``float32`` for a ``double*``/``float*`` parameter, ``""`` for another
+    pointer, None for a parameter that is no pointer or a type the text does not spell out."""
+    if "*" not in param:
+        return None
+    words = set(re.findall(r"[A-Za-z_]\w*", param.split("*")[0]))
+    if "double" in words:
+        return "float64"
+    if "float" in words:
+        return "float32"
+    known = {"int", "unsigned", "char", "short", "long", "half", "__half", "__nv_bfloat16",
+             "int32_t", "int64_t", "uint32_t", "uint64_t", "bool", "void"}
+    return "" if words & known else None
+
+
+def _check_reference_parameters(spec: dict[str, Any], ref_text: str) -> None:
+    """The reference kernel's CUDA parameters against what the launch passes it, by position:
+    the signature's buffers (each output in ``outputs_dtype``, each input float32), then its
+    scalars. A mismatch the source spells out is refused; a type behind a macro or template
+    is left to the compile check."""
+    ref = spec["reference"]
+    params = kernel_parameters(ref_text, ref["kernel"])
+    if params is None:
+        return
+    buffers, scalars = spec["signature"]["buffers"], spec["signature"]["scalars"]
+    if len(params) != len(buffers) + len(scalars):
+        raise SpecError("reference.kernel", f"{ref['kernel']} takes {len(params)} parameters "
+                        f"but is passed {len(buffers) + len(scalars)}: the signature's "
+                        f"{len(buffers)} buffers, then its {len(scalars)} scalars, by position")
+    for i, b in enumerate(buffers):
+        wanted = ref["outputs_dtype"] if b["role"] == "out" else "float32"
+        got = _pointee(params[i])
+        if got is None or got == wanted:
+            continue
+        ctype = {"float64": "double*", "float32": "float*"}
+        if b["role"] == "out":
+            raise SpecError("reference.outputs_dtype", (
+                f"is {wanted}, but {ref['kernel']} takes the output {b['name']!r} as "
+                f"{params[i]!r} (parameter {i + 1}): declare \"outputs_dtype\": "
+                f"\"{got}\"" if got else
+                f"is {wanted}, but {ref['kernel']} takes the output {b['name']!r} as "
+                f"{params[i]!r} (parameter {i + 1}): it must be {ctype[wanted]}"))
+        raise SpecError(f"signature.buffers[{i}]", f"the input {b['name']!r} is float32, but "
+                        f"{ref['kernel']} takes it as {params[i]!r} (parameter {i + 1}): "
+                        "make it const float*")
 
 
 def _defines_kernel(text: str, name: str) -> bool:
@@ -705,6 +836,66 @@ def _check_at_shapes(spec: dict[str, Any]) -> None:
         work = _at_int(spec["metric"]["work"], dims, "metric.work", where)
         if work <= 0:
             raise SpecError("metric.work", f"is {work} {where} (must be positive)")
+        need = sum(4 * _at_int(b["count"], dims, "signature.buffers", where)
+                   + (16 * _at_int(b["count"], dims, "signature.buffers", where)
+                      if b["role"] == "out" else 0)
+                   for b in spec["signature"]["buffers"])
+        if need > MAX_SHAPE_BYTES:
+            big = max(range(len(spec["signature"]["buffers"])), key=lambda i: _at_int(
+                spec["signature"]["buffers"][i]["count"], dims, "signature.buffers", where))
+            raise SpecError(f"signature.buffers[{big}].count",
+                            f"the buffers need {need / 2**30:.3g} GiB {where} (with the "
+                            f"float64 reference; at most {MAX_SHAPE_BYTES / 2**30:g} GiB)")
+    _check_at_bounds(spec)
+
+
+def _check_at_bounds(spec: dict[str, Any]) -> None:
+    """Every buffer count, grid dimension, the reference's dynamic shared memory and the work
+    at each corner of the dimensions' bounds (each at its min or max) where the baseline's
+    restrictions hold: a count or grid below 1, a negative size or an expression that cannot
+    be evaluated there is refused (the upper limits of a grid are the launch's to refuse)."""
+    base = spec["baseline"]
+    bounds = [(d["name"], (d["min"], d["max"])) for d in spec["dims"]]
+    for corner in itertools.product(*(sorted(set(b)) for _, b in bounds)):
+        dims = dict(zip((n for n, _ in bounds), corner, strict=True))
+        where = "at the dimensions' bounds " + ", ".join(f"{k}={v}" for k, v in dims.items())
+        env = {**dims, **base}
+        if not all(_truth(r, env) for r in spec["restrictions"]):
+            continue  # the baseline is not launched at this shape
+        for i, b in enumerate(spec["signature"]["buffers"]):
+            field = f"signature.buffers[{i}].count"
+            if (count := _at_bound(b["count"], dims, field, where)) < 1:
+                raise SpecError(field, f"is {count} {where} (at least 1)")
+        for key, env_of in (("launch.grid", env), ("reference.grid", dims)):
+            section, part = key.split(".")
+            for i, text in enumerate(spec[section][part]):
+                if (value := _at_bound(text, env_of, f"{key}[{i}]", where)) < 1:
+                    raise SpecError(f"{key}[{i}]", f"is {value} {where} (at least 1)")
+        smem = _at_bound(spec["reference"]["dynamic_smem"], dims, "reference.dynamic_smem",
+                         where)
+        if smem < 0:
+            raise SpecError("reference.dynamic_smem", f"is {smem} bytes {where}")
+        work = _at_bound(spec["metric"]["work"], dims, "metric.work", where)
+        if work <= 0:
+            raise SpecError("metric.work", f"is {work} {where} (must be positive)")
+
+
+def _at_bound(text: str, env: Mapping[str, Any], field: str, where: str) -> int:
+    """``text`` at a corner; a value past 2**64 (a product of large maxima) reads as large,
+    any other failure (a division by zero, say) is refused."""
+    try:
+        return evaluate_int(text, env)
+    except ExpressionError as exc:
+        if "exceeds 2**64" in str(exc):
+            return 1 << 64
+        raise SpecError(field, f"{where}: {exc}") from None
+
+
+def _truth(text: str, env: Mapping[str, Any]) -> bool:
+    try:
+        return bool(evaluate(text, env))
+    except ExpressionError:
+        return False
 
 
 # ---- identity ----------------------------------------------------------------------------
