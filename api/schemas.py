@@ -309,6 +309,9 @@ class ErrorRead(BaseModel):
 ERROR_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
     401: "No X-API-Key header, or an unknown or revoked key",
+    403: "A fleet-wide view (every team's): it needs the operator's token "
+         "(X-Operator-Token or Authorization: Bearer; TUNEFORGE_OPERATOR_TOKEN); or a team's "
+         "quota on family versions or stored bytes is full",
     404: "No such campaign, candidate or kernel family among the caller's team's",
     409: "The campaign is finished: it takes no new actions, and one that is done or failed "
          "has nothing left to cancel; or a family takes a built-in family's name",

@@ -79,6 +79,14 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=1 << 20, ge=0, description="largest request body the API reads (larger: 413)",
     )
+    max_header_bytes: int = Field(
+        default=64 << 10, ge=4096, description="largest request line and headers `tuneforge "
+                                               "serve` reads (larger: 400, connection closed)",
+    )
+    operator_token: str = Field(
+        default="", description="the operator's token (X-Operator-Token) for the fleet-wide "
+                                "views: GET /workers and GET /metrics (empty: nobody sees them)",
+    )
 
     @property
     def cache_dir(self) -> Path:
