@@ -259,6 +259,10 @@ class FamilyVersionRead(BaseModel):
     hash: str
     created_at: dt.datetime
     created_by: str | None
+    #: when its owner retired it (new campaigns refuse it; it stays readable), else None
+    retired_at: dt.datetime | None = None
+    #: the bytes its spec takes stored (the team's quota adds them up)
+    size_bytes: int = 0
 
 
 class FamilySummary(BaseModel):
@@ -276,6 +280,11 @@ class FamilySummary(BaseModel):
     transforms: int
     #: the vendor baseline a campaign of it is compared with (``cuBLAS fp32``); None: none
     vendor: str | None = None
+    #: this version is retired: readable, refused to new campaigns
+    retired: bool = False
+    #: why this stored version cannot be built or shown in full (stored before a check that
+    #: refuses it now); None when it can
+    problem: str | None = None
 
 
 class FamilyRead(FamilySummary):

@@ -1,7 +1,7 @@
 """Access control, the whole matrix: every endpoint × (no key, wrong key, revoked key, another
 team's key, the right key, the operator's token alone, a wrong operator token) against the
-running API (the fleet-wide views, /workers and /metrics, only for the operator's token); keys hashed at rest; rotation and
-revocation through the CLI, end to end."""
+running API (the fleet-wide views, /workers and /metrics, only for the operator's token); keys
+hashed at rest; rotation and revocation through the CLI, end to end."""
 
 from __future__ import annotations
 
