@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -110,7 +111,23 @@ def _team(team_id: str | None) -> Any:
 
 
 # ---- building, once per process --------------------------------------------------------------
-_built: dict[str, KernelFamily] = {}
+#: Families built in this process, the most recently used last; at most :data:`KEPT_BUILT`
+#: (a built family holds its rendered sources: every registration kept one for good, and the
+#: API's memory grew with each version registered)
+_built: OrderedDict[str, KernelFamily] = OrderedDict()
+KEPT_BUILT = 64
+
+
+def _keep(key: str, family: KernelFamily) -> KernelFamily:
+    """Keep a built family (the one kept already, if another thread built it first); the
+    least recently used beyond :data:`KEPT_BUILT` are let go. Call with ``_lock`` held."""
+    kept = _built.setdefault(key, family)
+    _built.move_to_end(key)
+    while len(_built) > KEPT_BUILT:
+        _built.popitem(last=False)
+    return kept
+
+
 _urls: list[str] = []
 _lock = threading.Lock()
 
@@ -128,7 +145,7 @@ def family_of(row: Family) -> KernelFamily:
         raise FamilyError(f"the stored family {row.key} builds as {family.name}: its spec was "
                           "changed after it was registered")
     with _lock:
-        return _built.setdefault(row.key, family)
+        return _keep(row.key, family)
 
 
 def _find_key(name: str) -> KernelFamily | None:
@@ -212,7 +229,7 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
         except IntegrityError:
             continue
         with _lock:
-            _built.setdefault(key, family)
+            _keep(key, family)
         return Registered(name, row.version, key, digest, created=True)
     raise FamilyError(f"name: could not give {name!r} a version number (too many concurrent "
                       "registrations); try again")
