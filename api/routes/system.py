@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -15,6 +15,7 @@ from api.deps import OperatorDep, SessionDep, SettingsDep, TeamDep
 from api.events import SENT
 from api.json_body import StrictJsonRoute
 from api.schemas import (
+    ERROR_DESCRIPTIONS,
     HistoryEntry,
     WorkerRead,
     error_responses,
@@ -133,7 +134,13 @@ def healthz(session: SessionDep, response: Response) -> dict[str, str]:
     return result
 
 
-@router.get("/metrics", response_class=PlainTextResponse, responses=error_responses(401, 403))
+#: The metrics' refusals are JSON (``error_responses`` would document them as the route's text)
+_JSON_REFUSALS: dict[int | str, dict[str, Any]] = {
+    code: {"description": ERROR_DESCRIPTIONS[code], "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorRead"}}}} for code in (401, 403)}
+
+
+@router.get("/metrics", response_class=PlainTextResponse, responses=_JSON_REFUSALS)
 def metrics(_operator: OperatorDep, session: SessionDep, settings: SettingsDep) -> Response:
     """Prometheus text: campaigns by status, candidates evaluated, queue lengths, workers (every
     team's: for the operator's token only, which Prometheus sends as a bearer token)."""
