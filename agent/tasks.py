@@ -32,10 +32,12 @@ from core.queues import (
     CeleryQueue,
     TaskName,
     app,
+    drop_report,
     enqueue,
     enqueue_once,
     forget_sent,
     gpu_queue,
+    kept_reports,
     mentioned_in_messages,
     publish_events,
     redis_client,
@@ -113,11 +115,12 @@ def _stop_reconciler(**_: Any) -> None:
 def _reconcile_loop() -> None:
     settings = get_settings()
     # claims of dead workers are looked for every half heartbeat period (a worker is gone
-    # after three silent periods), lost messages every LOST_CHECK_BEATS periods, stalled
-    # campaigns every reconcile period
+    # after three silent periods), lost messages every LOST_CHECK_BEATS periods from the first
+    # tick (an agent started in place of a killed one serves the reports lost with it at once),
+    # stalled campaigns every reconcile period
     tick = min(settings.heartbeat_s / 2, settings.reconcile_s)
     next_reconcile = time.monotonic() + settings.reconcile_s
-    next_lost = time.monotonic() + lost_check_s(settings.heartbeat_s)
+    next_lost = time.monotonic()
     while not _stop.wait(tick):
         try:
             release_abandoned()
@@ -225,6 +228,10 @@ def resend_lost() -> list[str]:
     missing = set(waiting) - mentioned_in_messages(set(waiting))
     before = {k.decode(): v.decode() for k, v in client.hgetall(_SUSPECTS).items()}
     confirmed = {cid: waiting[cid] for cid in missing if before.get(cid) == waiting[cid][0]}
+    # a measured candidate whose report is gone is served its kept report on the first look
+    # (sent twice, it is recorded once: no GPU measures it again)
+    confirmed.update({cid: waiting[cid] for cid in kept_reports(sorted(
+        cid for cid in missing if waiting[cid][0] == "measuring"))})
     suspects = {cid: waiting[cid][0] for cid in missing - set(confirmed)}
     pipe = client.pipeline()
     pipe.delete(_SUSPECTS)
@@ -265,8 +272,17 @@ def resend_stranded(working: dict[str, tuple[str, str]], recheck_s: float = 0.5)
             if status == working[cid][0] and (status != "ok" or unchecked)} \
             if missing else set()
     sent = []
+    kept = kept_reports(sorted(cid for cid in still if working[cid][0] == "measuring"))
     for cid in sorted(still):
         status, queue = working[cid]
+        if cid in kept:  # measured: its report was lost (with an agent), not its measurement
+            if redis_client().set(f"tuneforge:resent:{TaskName.MEASURED}:{cid}", b"1",
+                                  nx=True, ex=RESEND_HOLD_S):
+                log.warning("candidate %s was measured but its report is gone: sending the "
+                            "kept report again", cid)
+                enqueue(TaskName.MEASURED, cid, kept[cid])
+                sent.append(cid)
+            continue
         # the quiet-campaign look and the lost-message look (in any agent process) may both
         # find it missing before either sent it: one of them sends it
         if not redis_client().set(f"tuneforge:resent:{_STEP[status]}:{cid}", b"1", nx=True,
@@ -424,10 +440,12 @@ def compiled(candidate_id: str, result: dict[str, Any]) -> None:
 @app.task(name=TaskName.MEASURED, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def measured(candidate_id: str, payload: dict[str, Any]) -> None:
-    """Record a measurement reported by a GPU worker, decide, send the next candidates."""
+    """Record a measurement reported by a GPU worker, decide, send the next candidates; then
+    the GPU worker's kept copy of it is let go."""
     _run(_campaign_of_candidate(candidate_id),
          lambda s: driver.on_measured(s, candidate_id, measurement_from_payload(payload),
                                       fleet()))
+    drop_report(candidate_id)
 
 
 @app.task(name=TaskName.SANITIZED, autoretry_for=INFRA_ERRORS, retry_backoff=True,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 from collections.abc import AsyncIterator
 from typing import Annotated
 from weakref import WeakKeyDictionary
 
-from fastapi import Depends, HTTPException, Path, Query, Security, status
+from fastapi import Depends, HTTPException, Path, Query, Request, Security, status
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -102,6 +103,49 @@ def get_campaign(campaign_id: Annotated[str, Path()], session: SessionDep,
 
 
 CampaignDep = Annotated[Campaign, Depends(get_campaign)]
+
+#: The operator's token (``TUNEFORGE_OPERATOR_TOKEN``), for the views of the whole fleet that
+#: show every team's activity (``/workers``, ``/metrics``); Prometheus sends it as a bearer token.
+OPERATOR_TOKEN = APIKeyHeader(name="X-Operator-Token", auto_error=False,
+                              description="the operator's token (TUNEFORGE_OPERATOR_TOKEN): "
+                                          "the fleet-wide views")
+
+
+def _bearer(authorization: str | None) -> str | None:
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def get_operator(request: Request, session: SessionDep, settings: SettingsDep,
+                 token: Annotated[str | None, Security(OPERATOR_TOKEN)] = None) -> None:
+    """Let the operator through: its token in ``X-Operator-Token`` (or ``Authorization:
+    Bearer``). 401 without a credential or with a wrong one; 403 for a team's key (a team sees
+    its own campaigns, not the fleet's), and while no operator token is configured."""
+    given = token or _bearer(request.headers.get("authorization"))
+    wanted = settings.operator_token
+    if given is not None:
+        if wanted and secrets.compare_digest(given.encode(), wanted.encode()):
+            return
+        if not wanted:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, (
+                "no operator token is configured: set TUNEFORGE_OPERATOR_TOKEN on the API to "
+                "open the fleet-wide views"))
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid operator token",
+                            headers={"WWW-Authenticate": "Bearer"})
+    key = request.headers.get("x-api-key")
+    if key:
+        who = authenticate(session, key=key)
+        if isinstance(who, str):
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, who,
+                                headers={"WWW-Authenticate": "ApiKey"})
+    raise HTTPException(
+        status.HTTP_403_FORBIDDEN if key else status.HTTP_401_UNAUTHORIZED,
+        f"{request.url.path.removeprefix('/api/v1')} shows the whole fleet (every team's "
+        "work): it needs the operator's token in X-Operator-Token or Authorization: Bearer "
+        "(TUNEFORGE_OPERATOR_TOKEN)", headers={"WWW-Authenticate": "Bearer"})
+
+
+OperatorDep = Annotated[None, Depends(get_operator)]
 #: any length: an id that is not 32 hex digits names nothing, a 404 (not a 422) like any other
 CampaignIdPath = Annotated[str, Path()]
 ApiKeyDep = Annotated[str | None, Security(API_KEY)]

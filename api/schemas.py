@@ -259,6 +259,10 @@ class FamilyVersionRead(BaseModel):
     hash: str
     created_at: dt.datetime
     created_by: str | None
+    #: when its owner retired it (new campaigns refuse it; it stays readable), else None
+    retired_at: dt.datetime | None = None
+    #: the bytes its spec takes stored (the team's quota adds them up)
+    size_bytes: int = 0
 
 
 class FamilySummary(BaseModel):
@@ -276,6 +280,11 @@ class FamilySummary(BaseModel):
     transforms: int
     #: the vendor baseline a campaign of it is compared with (``cuBLAS fp32``); None: none
     vendor: str | None = None
+    #: this version is retired: readable, refused to new campaigns
+    retired: bool = False
+    #: why this stored version cannot be built or shown in full (stored before a check that
+    #: refuses it now); None when it can
+    problem: str | None = None
 
 
 class FamilyRead(FamilySummary):
@@ -309,6 +318,9 @@ class ErrorRead(BaseModel):
 ERROR_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
     401: "No X-API-Key header, or an unknown or revoked key",
+    403: "A fleet-wide view (every team's): it needs the operator's token "
+         "(X-Operator-Token or Authorization: Bearer; TUNEFORGE_OPERATOR_TOKEN); or a team's "
+         "quota on family versions or stored bytes is full",
     404: "No such campaign, candidate or kernel family among the caller's team's",
     409: "The campaign is finished: it takes no new actions, and one that is done or failed "
          "has nothing left to cancel; or a family takes a built-in family's name",

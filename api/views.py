@@ -6,6 +6,7 @@ local database (the CLI imports no route module)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,6 +28,8 @@ from core.models import Campaign, Candidate, Event, Family
 from core.statuses import CandidateStatus, FinalStatus
 from kernels import family_names, get_family
 from kernels.family import KernelFamily, campaign_tolerance, describe
+
+log = logging.getLogger(__name__)
 
 #: Columns a campaign summary never reads (kilobytes of JSON and text per candidate).
 LARGE_COLUMNS = ("source", "compile_log", "feedback", "correctness", "profile", "perf")
@@ -185,8 +188,21 @@ def point_page(session: Any, campaign: Campaign, *, limit: int | None = None,
 
 
 # ---- families ---------------------------------------------------------------------------
+def readable(value: Any) -> Any:
+    """``value`` with every string valid UTF-8 (a lone surrogate, which a JSON ``\\udfff``
+    escape can carry into a stored spec, shown as the text ``\\udfff``): a response never
+    fails to encode on stored text."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {readable(k): readable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [readable(v) for v in value]
+    return value
+
+
 def _summary(family: KernelFamily, row: Family | None, versions: int) -> dict[str, Any]:
-    return {
+    return readable({
         "name": row.name if row is not None else family.name,
         "origin": "team" if row is not None else "builtin",
         "key": family.name, "version": row.version if row is not None else None,
@@ -194,17 +210,51 @@ def _summary(family: KernelFamily, row: Family | None, versions: int) -> dict[st
         "dims": [d.name for d in family.dims], "default_shape": str(family.default_dims),
         "unit": family.metric.unit, "transforms": len(family.transforms.names()),
         "vendor": family.vendor.name if family.vendor is not None else None,
-    }
+        "retired": row is not None and row.retired_at is not None,
+    })
+
+
+def _unbuilt(row: Family, versions: int, exc: Exception) -> dict[str, Any]:
+    """The summary of a stored version that cannot be built (stored before a check that
+    refuses it now): what the row says, and why."""
+    spec = row.spec if isinstance(row.spec, dict) else {}
+    description = spec.get("description")
+    return readable({
+        "name": row.name, "origin": "team", "key": row.key, "version": row.version,
+        "versions": versions,
+        "description": description if isinstance(description, str) else "",
+        "dims": [], "default_shape": "", "unit": "", "transforms": 0, "vendor": None,
+        "retired": row.retired_at is not None,
+        "problem": f"this stored version cannot be built ({type(exc).__name__}: "
+                   f"{str(exc)[:200]}); retire or delete it (`tuneforge family retire|delete "
+                   f"{row.name}@v{row.version}`)",
+    })
+
+
+def _built(row: Family) -> KernelFamily | Exception:
+    """The family a stored version defines, or why it cannot be built."""
+    try:
+        return families.family_of(row)
+    except Exception as exc:  # one bad stored row never breaks a listing or a read
+        log.warning("stored family %s cannot be built: %r", row.key, exc)
+        return exc
+
+
+def family_version(row: Family) -> FamilyVersionRead:
+    """One stored version as the API shows it."""
+    return _version(row)
 
 
 def _version(row: Family) -> FamilyVersionRead:
-    return FamilyVersionRead(version=row.version, key=row.key, hash=row.spec_hash,
-                             created_at=row.created_at, created_by=row.created_by)
+    return FamilyVersionRead.model_validate(readable({
+        "version": row.version, "key": row.key, "hash": row.spec_hash,
+        "created_at": row.created_at, "created_by": row.created_by,
+        "retired_at": row.retired_at, "size_bytes": row.size_bytes or 0}))
 
 
 def family_list(session: Session, team_id: str | None) -> list[FamilySummary]:
     """The built-in families (a plug-in that fails to load is left out), then the latest
-    version of each of the team's own."""
+    version of each of the team's own (one that cannot be built: marked with its problem)."""
     out = []
     for name in family_names():
         try:
@@ -212,24 +262,39 @@ def family_list(session: Session, team_id: str | None) -> list[FamilySummary]:
         except (ImportError, TypeError, ValueError):  # `tuneforge kernels` shows its error
             continue
     for row in families.latest(session, team_id=team_id):
-        out.append(FamilySummary(**_summary(families.family_of(row), row, row.version)))
+        built = _built(row)
+        out.append(FamilySummary(**(_unbuilt(row, row.version, built)
+                                    if isinstance(built, Exception)
+                                    else _summary(built, row, row.version))))
     return out
 
 
 def read_family(session: Session, team_id: str | None, name: str) -> FamilyRead:
     """What ``GET /families/{name}`` answers (:class:`families.FamilyNotFound` when the team
-    has no such family)."""
-    family = families.resolve(session, team_id=team_id, name=name)
+    has no such family; a stored version that cannot be built: what its row says, marked)."""
+    found = families.find(session, team_id=team_id, name=name) \
+        if name not in family_names() else None
+    built = _built(found) if found is not None else None
+    if found is not None and isinstance(built, Exception):
+        stored = families.versions(session, team_id=team_id, name=found.name)
+        return FamilyRead(
+            **_unbuilt(found, len(stored), built), hash=found.spec_hash, tunables={},
+            transform_names=[], signature={"buffers": [], "scalars": []}, metric={},
+            dim_bounds=[], correctness="", tolerance=0.0, baseline={}, distributions=[],
+            edge_shapes=[], all_versions=[_version(r) for r in stored],
+            spec=readable(found.spec) if isinstance(found.spec, dict) else None)
+    family = built if isinstance(built, KernelFamily) \
+        else families.resolve(session, team_id=team_id, name=name)
     row = families.version_of(session, team_id=team_id, key=family.name)
     stored = families.versions(session, team_id=team_id, name=row.name) if row else []
     declared = describe(family)
-    return FamilyRead(
-        **_summary(family, row, len(stored) or 1),
-        hash=row.spec_hash if row is not None else None,
-        tunables={k: list(v) for k, v in family.domains().items()},
-        transform_names=declared["transforms"], signature=declared["signature"],
-        metric=declared["metric"], dim_bounds=declared["dims"],
-        correctness=declared["correctness"], tolerance=campaign_tolerance(family, None),
-        baseline=family.baseline.to_dict(), distributions=declared["distributions"],
-        edge_shapes=declared["edge_shapes"], all_versions=[_version(r) for r in stored],
-        spec=row.spec if row is not None else None)
+    return FamilyRead(**_summary(family, row, len(stored) or 1), **readable({
+        "hash": row.spec_hash if row is not None else None,
+        "tunables": {k: list(v) for k, v in family.domains().items()},
+        "transform_names": declared["transforms"], "signature": declared["signature"],
+        "metric": declared["metric"], "dim_bounds": declared["dims"],
+        "correctness": declared["correctness"], "tolerance": campaign_tolerance(family, None),
+        "baseline": family.baseline.to_dict(), "distributions": declared["distributions"],
+        "edge_shapes": declared["edge_shapes"],
+        "spec": row.spec if row is not None else None}),
+        all_versions=[_version(r) for r in stored])

@@ -68,7 +68,7 @@ def resolve_family(name: str | None, db: str | None = None) -> KernelFamily:
 
     try:
         with session_scope(url) as session:
-            return families.resolve(session, team_id=None, name=wanted)
+            return families.resolve(session, team_id=None, name=wanted, for_new=True)
     except families.FamilyError as exc:
         fail(f"--kernel: {exc}")
 

@@ -176,7 +176,9 @@ def list_cmd(db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
         table.add_column(col, no_wrap=col in ("name", "dims", "key"))
     for f in found:
         name = f"{f['name']} v{f['version']}" if f["version"] is not None else f["name"]
-        table.add_row(name, ",".join(f["dims"]), f["unit"],
+        name += " (retired)" if f.get("retired") else ""
+        name += " (cannot be built: `family show` says why)" if f.get("problem") else ""
+        table.add_row(escape(name), ",".join(f["dims"]), f["unit"],
                       str(f["transforms"]), f["key"] if f["origin"] == "team" else "built-in")
     console.print(table)
 
@@ -218,6 +220,10 @@ def show(name: Annotated[str, typer.Argument(
     if as_json:
         sys.stdout.write(json.dumps(f, indent=1) + "\n")
         return
+    if f.get("problem"):  # stored before a check that refuses it now: what its row says
+        console.print(f"{escape(f['name'])} v{f['version']} ({escape(f['key'])}): "
+                      f"{escape(f['problem'])}", highlight=False, soft_wrap=True)
+        return
     version = f"v{f['version']}" if f["version"] is not None else "built-in"
     head = Table(title=f"{f['name']} {version}", show_header=False)
     head.add_column(style="bold", no_wrap=True)
@@ -255,6 +261,77 @@ def show(name: Annotated[str, typer.Argument(
             versions.add_row(f"v{v['version']}", v["key"], v["created_at"][:19].replace("T", " "),
                              v["created_by"] or "–")
         console.print(versions)
+
+
+VersionArg = Annotated[str, typer.Argument(help="one version: NAME@vN or NAME@hash12")]
+
+
+def _change_version(action: str, name: str, db: str | None, url: str | None,
+                    key: str | None) -> dict[str, Any] | None:
+    """Retire, restore or delete one version, on the service or in a local database; what
+    the version is now (None once deleted)."""
+    kind, target = _target(db, url, key)
+    if kind == "api":
+        from urllib.parse import quote
+
+        from cli.client import check_response
+
+        path = f"/families/{quote(name, safe='@')}"
+        with target as client:
+            if action == "delete":
+                response = client.request("DELETE", path)
+                if response.status_code != 204:
+                    check_response(response)
+                return None
+            return dict(call(client, "POST", f"{path}/{action}"))
+    from api.views import family_version
+    from core import families
+    from core.db import session_scope
+
+    try:
+        with session_scope(target) as session:
+            if action == "delete":
+                families.delete(session, team_id=None, name=name)
+                return None
+            row = families.retire(session, team_id=None, name=name,
+                                  retired=action == "retire")
+            return family_version(row).model_dump(mode="json")
+    except families.FamilyNotFound as exc:
+        fail(str(exc), code=4)
+    except families.FamilyError as exc:
+        fail(str(exc))
+
+
+@family_app.command("retire")
+def retire(name: VersionArg, db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
+           undo: Annotated[bool, typer.Option("--undo", help="bring it back")] = False) -> None:
+    """Retire one version: new campaigns refuse it, the family's name alone stops meaning it,
+    and it stays readable with the campaigns that ran it (--undo brings it back).
+
+    Examples:
+
+      tuneforge family retire transpose@v1 --db runs.db
+
+      tuneforge family retire transpose@v1 --undo
+    """
+    done = _change_version("restore" if undo else "retire", name, db, url, key)
+    assert done is not None
+    console.print(f"{name}: {'retired' if done['retired_at'] else 'not retired'} "
+                  f"(key {done['key']})", highlight=False)
+
+
+@family_app.command("delete")
+def delete(name: VersionArg, db: DbOpt = None, url: UrlOpt = None,
+           key: KeyOpt = None) -> None:
+    """Delete one version that no campaign ran (one that campaigns ran is refused: retire it,
+    their records need it); its stored bytes leave the team's quota.
+
+    Examples:
+
+      tuneforge family delete transpose@v2 --db runs.db
+    """
+    _change_version("delete", name, db, url, key)
+    console.print(f"{name}: deleted", highlight=False)
 
 
 def _rule_text(rule: str, tolerance: float) -> str:

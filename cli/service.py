@@ -56,8 +56,11 @@ def serve(
     upgrade_database(url)
     err_console.print(f"new campaigns run on the {settings.backend} backend "
                       "(TUNEFORGE_BACKEND; every worker must have the same)", highlight=False)
+    # h11, not httptools: h11 bounds what it buffers of a request line and its headers
+    # (httptools reads a header of any size whole before the API can refuse it)
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="warning",
-                access_log=False)
+                access_log=False, http="h11",
+                h11_max_incomplete_event_size=settings.max_header_bytes)
 
 
 ROLES = ("compile", "gpu", "agent")

@@ -19,6 +19,7 @@ import resource
 import subprocess
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -28,7 +29,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from core.db import session_factory
-from core.models import Family
+from core.models import Campaign, Family, utcnow
 from kernels import add_resolver, family_names, get_family
 from kernels.family import KernelFamily
 
@@ -51,6 +52,52 @@ class FamilyConflict(FamilyError):
     """A name that belongs to a built-in family (or an installed plug-in)."""
 
 
+class QuotaExceeded(FamilyError):
+    """A new version would take the team past its quota of versions or of stored bytes."""
+
+
+class FamilyRetired(FamilyError):
+    """A retired version named for a new campaign (it stays readable)."""
+
+
+class FamilyInUse(FamilyError):
+    """A version that campaigns ran cannot be deleted (their record needs it): retire it."""
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What one team may store: versions (retired ones count) and their specs' bytes."""
+
+    versions: int
+    stored_bytes: int
+
+
+def stored_size(spec: dict[str, Any]) -> int:
+    """The bytes a spec takes stored (its JSON text, as the JSON column writes it)."""
+    return len(json.dumps(spec).encode())
+
+
+def usage(session: Session, *, team_id: str | None) -> tuple[int, int]:
+    """The team's stored versions and the bytes of their specs."""
+    count, size = session.execute(select(func.count(), func.coalesce(func.sum(
+        Family.size_bytes), 0)).where(_team(team_id))).one()
+    return int(count), int(size)
+
+
+def _check_quota(session: Session, team_id: str | None, size: int, quota: Quota) -> None:
+    count, used = usage(session, team_id=team_id)
+    if count + 1 > quota.versions:
+        raise QuotaExceeded(
+            f"the team stores {count} family versions, its quota "
+            f"(TUNEFORGE_MAX_FAMILY_VERSIONS); delete unused versions (`tuneforge family "
+            "delete NAME@vN`) or ask the operator for more")
+    if used + size > quota.stored_bytes:
+        raise QuotaExceeded(
+            f"this version's spec takes {size} bytes and the team's versions take {used} of "
+            f"its {quota.stored_bytes} (TUNEFORGE_MAX_FAMILY_BYTES); delete unused versions "
+            "(`tuneforge family delete NAME@vN`) or ask the operator for more")
+
+
 @dataclass(frozen=True)
 class Registered:
     """What :func:`register` did: the version the spec is, and whether it is new."""
@@ -67,7 +114,23 @@ def _team(team_id: str | None) -> Any:
 
 
 # ---- building, once per process --------------------------------------------------------------
-_built: dict[str, KernelFamily] = {}
+#: Families built in this process, the most recently used last; at most :data:`KEPT_BUILT`
+#: (a built family holds its rendered sources: every registration kept one for good, and the
+#: API's memory grew with each version registered)
+_built: OrderedDict[str, KernelFamily] = OrderedDict()
+KEPT_BUILT = 64
+
+
+def _keep(key: str, family: KernelFamily) -> KernelFamily:
+    """Keep a built family (the one kept already, if another thread built it first); the
+    least recently used beyond :data:`KEPT_BUILT` are let go. Call with ``_lock`` held."""
+    kept = _built.setdefault(key, family)
+    _built.move_to_end(key)
+    while len(_built) > KEPT_BUILT:
+        _built.popitem(last=False)
+    return kept
+
+
 _urls: list[str] = []
 _lock = threading.Lock()
 
@@ -85,7 +148,7 @@ def family_of(row: Family) -> KernelFamily:
         raise FamilyError(f"the stored family {row.key} builds as {family.name}: its spec was "
                           "changed after it was registered")
     with _lock:
-        return _built.setdefault(row.key, family)
+        return _keep(row.key, family)
 
 
 def _find_key(name: str) -> KernelFamily | None:
@@ -187,11 +250,12 @@ def compile_check(normalized: dict[str, Any]) -> None:
 
 # ---- registering -----------------------------------------------------------------------------
 def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
-             created_by: str | None = None) -> Registered:
+             created_by: str | None = None, quota: Quota | None = None) -> Registered:
     """Validate ``spec`` and store it as the team's next version of its name, unless the same
     content is stored already (then that version). A new version is compiled first
     (:func:`compile_check`). ``kernels.userspec.SpecError`` names the field of a bad spec or
-    of a kernel nvcc refuses, :class:`FamilyConflict` a built-in's name: nothing is stored."""
+    of a kernel nvcc refuses, :class:`FamilyConflict` a built-in's name and
+    :class:`QuotaExceeded` a team at its ``quota``: nothing is stored."""
     from kernels.userspec import family_from_normal, validate_spec
 
     wanted = spec.get("name") if isinstance(spec, dict) else None
@@ -208,20 +272,23 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
         if existing is not None:
             return Registered(existing.name, existing.version, existing.key,
                               existing.spec_hash, created=False)
+        size = stored_size(normalized)
+        if quota is not None:  # before the compile check: a team at its quota pays no nvcc
+            _check_quota(session, team_id, size, quota)
         if not compiled:  # a new version: its kernels compile, or nothing is stored
             compile_check(normalized)
             compiled = True
         latest = session.scalar(select(func.max(Family.version))
                                 .where(_team(team_id), Family.name == name)) or 0
         row = Family(team_id=team_id, name=name, version=latest + 1, spec_hash=digest, key=key,
-                     spec=normalized, created_by=created_by)
+                     spec=normalized, created_by=created_by, size_bytes=size)
         try:
             with session.begin_nested():  # a concurrent registration took the number: again
                 session.add(row)
         except IntegrityError:
             continue
         with _lock:
-            _built.setdefault(key, family)
+            _keep(key, family)
         return Registered(name, row.version, key, digest, created=True)
     raise FamilyError(f"name: could not give {name!r} a version number (too many concurrent "
                       "registrations); try again")
@@ -239,7 +306,9 @@ def find(session: Session, *, team_id: str | None, name: str) -> Family | None:
         query = query.where(Family.version == int(ref["version"]))
     elif ref["hash"] is not None:
         query = query.where(Family.key == name)
-    return session.scalar(query.order_by(Family.version.desc()).limit(1))
+    # NAME alone: the latest version not retired (the latest retired one when all are)
+    return session.scalar(query.order_by(Family.retired_at.is_not(None), Family.version.desc())
+                          .limit(1))
 
 
 def versions(session: Session, *, team_id: str | None, name: str) -> list[Family]:
@@ -249,13 +318,18 @@ def versions(session: Session, *, team_id: str | None, name: str) -> list[Family
 
 
 def latest(session: Session, *, team_id: str | None) -> list[Family]:
-    """The latest version of each of the team's families, by name."""
-    newest = (select(Family.name, func.max(Family.version).label("version"))
-              .where(_team(team_id)).group_by(Family.name).subquery())
-    return list(session.scalars(
-        select(Family).join(newest, (newest.c.name == Family.name)
-                            & (newest.c.version == Family.version))
-        .where(_team(team_id)).order_by(Family.name)))
+    """The latest version of each of the team's families, by name (the latest not retired;
+    the latest retired one when all are)."""
+    chosen: dict[str, tuple[bool, int, str]] = {}
+    for row_id, name, version, retired_at in session.execute(
+            select(Family.id, Family.name, Family.version, Family.retired_at)
+            .where(_team(team_id))):
+        rank = (retired_at is None, version, row_id)
+        if name not in chosen or rank > chosen[name]:
+            chosen[name] = rank
+    ids = [rank[2] for rank in chosen.values()]
+    return list(session.scalars(select(Family).where(Family.id.in_(ids))
+                                .order_by(Family.name))) if ids else []
 
 
 def version_of(session: Session, *, team_id: str | None, key: str) -> Family | None:
@@ -265,14 +339,20 @@ def version_of(session: Session, *, team_id: str | None, key: str) -> Family | N
     return session.scalar(select(Family).where(_team(team_id), Family.key == key))
 
 
-def resolve(session: Session, *, team_id: str | None, name: str) -> KernelFamily:
+def resolve(session: Session, *, team_id: str | None, name: str,
+            for_new: bool = False) -> KernelFamily:
     """The family a user means by ``name`` for the team: a built-in's name (or a plug-in's),
-    one of the team's families by name (its latest version), ``NAME@vN`` or the full key.
-    :class:`FamilyNotFound` names what the team has; another team's family is not found."""
+    one of the team's families by name (its latest version not retired), ``NAME@vN`` or the
+    full key. :class:`FamilyNotFound` names what the team has; another team's family is not
+    found. ``for_new`` (a new campaign): a retired version is :class:`FamilyRetired`."""
     if name in family_names():
         return get_family(name)
     row = find(session, team_id=team_id, name=name)
     if row is not None:
+        if for_new and row.retired_at is not None:
+            raise FamilyRetired(f"kernel family {row.name} v{row.version} ({row.key}) is "
+                                "retired: its campaigns stay readable, new ones need a version "
+                                "that is not (`tuneforge family list`)")
         return family_of(row)
     ref = REFERENCE.match(name)
     if ref is not None and (ref["version"] or ref["hash"]):
@@ -286,3 +366,49 @@ def resolve(session: Session, *, team_id: str | None, name: str) -> KernelFamily
     shown = name if len(name) <= 64 else f"{name[:64]}… ({len(name)} characters)"
     raise FamilyNotFound(f"unknown kernel family {shown!r}; known: "
                          f"{', '.join([*family_names(), *own])}")
+
+
+# ---- retiring and deleting -------------------------------------------------------------------
+def _one_version(session: Session, *, team_id: str | None, name: str) -> Family:
+    """The version ``NAME@vN`` or ``NAME@hash12`` names (a name alone is refused: which
+    version is meant must be said)."""
+    ref = REFERENCE.match(name)
+    if ref is None or not (ref["version"] or ref["hash"]):
+        raise FamilyError(f"name one version: NAME@vN or NAME@hash12, not {name[:80]!r}")
+    row = find(session, team_id=team_id, name=name)
+    if row is None:
+        raise FamilyNotFound(f"the team has no family version {name!r}")
+    return row
+
+
+def retire(session: Session, *, team_id: str | None, name: str,
+           retired: bool = True) -> Family:
+    """Retire the version ``name`` (or bring it back, ``retired=False``): new campaigns refuse
+    it and a name alone stops meaning it; it stays readable, its campaigns' records whole."""
+    row = _one_version(session, team_id=team_id, name=name)
+    if retired and row.retired_at is None:
+        row.retired_at = utcnow()
+    elif not retired:
+        row.retired_at = None
+    return row
+
+
+def campaigns_of(session: Session, *, team_id: str | None, key: str) -> int:
+    """How many of the team's campaigns ran the version whose content key is ``key``."""
+    team = Campaign.team_id == team_id if team_id is not None else Campaign.team_id.is_(None)
+    return int(session.scalar(select(func.count()).select_from(Campaign)
+                              .where(team, Campaign.kernel == key)) or 0)
+
+
+def delete(session: Session, *, team_id: str | None, name: str) -> Family:
+    """Delete the version ``name`` that no campaign of the team ran (:class:`FamilyInUse`
+    otherwise: retire it). Its number is not given again while a later version exists."""
+    row = _one_version(session, team_id=team_id, name=name)
+    used = campaigns_of(session, team_id=team_id, key=row.key)
+    if used:
+        raise FamilyInUse(f"{row.name} v{row.version} ({row.key}) was run by {used} "
+                          "campaign(s), whose records need it: retire it instead (`tuneforge "
+                          f"family retire {row.name}@v{row.version}`)")
+    session.delete(row)
+    session.flush()
+    return row

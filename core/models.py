@@ -315,6 +315,10 @@ class Family(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     #: the API key's prefix that registered it, or the local user of an embedded database
     created_by: Mapped[str | None] = mapped_column(String(100))
+    #: when its owner retired it: still readable (its campaigns' records), refused to new ones
+    retired_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    #: the stored spec's size (its JSON text, bytes): what the team's quota on bytes adds up
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 #: One version number per team and name; embedded families (no team) count as one team: a

@@ -205,6 +205,31 @@ def enqueue_once(name: TaskName, key: str, *args: Any, queue: str | None = None)
     return True
 
 
+def _kept_key(candidate_id: str) -> str:
+    return f"tuneforge:measured:{candidate_id}"
+
+
+def keep_report(candidate_id: str, payload: dict[str, Any]) -> None:
+    """Keep a GPU worker's measurement until the agent has recorded it: its ``agent.measured``
+    message is its only other copy, and an agent killed right after Redis handed the message
+    over (popped off the queue, not yet in the ``unacknowledged`` hash) takes it along."""
+    redis_client().set(_kept_key(candidate_id), json.dumps(payload), ex=ONCE_TTL_S)
+
+
+def kept_reports(candidate_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The kept measurements of those of ``candidate_ids`` that have one."""
+    if not candidate_ids:
+        return {}
+    found = redis_client().mget([_kept_key(cid) for cid in candidate_ids])
+    return {cid: json.loads(raw) for cid, raw in zip(candidate_ids, found, strict=True)
+            if raw is not None}
+
+
+def drop_report(candidate_id: str) -> None:
+    """Forget a kept measurement (the agent recorded it)."""
+    redis_client().delete(_kept_key(candidate_id))
+
+
 def forget_sent(name: TaskName, key: str) -> None:
     """Drop the enqueue guard of one step (its message is known lost: it may be sent again)."""
     redis_client().delete(f"tuneforge:sent:{name}:{key}")

@@ -88,6 +88,22 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=1 << 20, ge=0, description="largest request body the API reads (larger: 413)",
     )
+    max_header_bytes: int = Field(
+        default=64 << 10, ge=4096, description="largest request line and headers `tuneforge "
+                                               "serve` reads (larger: 400, connection closed)",
+    )
+    max_family_versions: int = Field(
+        default=200, ge=1, description="family versions a team may store (retired ones count; "
+                                       "more: 403)",
+    )
+    max_family_bytes: int = Field(
+        default=64 << 20, ge=1, description="bytes a team's stored family specs may take "
+                                            "together (more: 403)",
+    )
+    operator_token: str = Field(
+        default="", description="the operator's token (X-Operator-Token) for the fleet-wide "
+                                "views: GET /workers and GET /metrics (empty: nobody sees them)",
+    )
 
     @property
     def cache_dir(self) -> Path:

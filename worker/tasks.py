@@ -30,6 +30,8 @@ from core.queues import (
     enqueue,
     enqueue_once,
     gpu_queue,
+    keep_report,
+    kept_reports,
 )
 from core.settings import get_settings
 from kernels import family_names
@@ -203,7 +205,9 @@ def compile_candidate(candidate_id: str) -> None:
             key, served = jobs.evaluation_of(s, job, result)
             recorded = jobs.record_compiled(s, job, result, key)
         if recorded and served is not None:  # the team measured it before: no GPU
-            report(TaskName.MEASURED, candidate_id, jobs.measurement_to_dict(served))
+            payload = jobs.measurement_to_dict(served)
+            keep_report(candidate_id, payload)  # a GPU given it serves this, not a measure
+            report(TaskName.MEASURED, candidate_id, payload)
         elif recorded:  # else another delivery recorded it and sent the evaluation
             enqueue_once(TaskName.EVALUATE, candidate_id, candidate_id,
                          queue=gpu_queue(job.arch))
@@ -216,8 +220,16 @@ def compile_candidate(candidate_id: str) -> None:
 @app.task(name=TaskName.EVALUATE, autoretry_for=INFRA_ERRORS, retry_backoff=True,
           max_retries=8)
 def evaluate_candidate(candidate_id: str) -> None:
-    """Measure one compiled candidate (incumbent interleaved) and report to the agent."""
+    """Measure one compiled candidate (incumbent interleaved) and report to the agent. A
+    candidate measured already whose report the agent has not recorded (it was lost with an
+    agent) is reported again, not measured again."""
     started = time.monotonic()
+    kept = kept_reports([candidate_id]).get(candidate_id)
+    if kept is not None:
+        log.warning("candidate %s was measured already: its kept report sent again",
+                    candidate_id)
+        report(TaskName.MEASURED, candidate_id, kept)
+        return
     with autocommit_scope(_url()) as s:
         job = jobs.start_evaluation(s, candidate_id, node())
     if job is None:
@@ -238,6 +250,10 @@ def evaluate_candidate(candidate_id: str) -> None:
             log.exception("evaluation of %s failed", candidate_id)
             m = Measurement("crashed", error=f"GPU worker error: {exc!r}"[:500])
         payload = jobs.measurement_to_dict(m)
+    try:
+        keep_report(candidate_id, payload)  # until the agent has recorded it
+    except INFRA_ERRORS:
+        log.warning("report of %s: cannot keep it (the broker is away)", candidate_id)
     report(TaskName.MEASURED, candidate_id, payload)
     runtime().count_evaluation(time.monotonic() - started)  # written with the next heartbeat
 

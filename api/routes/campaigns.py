@@ -69,7 +69,8 @@ def create(body: CampaignCreate, session: SessionDep, team: TeamDep,
            settings: SettingsDep) -> CampaignCreated:
     """Queue a campaign; the agent starts it (the API never compiles or touches a GPU)."""
     try:
-        family = families.resolve(session, team_id=team.team_id, name=body.kernel)
+        family = families.resolve(session, team_id=team.team_id, name=body.kernel,
+                                  for_new=True)
     except families.FamilyError as exc:
         raise _refused("kernel", str(exc)) from None
     try:

@@ -8,15 +8,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Path, Response, status
 
-from api.deps import SessionDep, TeamDep
+from api.deps import SessionDep, SettingsDep, TeamDep
 from api.json_body import StrictJsonRoute
 from api.schemas import (
     FamilyCreated,
     FamilyRead,
     FamilySummary,
+    FamilyVersionRead,
     error_responses,
 )
-from api.views import family_list, read_family
+from api.views import family_list, family_version, read_family
 from core import families
 
 router = APIRouter(prefix="/families", tags=["families"], route_class=StrictJsonRoute)
@@ -27,19 +28,22 @@ SPEC_EXAMPLE = {"name": "transpose", "files": {"kernel.cu": "…"}, "tunables": 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=FamilyCreated,
              responses={200: {"model": FamilyCreated,
                               "description": "The same content is stored already: its version"},
-                        **error_responses(400, 401, 409, 413)})
+                        **error_responses(400, 401, 403, 409, 413)})
 def create(spec: Annotated[dict[str, Any], Body(examples=[SPEC_EXAMPLE], description=(
                "the family spec as one JSON object (what `tuneforge family add DIR` sends: "
                "the directory's files embedded under `files`)"))],
-           session: SessionDep, team: TeamDep, response: Response) -> FamilyCreated:
+           session: SessionDep, team: TeamDep, settings: SettingsDep,
+           response: Response) -> FamilyCreated:
     """Validate a family spec and store it as the team's next version of its name (the same
     content again is the version it was: 200). A bad spec is a 422 naming the field, a
-    built-in's name a 409; nothing is stored then."""
+    built-in's name a 409, a team at its quota of versions or stored bytes a 403; nothing is
+    stored then."""
     from kernels.userspec import SpecError
 
     try:
         done = families.register(session, spec=spec, team_id=team.team_id,
-                                 created_by=team.key_prefix)
+                                 created_by=team.key_prefix, quota=families.Quota(
+                                     settings.max_family_versions, settings.max_family_bytes))
     except SpecError as exc:
         session.rollback()
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
@@ -49,6 +53,9 @@ def create(spec: Annotated[dict[str, Any], Body(examples=[SPEC_EXAMPLE], descrip
     except families.FamilyConflict as exc:
         session.rollback()
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except families.QuotaExceeded as exc:
+        session.rollback()
+        raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
     except families.FamilyError as exc:
         session.rollback()
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
@@ -76,3 +83,54 @@ def read(name: Annotated[str, Path(description=(
         return read_family(session, team.team_id, name)
     except families.FamilyNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+VersionPath = Annotated[str, Path(description="one version: NAME@vN or its key NAME@hash12")]
+
+
+def _version_refused(exc: families.FamilyError) -> HTTPException:
+    if isinstance(exc, families.FamilyInUse):
+        return HTTPException(status.HTTP_409_CONFLICT, str(exc))
+    if isinstance(exc, families.FamilyNotFound):
+        return HTTPException(status.HTTP_404_NOT_FOUND, str(exc))
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+        {"loc": ["path", "name"], "msg": str(exc), "type": "value_error"}])
+
+
+@router.post("/{name}/retire", response_model=FamilyVersionRead,
+             responses=error_responses(401, 404))
+def retire(name: VersionPath, session: SessionDep, team: TeamDep) -> FamilyVersionRead:
+    """Retire one version: new campaigns refuse it and the family's name alone stops meaning
+    it; it stays readable, with the campaigns that ran it (retiring again changes nothing)."""
+    try:
+        row = families.retire(session, team_id=team.team_id, name=name)
+    except families.FamilyError as exc:
+        raise _version_refused(exc) from None
+    session.commit()
+    return family_version(row)
+
+
+@router.post("/{name}/restore", response_model=FamilyVersionRead,
+             responses=error_responses(401, 404))
+def restore(name: VersionPath, session: SessionDep, team: TeamDep) -> FamilyVersionRead:
+    """Bring a retired version back: new campaigns may run it again."""
+    try:
+        row = families.retire(session, team_id=team.team_id, name=name, retired=False)
+    except families.FamilyError as exc:
+        raise _version_refused(exc) from None
+    session.commit()
+    return family_version(row)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=error_responses(401, 404, 409))
+def delete(name: VersionPath, session: SessionDep, team: TeamDep) -> Response:
+    """Delete one version that no campaign of the team ran (its stored bytes and its place in
+    the quota given back); one that campaigns ran is a 409 that says to retire it."""
+    try:
+        families.delete(session, team_id=team.team_id, name=name)
+    except families.FamilyError as exc:
+        session.rollback()
+        raise _version_refused(exc) from None
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

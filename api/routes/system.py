@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -11,10 +11,11 @@ from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
 
 from agent.campaigns import PRINTABLE
-from api.deps import SessionDep, SettingsDep, TeamDep
+from api.deps import OperatorDep, SessionDep, SettingsDep, TeamDep
 from api.events import SENT
 from api.json_body import StrictJsonRoute
 from api.schemas import (
+    ERROR_DESCRIPTIONS,
     HistoryEntry,
     WorkerRead,
     error_responses,
@@ -101,9 +102,11 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
                                                 e.gpu or ""))
 
 
-@router.get("/workers", response_model=list[WorkerRead], responses=error_responses(401))
-def workers(session: SessionDep, _team: TeamDep, settings: SettingsDep) -> list[WorkerRead]:
-    """Worker processes seen within three heartbeats."""
+@router.get("/workers", response_model=list[WorkerRead], responses=error_responses(401, 403))
+def workers(_operator: OperatorDep, session: SessionDep, settings: SettingsDep
+            ) -> list[WorkerRead]:
+    """Worker processes seen within three heartbeats: the whole fleet, for the operator's token
+    only (a team's key is a 403)."""
     since = utcnow() - dt.timedelta(seconds=3 * settings.heartbeat_s)
     rows = session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.last_seen >= since)
                            .order_by(WorkerHeartbeat.role, WorkerHeartbeat.name)).all()
@@ -131,9 +134,16 @@ def healthz(session: SessionDep, response: Response) -> dict[str, str]:
     return result
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-def metrics(session: SessionDep, settings: SettingsDep) -> Response:
-    """Prometheus text: campaigns by status, candidates evaluated, queue lengths, workers."""
+#: The metrics' refusals are JSON (``error_responses`` would document them as the route's text)
+_JSON_REFUSALS: dict[int | str, dict[str, Any]] = {
+    code: {"description": ERROR_DESCRIPTIONS[code], "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorRead"}}}} for code in (401, 403)}
+
+
+@router.get("/metrics", response_class=PlainTextResponse, responses=_JSON_REFUSALS)
+def metrics(_operator: OperatorDep, session: SessionDep, settings: SettingsDep) -> Response:
+    """Prometheus text: campaigns by status, candidates evaluated, queue lengths, workers (every
+    team's: for the operator's token only, which Prometheus sends as a bearer token)."""
     lines = ["# HELP tuneforge_campaigns Campaigns by status.",
              "# TYPE tuneforge_campaigns gauge"]
     by_status = dict(session.execute(select(Campaign.status, func.count())

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 TUNEFORGE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 START_TIMEOUT_S = 90.0
+#: The operator's token of every test stack (the fleet-wide views: /workers, /metrics).
+OPERATOR_TOKEN = "tf-operator-" + secrets.token_hex(8)
 
 
 def create_database(prefix: str = "tuneforge_test") -> str:
@@ -66,9 +68,11 @@ class Stack:
     logs: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def client(self, key: str | None) -> httpx.Client:
-        """An HTTP client of the API, with ``key`` as X-API-Key."""
+    def client(self, key: str | None, *, operator: bool = False) -> httpx.Client:
+        """An HTTP client of the API, with ``key`` as X-API-Key (and the operator's token)."""
         headers = {"X-API-Key": key} if key else {}
+        if operator:
+            headers["X-Operator-Token"] = OPERATOR_TOKEN
         return httpx.Client(base_url=f"{self.api}/api/v1", headers=headers, timeout=30.0)
 
     def tuneforge(self, *args: str, key: str | None = None,
@@ -121,6 +125,7 @@ def service_env(db_url: str, redis_url: str, home: Path, api: str) -> dict[str, 
         "TUNEFORGE_DATABASE_URL": db_url, "TUNEFORGE_REDIS_URL": redis_url,
         "TUNEFORGE_BACKEND": "replay", "TUNEFORGE_HOME": str(home),
         "TUNEFORGE_API_URL": api, "TUNEFORGE_HEARTBEAT_S": "1", "TUNEFORGE_RECONCILE_S": "2",
+        "TUNEFORGE_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "PYTHONUNBUFFERED": "1",
     })
     return env

@@ -1,6 +1,7 @@
 """Access control, the whole matrix: every endpoint × (no key, wrong key, revoked key, another
-team's key, the right key) against the running API; keys hashed at rest; rotation and
-revocation through the CLI, end to end."""
+team's key, the right key, the operator's token alone, a wrong operator token) against the
+running API (the fleet-wide views, /workers and /metrics, only for the operator's token); keys
+hashed at rest; rotation and revocation through the CLI, end to end."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from service.service_stack import (
 )
 
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}
-CALLERS = ("none", "wrong", "revoked", "other_team", "owner")
+CALLERS = ("none", "wrong", "revoked", "other_team", "owner", "operator", "wrong_operator")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Endpoint:
     owner: int  # the right key's status
     other_team: int  # another team's key (its own resources, never the owner's)
     public: bool = False  # no key needed: every caller gets ``owner``
+    fleet: bool = False  # every team's: the operator's token only (a team's key: 403)
 
 
 ENDPOINTS = [
@@ -52,9 +54,9 @@ ENDPOINTS = [
     Endpoint("GET", "/shape-sets/{sid}", None, 200, 404),
     Endpoint("POST", "/shape-sets/{sid}/cancel", None, 200, 404),
     Endpoint("GET", "/history", None, 200, 200),
-    Endpoint("GET", "/workers", None, 200, 200),
+    Endpoint("GET", "/workers", None, 403, 403, fleet=True),
     Endpoint("GET", "/healthz", None, 200, 200, public=True),
-    Endpoint("GET", "/metrics", None, 200, 200, public=True),
+    Endpoint("GET", "/metrics", None, 403, 403, fleet=True),
 ]
 
 
@@ -88,13 +90,16 @@ def keys(stack: Stack) -> Keys:
 
 def key_of(keys: Keys, caller: str) -> str | None:
     return {"none": None, "wrong": "tf_00000000_not-a-key", "revoked": keys.revoked,
-            "other_team": keys.other.key, "owner": keys.owner.key}[caller]
+            "other_team": keys.other.key, "owner": keys.owner.key, "operator": None,
+            "wrong_operator": None}[caller]
 
 
 def expected(endpoint: Endpoint, caller: str) -> int:
     if endpoint.public:
         return endpoint.owner
-    if caller in ("none", "wrong", "revoked"):
+    if caller == "operator" and endpoint.fleet:
+        return 200
+    if caller in ("none", "wrong", "revoked", "operator", "wrong_operator"):
         return 401
     return endpoint.other_team if caller == "other_team" else endpoint.owner
 
@@ -107,7 +112,9 @@ def test_every_endpoint_for_every_caller(stack: Stack, keys: Keys) -> None:
     for endpoint, caller in order:
         path = endpoint.path.format(cid=keys.campaign, cand=keys.candidate,
                                     sid=keys.shape_set)
-        with stack.client(key_of(keys, caller)) as client:
+        with stack.client(key_of(keys, caller), operator=caller == "operator") as client:
+            if caller == "wrong_operator":
+                client.headers["X-Operator-Token"] = "not-the-operator-token"
             response = client.request(endpoint.method, path, json=endpoint.body)
         want = expected(endpoint, caller)
         if response.status_code != want:
@@ -120,6 +127,8 @@ def test_every_endpoint_for_every_caller(stack: Stack, keys: Keys) -> None:
                 and endpoint.method == "GET":
             assert keys.campaign not in response.text  # lists never show another team's
             assert keys.shape_set not in response.text
+        elif want == 403:
+            assert "X-Operator-Token" in response.json()["detail"]
     assert seen == [], "\n".join(seen)
     assert len(order) == len(ENDPOINTS) * len(CALLERS)
 

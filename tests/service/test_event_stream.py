@@ -25,6 +25,7 @@ from core.db import session_scope, upgrade_database
 from core.models import Campaign, Event
 from core.queues import publish_events
 from service.service_stack import (
+    OPERATOR_TOKEN,
     START_TIMEOUT_S,
     Stack,
     TeamKey,
@@ -238,7 +239,8 @@ def read_stream(st: Stack, key: str, campaign_id: str, after: int,
 
 
 def sse_counts(st: Stack) -> dict[str, int]:
-    text = httpx.get(f"{st.api}/api/v1/metrics", timeout=10).text
+    text = httpx.get(f"{st.api}/api/v1/metrics", timeout=10,
+                     headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}).text
     return {source: int(float(line.rsplit(" ", 1)[1])) for source in ("push", "database")
             for line in text.splitlines()
             if line.startswith(f'tuneforge_sse_events_sent_total{{source="{source}"}}')}

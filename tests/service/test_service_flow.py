@@ -86,7 +86,7 @@ def test_campaign_completes_and_every_row_is_written_once(stack: Stack, team_a: 
 
 
 def test_two_campaigns_at_once_share_the_workers(stack: Stack, team_a: TeamKey) -> None:
-    with stack.client(team_a.key) as client:
+    with stack.client(team_a.key, operator=True) as client:
         ids = [submit(client, budget={"iterations": 16}, parallel=2, seed=seed)
                for seed in (1, 2)]
         finals = [wait_finished(client, cid, stack=stack) for cid in ids]
@@ -107,7 +107,7 @@ def test_two_campaigns_at_once_share_the_workers(stack: Stack, team_a: TeamKey) 
     assert {w["gpu"]["visible_devices"] for w in gpus} == {"0", "1"}
 
     def both_gpus_worked() -> bool:
-        with stack.client(team_a.key) as client:
+        with stack.client(team_a.key, operator=True) as client:
             return all(w["evaluations"] > 0 for w in client.get("/workers").json()
                        if w["role"] == "gpu")
 
@@ -198,7 +198,7 @@ def test_inject_actions_then_cancel(stack: Stack, team_a: TeamKey) -> None:
 
 def test_history_workers_metrics_and_health(stack: Stack, make_team: Any) -> None:
     team = make_team("history")
-    with stack.client(team.key) as client:
+    with stack.client(team.key, operator=True) as client:
         assert client.get("/history").json() == []
         ids = [submit(client, budget={"iterations": 6}, seed=s) for s in (3, 4)]
         finals = [wait_finished(client, cid, stack=stack) for cid in ids]

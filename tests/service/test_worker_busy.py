@@ -33,7 +33,7 @@ def test_heartbeats_add_up_the_busy_seconds(service_db: str) -> None:
 
 
 def test_gpu_workers_report_their_busy_time(stack: Stack, team_a: TeamKey) -> None:
-    with stack.client(team_a.key) as client:
+    with stack.client(team_a.key, operator=True) as client:
         cid = client.post("/campaigns", json={"shape": SHAPE, "budget": {"iterations": 8},
                                               "parallel": 2}).json()["id"]
         wait_finished(client, cid, stack=stack)
@@ -53,7 +53,7 @@ def test_gpu_workers_report_their_busy_time(stack: Stack, team_a: TeamKey) -> No
 def test_compile_workers_report_their_compiles(stack: Stack, team_a: TeamKey) -> None:
     """GET /workers showed a compile worker with 0 evaluations and 0 busy seconds after any
     number of compiles (only GPU workers and agents counted theirs)."""
-    with stack.client(team_a.key) as client:
+    with stack.client(team_a.key, operator=True) as client:
         before = sum(w["evaluations"] for w in client.get("/workers").json()
                      if w["role"] == "compile")
         cid = client.post("/campaigns", json={"shape": SHAPE, "budget": {"iterations": 6}}
