@@ -143,7 +143,13 @@ def family_of(row: Family) -> KernelFamily:
         return found
     from kernels.userspec import build_family
 
-    family = cast(KernelFamily, build_family(row.spec))
+    try:
+        family = cast(KernelFamily, build_family(row.spec))
+    except (ValueError, TypeError, KeyError) as exc:  # stored before today's checks
+        why = (f"the stored family {row.name} v{row.version} ({row.key}) cannot be built: "
+               f"{str(exc)[:300]}; retire or delete it (`tuneforge family retire|delete "
+               f"{row.name}@v{row.version}`)")
+        raise FamilyError(why.encode("utf-8", "backslashreplace").decode("utf-8")) from None
     if family.name != row.key:  # the content is not what its key says: never run it
         raise FamilyError(f"the stored family {row.key} builds as {family.name}: its spec was "
                           "changed after it was registered")
