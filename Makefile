@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test lint typecheck unit browser gpu-test bench docs clean
+.PHONY: tune test test-full lint typecheck unit browser gpu-test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml
 tune: $(STAMP)
 	$(BIN)/tuneforge tune $(ARGS)
 
-## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU)
+## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU).
+## The nvcc sweeps compile a stratified sample of their points (tests/sampling.py)
 test: lint typecheck unit
+
+## the same with every point of the nvcc sweeps compiled (pytest --full): for a scheduled run
+test-full:
+	$(MAKE) test PYTEST_ARGS="--full $(PYTEST_ARGS)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -48,6 +48,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{', '.join(shared)}; run them without -n (make test does)")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", default=False,
+        help="put every point of the nvcc sweeps through the compiler (make test-full); "
+             "without it those tests compile a stratified sample (tests/sampling.py)")
+
+
+@pytest.fixture(scope="session")
+def full(request: pytest.FixtureRequest) -> bool:
+    """Whether the run was asked for the whole nvcc sweeps (``--full``, ``make test-full``)."""
+    return bool(request.config.getoption("full"))
+
+
 @pytest.fixture(scope="session")
 def compiler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compiler]:
     """One nvcc pool and one on-disk cache for the whole session (skips without nvcc); the
