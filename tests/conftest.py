@@ -35,12 +35,13 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 #: xdist workers (``--dist loadfile``, a file a worker, in collection order) start them first
 #: and share out the short files after, instead of one worker finishing a long file alone
 LONGEST_FIRST = (
+    "tests/test_softmax_emulated.py",
+    "tests/service/test_fault_injection.py",
     "tests/test_expert_memory.py",
     "tests/test_tune_cli.py",
-    "tests/test_softmax_emulated.py",
+    "tests/test_settle.py",
+    "tests/test_dashboard_browser.py",
     "tests/test_compile.py",
-    "tests/service/test_fault_injection.py",
-    "tests/test_softmax_family.py",
 )
 
 
