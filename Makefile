@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test lint typecheck unit browser gpu-test bench docs clean
+.PHONY: tune test test-full lint typecheck unit browser gpu-test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml
 tune: $(STAMP)
 	$(BIN)/tuneforge tune $(ARGS)
 
-## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU)
+## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU).
+## The nvcc sweeps compile a stratified sample of their points (tests/sampling.py)
 test: lint typecheck unit
+
+## the same with every point of the nvcc sweeps compiled (pytest --full): for a scheduled run
+test-full:
+	$(MAKE) test PYTEST_ARGS="--full $(PYTEST_ARGS)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,11 +32,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-## serial by default. With workers (XDIST="-n auto --maxprocesses 4 --dist loadfile") a
-## clean-clone run on 2 cores took 799 + 67 s of tests against 1112 + 65 s serial, but a
-## second such run failed the dashboard tests (docs/BENCHMARKS.md "Test suite"). The API fuzz
-## test runs on its own, never with workers: its cases share one node id (tests/conftest.py)
-XDIST ?=
+## a worker a core (four at most), a file's tests on one worker (its module fixtures built
+## once), the longest files first (tests/conftest.py LONGEST_FIRST, kept in that order by
+## --no-loadscope-reorder); XDIST= runs it serially. The API fuzz test runs on its own, never
+## with workers: its cases share one node id (tests/conftest.py)
+XDIST ?= -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 FUZZ := tests/service/test_fuzz_api.py
 unit: $(STAMP) browser
 	$(BIN)/pytest -q $(XDIST) --ignore=$(FUZZ) $(PYTEST_ARGS)

@@ -31,13 +31,30 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     get_settings.cache_clear()
 
 
+#: the files that take longest (docs/BENCHMARKS.md "Test suite"), collected first so that the
+#: xdist workers (``--dist loadfile``, a file a worker, in collection order) start them first
+#: and share out the short files after, instead of one worker finishing a long file alone
+LONGEST_FIRST = (
+    "tests/test_softmax_emulated.py",
+    "tests/service/test_fault_injection.py",
+    "tests/test_expert_memory.py",
+    "tests/test_tune_cli.py",
+    "tests/test_settle.py",
+    "tests/test_dashboard_browser.py",
+    "tests/test_compile.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n``), refuse items that share a node id: xdist schedules by node
-    id and runs one of them only (schemathesis gives each API operation of
+    """Under pytest-xdist (``-n``), collect the files of :data:`LONGEST_FIRST` first (their
+    own order kept), and refuse items that share a node id: xdist schedules by node id and
+    runs one of them only (schemathesis gives each API operation of
     ``tests/service/test_fuzz_api.py`` its test's id: 1 of 16 operations would run).
     ``make test`` runs that file on its own, without ``-n``."""
     if not getattr(config.option, "numprocesses", None):
         return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     seen: dict[str, int] = {}
     for item in items:
         seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
@@ -46,6 +63,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             f"{len(shared)} node id(s) stand for several tests, which xdist would run once: "
             f"{', '.join(shared)}; run them without -n (make test does)")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", default=False,
+        help="put every point of the nvcc sweeps through the compiler (make test-full); "
+             "without it those tests compile a stratified sample (tests/sampling.py)")
+
+
+@pytest.fixture(scope="session")
+def full(request: pytest.FixtureRequest) -> bool:
+    """Whether the run was asked for the whole nvcc sweeps (``--full``, ``make test-full``)."""
+    return bool(request.config.getoption("full"))
 
 
 @pytest.fixture(scope="session")

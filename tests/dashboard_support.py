@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ports import free_port, listens
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent.embedded import EmbeddedRunner
@@ -145,13 +145,6 @@ def run_campaign(db: TeamDb, campaign_id: str, *, policy: str = "expert",
     assert not runner.errors, runner.errors
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on (loopback)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     """``tuneforge serve`` over an SQLite file, as a subprocess."""
@@ -172,27 +165,36 @@ class Server:
 
 
 def start_server(db_url: str, home: Path, log: Path) -> Server:
-    """Start the API on a free loopback port and wait until it answers."""
-    port = free_port()
+    """Start the API on a free loopback port and wait until it answers, from that process (a
+    port taken by another server in the meantime: again on another port)."""
     env = {**os.environ, "TUNEFORGE_DATABASE_URL": db_url, "TUNEFORGE_HOME": str(home)}
-    with log.open("wb") as out:
-        proc = subprocess.Popen([*TUNEFORGE, "serve", "--host", "127.0.0.1", "--port",
-                                 str(port)], env=env, cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT)
-    server = Server(url=f"http://127.0.0.1:{port}", proc=proc, log=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"tuneforge serve exited {proc.returncode}: "
+    for _ in range(3):
+        port = free_port()
+        with log.open("wb") as out:
+            proc = subprocess.Popen([*TUNEFORGE, "serve", "--host", "127.0.0.1", "--port",
+                                     str(port)], env=env, cwd=ROOT, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        server = Server(url=f"http://127.0.0.1:{port}", proc=proc, log=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                if "address already in use" in log.read_text(errors="replace"):
+                    break
+                raise RuntimeError(f"tuneforge serve exited {proc.returncode}: "
+                                   f"{log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{server.url}/ui/", timeout=2).status_code == 200 \
+                        and listens(proc.pid, port):
+                    return server
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        else:
+            server.stop()
+            raise RuntimeError(f"tuneforge serve did not answer in 60 s: "
                                f"{log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{server.url}/ui/", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"tuneforge serve did not answer in 60 s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"tuneforge serve found its port taken three times: "
+                       f"{log.read_text()[-2000:]}")
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,7 @@
 """The bf16x3 / bf16x6 precision split of the wgmma kernel without a GPU: the transform and its
 rejections, keys of older points, shared memory and launch shapes, the rendered pipeline, and
-every variant compiled by the real nvcc for sm_90a with bf16 HGMMA in its SASS and no spills
-(the GPU side is tests/test_gpu_wgmma.py)."""
+the variants compiled by the real nvcc for sm_90a with bf16 HGMMA in its SASS and no spills (a
+stratified sample; all of them under ``--full``; the GPU side is tests/test_gpu_wgmma.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from bf16_points import BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, bf16_variants
+from sampling import param_values, stratified
 from sass_support import cuobjdump
 
 from agent.policies.base import key_of
@@ -156,8 +157,15 @@ def _sass_counts(sass: str) -> dict[str, int]:
 
 
 def test_every_variant_compiles_for_sm90a_with_bf16_hgmma_and_no_spills(
-        compiler: Compiler) -> None:
+        compiler: Compiler, full: bool) -> None:
+    """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
+    of each parameter, with and without ``setmaxnreg`` (6 of 42)."""
     points = bf16_variants()
+    if not full:
+        points = [p for _, p in stratified(
+            [(str(i), p) for i, p in enumerate(points)],
+            strata=lambda _, p: [*param_values(p),
+                                 ("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])]
     with ThreadPoolExecutor(compiler.workers) as pool:  # nvcc runs outside the GIL
         results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
     tool = cuobjdump()

@@ -1,17 +1,18 @@
 """The SIMT kernel's register pipeline (``apply_fragment_prefetch``) and the 8x16 / 16x8
-register blocks, without a GPU: the transform, its validity rules, the launch, and every
-variant built by the real nvcc without spills, its hot loop fully unrolled."""
+register blocks, without a GPU: the transform, its validity rules, the launch, and the
+variants built by the real nvcc without spills (a stratified sample; all of them under
+``--full``), its hot loop fully unrolled."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from async_copy_points import SIMT
 from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import PREFETCH, UNSTRIDED, WIDE, variants
+from sampling import param_values, stratified
 
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -68,20 +69,33 @@ def test_wide_block_launches_the_same_tile_in_128_threads() -> None:
     assert WIDE.min_blocks_per_sm == 2
 
 
-def test_every_variant_compiles_without_spills(tmp_path: Path) -> None:
-    compiler = Compiler(tmp_path, arch="sm_90", workers=2)
+def spill_class(params: GemmParams) -> str:
+    """Which spill bound :func:`test_every_variant_compiles_without_spills` holds it to."""
+    if (params.reg_m, params.reg_n) == (16, 8) or (params.reg_n == 16 and params.lane_quads):
+        return "64 bytes"
+    return "any" if params == UNSTRIDED else "none"
+
+
+def test_every_variant_compiles_without_spills(compiler: Compiler, full: bool) -> None:
+    """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
+    of each parameter, each spill bound, and WIDE (8 of 24)."""
+    points = variants()
+    if not full:
+        points = [p for _, p in stratified(
+            [(str(i), p) for i, p in enumerate(points)], keep=[WIDE],
+            strata=lambda _, p: [*param_values(p), ("spills", spill_class(p))])]
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), variants()))
-    for params, res in zip(variants(), results, strict=True):
+        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
+    for params, res in zip(points, results, strict=True):
         assert res.status == "ok", (params, res.error)
         assert res.spill_bytes is not None
         # 16x8 in 128 threads, and 8x16 with lane quads, are what ptxas packs into 255
         # registers with a few spilled bytes; UNSTRIDED spills (see its comment); the rest fit
-        if (params.reg_m, params.reg_n) == (16, 8) or (params.reg_n == 16 and params.lane_quads):
+        if spill_class(params) == "64 bytes":
             assert res.spill_bytes <= 64, (params.to_dict(), res.spill_bytes)
-        elif params != UNSTRIDED:
+        elif spill_class(params) == "none":
             assert res.spill_bytes == 0, (params.to_dict(), res.spill_bytes)
-    wide = results[variants().index(WIDE)]
+    wide = results[points.index(WIDE)]
     assert wide.regs_per_thread is not None
     assert wide.regs_per_thread > 128
 

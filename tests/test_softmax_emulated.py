@@ -134,11 +134,30 @@ SPREAD_POINTS = {
 }
 
 
+def gxx_flags(reference: bool) -> list[str]:
+    """g++'s flags for both translation units: the kernel and the host launcher."""
+    return ["-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}", "-include",
+            str(SIMT / "simt.h"), *(["-DREFERENCE"] if reference else [])]
+
+
+#: the host launcher (main.cpp) compiled once a module by ``gxx``: reference? -> object file
+MAIN_OBJECTS: dict[bool, Path] = {}
+
+
 @pytest.fixture(scope="module")
-def gxx() -> str:
+def gxx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """g++, with the launcher compiled for the kernels and the reference (each build then
+    compiles its kernel only, and links)."""
     found = shutil.which("g++")
     if found is None:
         pytest.skip("g++ is not on PATH")
+    folder = tmp_path_factory.mktemp("simt-main")
+    for reference in (False, True):
+        obj = folder / f"main-{int(reference)}.o"
+        done = subprocess.run([found, *gxx_flags(reference), "-c", str(SIMT / "main.cpp"),
+                               "-o", str(obj)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        MAIN_OBJECTS[reference] = obj
     return found
 
 
@@ -182,10 +201,8 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     (work / "kernel.cpp").write_text(source)
     binary = work / "run"
     done = subprocess.run(
-        [gxx, "-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}", "-include",
-         str(SIMT / "simt.h"), *([] if p is not None else ["-DREFERENCE"]),
-         str(work / "kernel.cpp"), str(SIMT / "main.cpp"), "-o", str(binary)],
-        capture_output=True, text=True, timeout=300)
+        [gxx, *gxx_flags(p is None), str(work / "kernel.cpp"), str(MAIN_OBJECTS[p is None]),
+         "-o", str(binary)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return binary
 

@@ -1,6 +1,6 @@
 """The softmax family without a GPU: the protocol, shapes, transforms, validity x launch
-(Hypothesis), deterministic rendering, every transform's points through the real nvcc, and the
-rule book's moves for short and long rows."""
+(Hypothesis), deterministic rendering, every transform's points through the real nvcc (a stratified
+sample; all of them under ``--full``), and the rule book's moves for short and long rows."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling import stratified
 from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, SPREAD_PICKS, STAGED_PICKS
 
 from kernels import get_family
@@ -395,8 +396,13 @@ def transform_points() -> list[tuple[str, SoftmaxParams]]:
 
 
 @pytest.fixture(scope="module")
-def built(compiler: Compiler) -> list[Built]:
+def built(compiler: Compiler, full: bool) -> list[Built]:
+    """Every transform point through nvcc under ``--full`` (``make test-full``), else a
+    stratified sample: every transform and hand-picked set, every parameter value, and at least
+    ten bulk-copy points (35 of 189 points)."""
     points = transform_points()
+    if not full:
+        points = stratified(points, at_least=(lambda p: bool(p.bulk), 10))
     futures = [submit(compiler, p) for _, p in points]
     return [Built(label, p, f.result()) for (label, p), f in zip(points, futures, strict=True)]
 

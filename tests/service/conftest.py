@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from ports import listens
 
 from core.db import upgrade_database
 from service.service_stack import (
@@ -74,7 +75,9 @@ def stack(service_db: str, redis_url: str, tmp_path_factory: pytest.TempPathFact
 
         def api_up() -> bool:
             try:
-                return httpx.get(f"{api}/api/v1/healthz", timeout=2).status_code == 200
+                # and answered by this stack's API, not another worker's on a port it took
+                return httpx.get(f"{api}/api/v1/healthz", timeout=2).status_code == 200 \
+                    and listens(st.procs["api"].pid, port)
             except httpx.TransportError:
                 return False
 
