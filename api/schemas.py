@@ -325,6 +325,8 @@ ERROR_DESCRIPTIONS = {
     409: "The campaign is finished: it takes no new actions, and one that is done or failed "
          "has nothing left to cancel; or a family takes a built-in family's name",
     413: "The body is larger than TUNEFORGE_MAX_BODY_BYTES",
+    429: "The team sent more than TUNEFORGE_MAX_FAMILY_REGISTRATIONS_PER_MINUTE family "
+         "registrations this minute (Retry-After says when to try again)",
 }
 
 

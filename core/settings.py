@@ -100,6 +100,11 @@ class Settings(BaseSettings):
         default=64 << 20, ge=1, description="bytes a team's stored family specs may take "
                                             "together (more: 403)",
     )
+    max_family_registrations_per_minute: int = Field(
+        default=60, ge=0, description="family registrations (POST /families, refused ones "
+                                      "too) a team may send a minute, counted by every API "
+                                      "process together (more: 429; 0: no limit)",
+    )
     operator_token: str = Field(
         default="", description="the operator's token (X-Operator-Token) for the fleet-wide "
                                 "views: GET /workers and GET /metrics (empty: nobody sees them)",

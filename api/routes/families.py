@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, HTTPException, Path, Response, status
 
 from api.deps import SessionDep, SettingsDep, TeamDep
 from api.json_body import StrictJsonRoute
+from api.limits import check_rate
 from api.schemas import (
     FamilyCreated,
     FamilyRead,
@@ -28,7 +29,7 @@ SPEC_EXAMPLE = {"name": "transpose", "files": {"kernel.cu": "…"}, "tunables": 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=FamilyCreated,
              responses={200: {"model": FamilyCreated,
                               "description": "The same content is stored already: its version"},
-                        **error_responses(400, 401, 403, 409, 413)})
+                        **error_responses(400, 401, 403, 409, 413, 429)})
 def create(spec: Annotated[dict[str, Any], Body(examples=[SPEC_EXAMPLE], description=(
                "the family spec as one JSON object (what `tuneforge family add DIR` sends: "
                "the directory's files embedded under `files`)"))],
@@ -37,9 +38,13 @@ def create(spec: Annotated[dict[str, Any], Body(examples=[SPEC_EXAMPLE], descrip
     """Validate a family spec and store it as the team's next version of its name (the same
     content again is the version it was: 200). A bad spec is a 422 naming the field, a
     built-in's name a 409, a team at its quota of versions or stored bytes a 403; nothing is
-    stored then."""
+    stored then. A team that sent more than its registrations a minute gets a 429 (with
+    ``Retry-After``) before its spec is looked at."""
     from kernels.userspec import SpecError
 
+    check_rate(settings, team_id=str(team.team_id), action="family registrations",
+               per_minute=settings.max_family_registrations_per_minute,
+               setting="TUNEFORGE_MAX_FAMILY_REGISTRATIONS_PER_MINUTE")
     try:
         done = families.register(session, spec=spec, team_id=team.team_id,
                                  created_by=team.key_prefix, quota=families.Quota(

@@ -6,6 +6,7 @@ retire and delete (a version that campaigns ran stays readable for their records
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,26 @@ def test_retire_and_delete_keep_what_campaigns_ran(stack: Stack, make_team: Any)
     cli = stack.tuneforge("family", "delete", "vscale@v1", key=team.key)
     assert cli.returncode != 0
     assert "retire" in cli.stderr
+
+
+def test_a_team_past_its_registrations_a_minute_gets_a_429(stack: Stack, make_team: Any
+                                                            ) -> None:
+    """One team flooding POST /families: past TUNEFORGE_MAX_FAMILY_REGISTRATIONS_PER_MINUTE
+    (60) its requests are 429 with Retry-After, before the spec is looked at; another team is
+    not slowed."""
+    if time.time() % 60 > 45:  # the 61 requests in one window of the limit
+        time.sleep(61 - time.time() % 60)
+    flood, other = make_team("flood"), make_team("calm")
+    with stack.client(flood.key) as client:
+        answers = [client.post("/families", json={"name": f"f{i}"}).status_code
+                   for i in range(61)]
+        assert answers[:60] == [422] * 60, answers
+        assert answers[60] == 429
+        again = client.post("/families", json=spec())
+        assert again.status_code == 429, again.text
+        assert "TUNEFORGE_MAX_FAMILY_REGISTRATIONS_PER_MINUTE" in again.json()["detail"]
+        assert 1 <= int(again.headers["Retry-After"]) <= 61
+    with stack.client(other.key) as client:
+        assert client.post("/families", json={"name": "g"}).status_code == 422
+        assert client.post("/families", json=spec()).status_code == 201
+    assert versions_of(stack, flood) == 0
