@@ -272,13 +272,13 @@ def register(session: Session, *, spec: dict[str, Any], team_id: str | None,
     built = family_from_normal(normalized)
     name, digest, key = built.display_name, built.version_hash, built.name
     family = cast(KernelFamily, built)
+    size = stored_size(normalized)
     compiled = False
     for _attempt in range(5):
         existing = session.scalar(select(Family).where(_team(team_id), Family.key == key))
         if existing is not None:
             return Registered(existing.name, existing.version, existing.key,
                               existing.spec_hash, created=False)
-        size = stored_size(normalized)
         if quota is not None:  # before the compile check: a team at its quota pays no nvcc
             _check_quota(session, team_id, size, quota)
         if not compiled:  # a new version: its kernels compile, or nothing is stored
