@@ -9,10 +9,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 import redis
-from ports import listens
 
 from core.db import upgrade_database
 from service.service_stack import (
@@ -72,16 +70,7 @@ def stack(service_db: str, redis_url: str, tmp_path_factory: pytest.TempPathFact
         st.start("agent", "worker", "--role", "agent", "--concurrency", "2")
         st.start("compile", "worker", "--role", "compile", "--concurrency", "1")
         st.start("gpu", "worker", "--role", "gpu", "--backend", "replay", "--gpus", "0,1")
-
-        def api_up() -> bool:
-            try:
-                # and answered by this stack's API, not another worker's on a port it took
-                return httpx.get(f"{api}/api/v1/healthz", timeout=2).status_code == 200 \
-                    and listens(st.procs["api"].pid, port)
-            except httpx.TransportError:
-                return False
-
-        wait_until(api_up, START_TIMEOUT_S, "the API", st, interval=0.3)
+        st.wait_api("api", port)
 
         def workers_up() -> bool:
             roles = live_roles(st)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from ports import free_port, listens
 from sqlalchemy import create_engine, text
 
 from core.db import get_engine, session_scope
@@ -48,13 +48,6 @@ def drop_database(url: str) -> None:
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on (loopback)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -91,6 +84,28 @@ class Stack:
         self.procs[name] = subprocess.Popen(
             [*TUNEFORGE, *args], env={**self.env, **(extra_env or {})}, cwd=ROOT,
             stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_api(self, name: str, port: int, what: str = "the API") -> None:
+        """Wait until the API process ``name`` answers on ``port``: its health check, and the
+        listening socket its own (not another test worker's server on a port it took)."""
+        def up() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/v1/healthz",
+                                 timeout=2).status_code == 200 \
+                    and listens(self.procs[name].pid, port)
+            except httpx.TransportError:
+                return False
+
+        wait_until(up, START_TIMEOUT_S, what, self, interval=0.3)
+
+    def start_another_api(self, name: str, *, extra_env: dict[str, str] | None = None,
+                  what: str = "the API") -> str:
+        """Start one more API process on this stack's database and broker (``extra_env`` its
+        own settings) and wait until it answers; its URL."""
+        port = free_port()
+        self.start(name, "serve", "--port", str(port), extra_env=extra_env)
+        self.wait_api(name, port, what)
+        return f"http://127.0.0.1:{port}"
 
     def stop(self, name: str) -> None:
         """SIGTERM one process (it forwards to its Celery workers), SIGKILL after 20 s."""

@@ -19,11 +19,8 @@ from core.db import session_scope
 from core.models import Family, Team
 from kernels.userspec import load_spec_dir
 from service.service_stack import (
-    START_TIMEOUT_S,
     Stack,
     TeamKey,
-    free_port,
-    wait_until,
 )
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "data" / "families" / "vscale"
@@ -104,20 +101,9 @@ def test_a_listing_answers_200_whatever_was_stored(stack: Stack, make_team: Any)
 @pytest.fixture(scope="module")
 def quota_api(stack: Stack) -> Iterator[str]:
     """A second API process on the same database, with small quotas: 3 versions, 20 KB."""
-    port = free_port()
-    name = f"api-quota-{port}"
-    stack.start(name, "serve", "--port", str(port),
-                extra_env={"TUNEFORGE_MAX_FAMILY_VERSIONS": "3",
-                           "TUNEFORGE_MAX_FAMILY_BYTES": "20000"})
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/api/v1/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, START_TIMEOUT_S, "the quota API", stack, interval=0.3)
+    name = f"api-quota-{secrets.token_hex(3)}"
+    url = stack.start_another_api(name, what="the quota API", extra_env={
+        "TUNEFORGE_MAX_FAMILY_VERSIONS": "3", "TUNEFORGE_MAX_FAMILY_BYTES": "20000"})
     try:
         yield url
     finally:

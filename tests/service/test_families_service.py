@@ -5,6 +5,7 @@ named, and run by workers that find the family in the database, not on their dis
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from sqlalchemy import func, select
 from core.db import session_scope
 from core.models import Candidate, Family
 from kernels.userspec import load_spec_dir
-from service.service_stack import Stack, TeamKey, free_port, wait_finished, wait_until
+from service.service_stack import Stack, TeamKey, wait_finished
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "data" / "families" / "vscale"
 EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "transpose"
@@ -173,20 +174,10 @@ def test_a_replay_fleet_says_it_has_nothing_to_replay(stack: Stack, team: TeamKe
 def gpu_api(stack: Stack) -> Iterator[str]:
     """A second API process on the same database and broker whose campaigns run on the gpu
     backend (the stack's GPU workers replay): what a GPU fleet's API does."""
-    port = free_port()
-    name = f"api-gpu-{port}"
-    stack.start(name, "serve", "--port", str(port), extra_env={"TUNEFORGE_BACKEND": "gpu"})
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/api/v1/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
+    name = f"api-gpu-{secrets.token_hex(3)}"
     try:
-        wait_until(up, 60, "the gpu-backend API", stack, interval=0.3)
-        yield url
+        yield stack.start_another_api(name, what="the gpu-backend API",
+                              extra_env={"TUNEFORGE_BACKEND": "gpu"})
     finally:
         stack.stop(name)
 
