@@ -221,11 +221,22 @@ class DirectLaunch:
                 grid[0] = int(loader._persistent_x(cu, fn, 0, launch))
             self.steps.append((fn, *grid, *step["block"], smem, ctypes.addressof(array)))
         self.stream = torch.cuda.current_stream().cuda_stream
+        self.torch = torch
+        self.out_counts = [eval_count(b["count"], shape) for b in sig["buffers"]
+                           if b["role"] != "in"]
 
     def __call__(self) -> None:
         launch = self.cu.cuLaunchKernel
         for fn, gx, gy, gz, bx, by, bz, smem, params in self.steps:
             launch(fn, gx, gy, gz, bx, by, bz, smem, self.stream, params, 0)
+
+    def allocating(self) -> None:
+        """The launches after allocating a fresh output of each output buffer, as any
+        operator returning new tensors does (they are not written)."""
+        empty, torch = self.torch.empty, self.torch
+        outs = [empty(count, dtype=torch.float32, device="cuda") for count in self.out_counts]
+        self()
+        del outs
 
 
 def eval_count(count: str, shape: dict[str, int]) -> int:
@@ -261,6 +272,24 @@ def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
         torch.cuda.synchronize()
         best = min(best, (time.perf_counter() - start) / calls * 1e6)
     return best
+
+
+def profile_calls(fn: Callable[[], Any], calls: int) -> list[dict[str, Any]]:
+    """Where a call's host time goes: ``calls`` calls under cProfile, the 15 functions with the
+    most time of their own (cProfile's own cost inflates every figure alike)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = [{"function": f"{Path(file).name}:{line}:{name}", "calls": count,
+             "own_us_a_call": own / calls * 1e6, "total_us_a_call": total / calls * 1e6}
+            for (file, line, name), (_prim, count, own, total, _callers) in stats.items()]
+    return sorted(rows, key=lambda r: -r["own_us_a_call"])[:15]
 
 
 def reps_for(us: float) -> int:
@@ -309,8 +338,11 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     overhead: dict[str, Any] = {
         "shape": str(small), "loader_us": per_call_us(torch, partial(kernel, *args)),
         "direct_us": per_call_us(torch, direct),
+        "direct_allocating_us": per_call_us(torch, direct.allocating),
         "vendor_us": per_call_us(torch, partial(ven, *args))}
     overhead["added_us"] = overhead["loader_us"] - overhead["direct_us"]
+    overhead["dispatch_us"] = overhead["loader_us"] - overhead["direct_allocating_us"]
+    overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
     fallback = [r["x_vendor"] for r in rows if r["entry"] is None]
     return {"rows": rows, "overhead": overhead,
             "untuned_geomean_x_vendor": math.exp(statistics.fmean(math.log(v) for v in fallback)),
@@ -365,6 +397,8 @@ def print_table(report: dict[str, Any]) -> None:
           f"{report['date']}")
     print(f"{'family':16} {'shapes':>6} {'wrong':>5} {'tuned x direct (min/med)':>25} "
           f"{'vs library (max)':>16} {'overhead us':>12} {'untuned x vendor (gm/min)':>26}")
+    print("  (overhead: a call's wall time over the cubin launched directly / over the direct "
+          "launch with its outputs allocated)")
     for name, fam in report["families"].items():
         rows = fam["rows"]
         tuned = [r for r in rows if r["entry"] is not None]
@@ -373,7 +407,7 @@ def print_table(report: dict[str, Any]) -> None:
         print(f"{name:16} {len(rows):>6} {sum(not r['passed'] for r in rows):>5} "
               f"{direct[0]:>12.3f}/{statistics.median(direct):<12.3f} "
               f"{max(library) if library else math.nan:>16.3f} "
-              f"{fam['overhead']['added_us']:>12.2f} "
+              f"{fam['overhead']['added_us']:>5.1f} / {fam['overhead']['dispatch_us']:<4.1f} "
               f"{fam['untuned_geomean_x_vendor']:>13.3f}/{fam['untuned_worst_x_vendor']:<12.3f}")
 
 

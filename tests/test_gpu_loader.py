@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 import warnings
 from functools import partial
 from pathlib import Path
@@ -137,6 +138,37 @@ def test_loader_runs_on_torchs_current_stream(libs: dict[str, Any]) -> None:
         total = y.sum(-1)  # queued behind the kernel on the same stream
     side.synchronize()
     assert torch.allclose(total, torch.ones_like(total), atol=1e-4)
+
+
+@pytest.mark.parametrize("context", ["torch's", "none"])
+def test_a_call_from_another_thread_runs_in_the_devices_context(
+        libs: dict[str, Any], context: str) -> None:
+    """A call on a thread that has not run the shape (its plan made on the main thread) and,
+    in the second case, has no CUDA context current: the launch is made in the device's
+    primary context and the answer is right."""
+    from cuda.bindings import driver as cu
+
+    kernel = libs["softmax"]
+    dims = get_family("softmax").make_dims(EXTRA["softmax"][0])
+    (x,) = inputs(torch, "softmax", dims, 11)
+    kernel(x)  # the plan, made here
+    expected = torch.softmax(x.double(), -1)
+    got: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            if context == "none":
+                assert cu.cuCtxSetCurrent(cu.CUcontext(0))[0] == cu.CUresult.CUDA_SUCCESS
+            got["y"] = kernel(x)
+            torch.cuda.synchronize()
+        except BaseException as exc:  # reported on the test's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert "error" not in got, got.get("error")
+    assert (got["y"].double() - expected).abs().max().item() <= 1e-6
 
 
 def test_user_family_is_exact_at_entries_and_through_its_reference(

@@ -155,13 +155,15 @@ def _softmax_last_dim(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def _addmm_bias_relu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor
                      ) -> tuple[torch.Tensor, ...]:
-    # fp32 as the family computes it: cuBLAS without TF32
-    allowed = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    # fp32 as the family computes it: cuBLAS without TF32 (the setting left as it was)
+    matmul = torch.backends.cuda.matmul
+    if not matmul.allow_tf32:
+        return (torch.relu_(torch.addmm(bias, a, b)),)
+    matmul.allow_tf32 = False
     try:
-        return (torch.relu(torch.addmm(bias, a, b)),)
+        return (torch.relu_(torch.addmm(bias, a, b)),)
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = allowed
+        matmul.allow_tf32 = True
 
 
 VENDOR_OPS: dict[str, Callable[..., tuple[torch.Tensor, ...]]] = {
@@ -225,47 +227,139 @@ class _Current:
         self.previous = None
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(index: int) -> int:
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return int(raw(index))
+    """torch's current stream on device ``index``, as the driver's handle."""
+    if _RAW_STREAM is not None:
+        return int(_RAW_STREAM(index))
     return int(torch.cuda.current_stream(index).cuda_stream)
 
 
-class _Step:
-    """One kernel launch of an entry on one device: its function, grid, block, shared memory
-    and argument storage (pointers set per call)."""
+class _Launches:
+    """The kernel launches of one dispatch entry on one device, prepared once: each step's
+    function, grid, block, shared memory and packed argument array. A call writes its buffers'
+    pointers into the arrays' pointer cells (each cell names the position of its pointer in the
+    call's list: inputs, then outputs, then the workspace) and launches the steps in order."""
 
-    __slots__ = ("fn", "grid", "block", "smem", "storage", "params", "slots", "lock", "name")
+    __slots__ = ("steps", "slots", "storage", "lock", "ok")
 
-    def __init__(self, fn: Any, name: str, grid: Sequence[int], block: Sequence[int], smem: int,
-                 args: Sequence[tuple[str, Any]]) -> None:
-        self.fn, self.name = fn, name
-        self.grid, self.block, self.smem = tuple(grid), tuple(block), int(smem)
+    def __init__(self, cu: Any) -> None:
+        #: ((function, grid x, y, z, block x, y, z, shared memory), argument array, name)
+        self.steps: list[tuple[tuple[Any, ...], int, str]] = []
+        self.slots: list[tuple[Any, int]] = []
         self.storage: list[Any] = []
-        self.slots: list[tuple[Any, str]] = []
+        self.lock = threading.Lock()
+        self.ok = cu.CUresult.CUDA_SUCCESS
+
+    def add(self, fn: Any, name: str, grid: Sequence[int], block: Sequence[int], smem: int,
+            args: Sequence[tuple[str, Any]]) -> None:
+        """A step; ``args`` in the kernel's order, each ``("pointer", position)`` or
+        ``("value", (ctype, number))``."""
+        cells: list[Any] = []
         for kind, value in args:
-            if kind == "pointer":  # a buffer or the workspace, set per call
+            if kind == "pointer":
                 cell: Any = ctypes.c_void_p(0)
-                self.slots.append((cell, str(value)))
+                self.slots.append((cell, int(value)))
             else:
                 ctype, number = value
                 cell = ctype(number)
-            self.storage.append(cell)
-        self.params = (ctypes.c_void_p * max(1, len(self.storage)))(
-            *[ctypes.addressof(c) for c in self.storage])
-        self.lock = threading.Lock()
+            cells.append(cell)
+        params = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+        self.storage += [cells, params]
+        head = (fn, *(int(v) for v in grid), *(int(v) for v in block), int(smem))
+        self.steps.append((head, ctypes.addressof(params), name))
 
-    def launch(self, cu: Any, pointers: Mapping[str, int], stream: int) -> None:
+    def launch(self, cu: Any, pointers: Sequence[int], stream: int) -> tuple[Any, int] | None:
+        """Every step on ``stream``; None, or the failing result and the failing step's
+        number (the steps before it were launched)."""
+        call = cu.cuLaunchKernel
+        ok = self.ok
         with self.lock:
-            for cell, name in self.slots:
-                cell.value = pointers[name]
-            result = cu.cuLaunchKernel(self.fn, *self.grid, *self.block, self.smem, stream,
-                                       ctypes.addressof(self.params), 0)
-        err = result[0] if isinstance(result, tuple) else result
-        if err != cu.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"cuLaunchKernel of {self.name} grid {self.grid} block "
-                               f"{self.block} smem {self.smem}: {err!r}")
+            for cell, position in self.slots:
+                cell.value = pointers[position]
+            for number, (head, params, _name) in enumerate(self.steps):
+                result = call(*head, stream, params, 0)
+                err = result[0] if isinstance(result, tuple) else result
+                if err != ok:
+                    return err, number
+        return None
+
+    def failure(self, failed: tuple[Any, int]) -> RuntimeError:
+        err, number = failed
+        head, _params, name = self.steps[number]
+        return RuntimeError(f"cuLaunchKernel of {name} grid {head[1:4]} block {head[4:7]} "
+                            f"smem {head[7]}: {err!r}")
+
+
+#: launch results that say the thread's current context is not the one the cubins were loaded
+#: in (none, or another): the launch is made again with the device's primary context current
+_CONTEXT_ERRORS = ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
+                   "CUDA_ERROR_CONTEXT_IS_DESTROYED")
+
+
+def _launch(cu: Any, launches: _Launches, index: int, pointers: Sequence[int]) -> None:
+    """``launches`` on torch's current stream of device ``index``. The launch is made with
+    whatever context the thread has current (torch keeps the device's primary context current
+    where it runs); a launch refused for its context is made again with the primary context
+    current, the thread's own restored after it."""
+    stream = _stream(index)
+    failed = launches.launch(cu, pointers, stream)
+    if failed is None:
+        return
+    if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
+        with _Current(cu, index):
+            failed = launches.launch(cu, pointers, stream)
+        if failed is None:
+            return
+    raise launches.failure(failed)
+
+
+class _Plan:
+    """What a call at one shape on one device runs, prepared once: the outputs to allocate,
+    and the entry's launches or the fallback. A call on inputs of a shape already seen (their
+    dtype, contiguity and device checked again, the rest of the checks being the shape's) goes
+    straight to :meth:`run`."""
+
+    __slots__ = ("kernel", "dims", "index", "device", "dtypes", "outs", "inouts", "workspace",
+                 "launches", "in_shapes", "out_shapes")
+
+    def __init__(self, kernel: Kernel, dims: dict[str, int], index: int,
+                 launches: _Launches | None) -> None:
+        self.kernel, self.dims, self.index = kernel, dims, index
+        self.device = torch.device("cuda", index)
+        self.dtypes = kernel._input_dtypes
+        #: (shape, dtype, input position of an inout buffer or -1) of each output
+        self.outs = [(kernel._shape(b, dims), TORCH_DTYPES[b["dtype"]],
+                      kernel.inputs.index(b) if b["role"] == "inout" else -1)
+                     for b in kernel.outputs]
+        self.inouts = any(position >= 0 for _s, _d, position in self.outs)
+        self.launches = launches
+        entry = kernel.entries.get(tuple(dims[n] for n in kernel.dim_names))
+        self.workspace = int((entry or {}).get("launch", {}).get("workspace_bytes") or 0)
+        self.in_shapes = [kernel._shape(b, dims) for b in kernel.inputs]
+        self.out_shapes = [shape for shape, _d, _p in self.outs]
+
+    def run(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """The outputs of the call, in signature order."""
+        launches = self.launches
+        if launches is None:
+            return self.kernel._fallback(inputs, self)
+        device = self.device
+        if self.inouts:
+            outs = [torch.empty(shape, dtype=dtype, device=device) if position < 0
+                    else inputs[position].clone().view(shape)
+                    for shape, dtype, position in self.outs]
+        else:
+            outs = [torch.empty(shape, dtype=dtype, device=device)
+                    for shape, dtype, _position in self.outs]
+        pointers = [t.data_ptr() for t in inputs] + [o.data_ptr() for o in outs]
+        if self.workspace:
+            workspace = torch.empty(self.workspace, dtype=torch.uint8, device=device)
+            pointers.append(workspace.data_ptr())
+        _launch(_DRIVER, launches, self.index, pointers)
+        return tuple(outs)
 
 
 class Dispatch(NamedTuple):
@@ -311,12 +405,17 @@ class Kernel:
             key = tuple(int(entry["shape"][n]) for n in self.dim_names)
             self.entries[key] = entry
         self._reported: set[tuple[int, ...]] = set()
-        #: the shape of each input tuple seen (its dims checked): a repeat skips the shape's
-        #: checks
-        self._known: dict[tuple[Any, ...], tuple[dict[str, int], tuple[int, ...]]] = {}
+        #: the plan of each (input shapes, device index) seen: a repeat skips the shape's checks
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
+        #: the plan of each (device index, dims)
+        self._by_dims: dict[tuple[int, tuple[int, ...]], _Plan] = {}
         self._input_dtypes = [TORCH_DTYPES[b["dtype"]] for b in self.inputs]
+        #: a buffer's (or the workspace's) position in a call's pointers: inputs, outputs
+        self._position: dict[str, int] = {b["name"]: i for i, b in enumerate(self.inputs)}
+        self._position.update({b["name"]: len(self.inputs) + i
+                               for i, b in enumerate(self.outputs)})
+        self._position[WORKSPACE] = len(self.inputs) + len(self.outputs)
         self._modules: dict[tuple[int, str], Any] = {}
-        self._steps: dict[tuple[int, tuple[int, ...]], list[_Step]] = {}
         self._devices_ok: set[int] = set()
         self._lock = threading.Lock()
         #: the custom operator's name (``torch.ops.<namespace>.<name>``)
@@ -330,6 +429,11 @@ class Kernel:
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *inputs: Any, **scalars: Any) -> Any:
         """Run at the inputs' shape; the output tensor (a tuple for several outputs)."""
+        if not scalars and not torch.compiler.is_compiling():
+            plan = self._seen(inputs)
+            if plan is not None:
+                outs = plan.run(inputs)
+                return outs[0] if len(outs) == 1 else outs
         if torch.compiler.is_compiling():
             return self._call_op(inputs, scalars)
         outs = self.run(inputs, scalars)
@@ -350,46 +454,70 @@ class Kernel:
 
     def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
         """Check, dispatch and launch; the outputs in signature order."""
-        seen = None
-        if not scalars and all(isinstance(t, torch.Tensor) for t in inputs):
-            seen = tuple(t.shape for t in inputs)
-        known = self._known.get(seen) if seen is not None else None
-        if known is not None and self._quick_ok(inputs):
-            dims, key = known
-        else:
+        plan = self._seen(inputs) if not scalars else None
+        if plan is None:
             dims, key = self._check(inputs, scalars)
-            if seen is not None:
-                if len(self._known) >= MAX_KNOWN_SHAPES:
-                    self._known.clear()
-                self._known[seen] = (dims, key)
-        found = self._dispatch(dims, key)
-        if found.entry is not None:
-            return self._run_entry(found.entry, key, inputs, dims)
+            plan = self._plan(inputs, dims, key, remember=not scalars)
+        return plan.run(inputs)
+
+    def _seen(self, inputs: Sequence[Any]) -> _Plan | None:
+        """The plan of a call whose inputs have the shapes and device of an earlier checked
+        call and pass the checks that depend on more than their shape (dtype, contiguity,
+        device); None sends the call to the full check."""
+        try:
+            plan = self._plans.get(((*[t.shape for t in inputs],), inputs[0].get_device()))
+        except (AttributeError, IndexError, TypeError):
+            return None
+        if plan is None:
+            return None
+        index = plan.index
+        for t, dtype in zip(inputs, plan.dtypes, strict=True):
+            if t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index:
+                return None
+        return plan
+
+    def _plan(self, inputs: Sequence[Any], dims: dict[str, int], key: tuple[int, ...],
+              remember: bool) -> _Plan:
+        """The plan of checked inputs at ``dims`` (prepared on the first call at the shape on
+        the inputs' device); ``remember`` keys it by the inputs' shapes for :meth:`_seen`."""
+        device = inputs[0].device
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        plan = self._by_dims.get((index, key))
+        if plan is None:
+            found = self._dispatch(dims, key)
+            launches = None
+            if found.entry is not None:
+                cu = _driver()
+                with _Current(cu, index):
+                    launches = self._prepare(cu, index, found.entry, dims)
+            plan = _Plan(self, dims, index, launches)
+            with self._lock:
+                if len(self._by_dims) >= MAX_KNOWN_SHAPES:
+                    self._by_dims.clear()
+                self._by_dims[(index, key)] = plan
+        if remember:
+            with self._lock:
+                if len(self._plans) >= MAX_KNOWN_SHAPES:
+                    self._plans.clear()
+                self._plans[((*[t.shape for t in inputs],), index)] = plan
+        return plan
+
+    def _fallback(self, inputs: Sequence[Any], plan: _Plan) -> tuple[Any, ...]:
+        """The family's fallback at ``plan``'s shape: its vendor operator, else its reference
+        kernel, else :class:`NoFallback`."""
         if self.fallback == "vendor":
             assert self.vendor is not None
-            shaped = [t.view(self._shape(b, dims)) for t, b in zip(inputs, self.inputs,
-                                                                  strict=True)]
+            shaped = [t if t.shape == shape else t.view(shape)
+                      for t, shape in zip(inputs, plan.in_shapes, strict=True)]
             outs = VENDOR_OPS[self.vendor["op"]](*shaped)
-            return tuple(o.view(self._shape(b, dims)) for o, b in zip(outs, self.outputs,
-                                                                     strict=True))
+            return tuple(o if o.shape == shape else o.view(shape)
+                         for o, shape in zip(outs, plan.out_shapes, strict=True))
         if self.fallback == "reference":
-            return self._run_reference(inputs, dims)
-        raise NoFallback(f"{self.name} has no dispatch entry at {_text(dims)} and no fallback "
-                         "(no vendor operator, no reference launch in the bundle); shapes with "
-                         f"entries: {', '.join(_text(e['shape']) for e in self.entries.values())}")
-
-    def _quick_ok(self, inputs: Sequence[Any]) -> bool:
-        """Whether inputs of a shape already checked pass the checks that depend on more than
-        their shape (dtype, contiguity, device); a False sends the call to the full check."""
-        device = None
-        for t, dtype in zip(inputs, self._input_dtypes, strict=True):
-            if t.dtype is not dtype or not t.is_contiguous() or t.device.type != "cuda":
-                return False
-            if device is None:
-                device = t.device
-            elif t.device != device:
-                return False
-        return device is not None and device.index in self._devices_ok
+            return self._run_reference(inputs, plan.dims)
+        raise NoFallback(f"{self.name} has no dispatch entry at {_text(plan.dims)} and no "
+                         "fallback (no vendor operator, no reference launch in the bundle); "
+                         "shapes with entries: "
+                         f"{', '.join(_text(e['shape']) for e in self.entries.values())}")
 
     def _dispatch(self, dims: dict[str, int], key: tuple[int, ...]) -> Dispatch:
         entry = self.entries.get(key)
@@ -527,62 +655,25 @@ class Kernel:
         return (evaluate(buf["count"], dims),)
 
     # -- launching -----------------------------------------------------------------------------
-    def _run_entry(self, entry: dict[str, Any], key: tuple[int, ...], inputs: Sequence[Any],
-                   dims: dict[str, int]) -> tuple[Any, ...]:
-        device = inputs[0].device
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        cu = _driver()
-        with _Current(cu, index):
-            return self._launch_entry(cu, index, entry, key, inputs, dims)
-
-    def _launch_entry(self, cu: Any, index: int, entry: dict[str, Any], key: tuple[int, ...],
-                      inputs: Sequence[Any], dims: dict[str, int]) -> tuple[Any, ...]:
-        device = inputs[0].device
-        steps = self._steps.get((index, key))
-        if steps is None:
-            steps = self._prepare(cu, index, entry, dims)
-        pointers: dict[str, int] = {}
-        outs: list[Any] = []
-        by_name = {b["name"]: t for b, t in zip(self.inputs, inputs, strict=True)}
-        for buf in self.buffers:
-            if buf["role"] == "in":
-                pointers[buf["name"]] = by_name[buf["name"]].data_ptr()
-                continue
-            if buf["role"] == "inout":
-                out = by_name[buf["name"]].clone().view(self._shape(buf, dims))
-            else:
-                out = torch.empty(self._shape(buf, dims), dtype=TORCH_DTYPES[buf["dtype"]],
-                                  device=device)
-            outs.append(out)
-            pointers[buf["name"]] = out.data_ptr()
-        workspace = int(entry["launch"].get("workspace_bytes") or 0)
-        if workspace:
-            ws = torch.empty(workspace, dtype=torch.uint8, device=device)
-            pointers[WORKSPACE] = ws.data_ptr()
-        stream = _stream(index)
-        for step in steps:
-            step.launch(cu, pointers, stream)
-        return tuple(outs)
-
     def _prepare(self, cu: Any, index: int, entry: dict[str, Any], dims: dict[str, int]
-                 ) -> list[_Step]:
+                 ) -> _Launches:
         """The launches of ``entry`` on device ``index`` (its module loaded, attributes set,
-        a persistent grid cut to the CTAs resident at once)."""
+        a persistent grid cut to the CTAs resident at once); the device's primary context is
+        current."""
         with self._lock:
-            key = (index, tuple(dims[n] for n in self.dim_names))
-            if key in self._steps:
-                return self._steps[key]
             launch = entry["launch"]
             module = self._module(cu, index, self.points[entry["point"]]["cubin"])
             resolved = {s["name"]: (C_TYPES[s["dtype"]], evaluate(s["value"], dims))
                         for s in self.scalars}
-            main_args: list[tuple[str, Any]] = [("pointer", b["name"]) for b in self.buffers]
+            position = self._position
+            main_args: list[tuple[str, Any]] = [("pointer", position[b["name"]])
+                                                for b in self.buffers]
             main_args += [("value", resolved[s["name"]]) for s in self.scalars]
             if int(launch.get("workspace_bytes") or 0):
-                main_args.append(("pointer", WORKSPACE))
-            steps = []
+                main_args.append(("pointer", position[WORKSPACE]))
+            launches = _Launches(cu)
             if launch.get("prologue"):
-                steps.append(self._aux_step(cu, module, launch["prologue"], resolved))
+                self._aux_step(cu, module, launch["prologue"], resolved, launches)
             fn = _function(cu, module, launch["kernel_name"])
             smem = int(launch.get("dynamic_smem_bytes") or 0)
             if smem > DEFAULT_SMEM_LIMIT:
@@ -596,29 +687,26 @@ class Kernel:
             grid = [int(v) for v in launch["grid"]]
             if launch.get("persistent"):
                 grid[0] = _persistent_x(cu, fn, index, launch)
-            steps.append(_Step(fn, launch["kernel_name"], grid, launch["block"], smem,
-                               main_args))
+            launches.add(fn, launch["kernel_name"], grid, launch["block"], smem, main_args)
             if launch.get("epilogue"):
-                steps.append(self._aux_step(cu, module, launch["epilogue"], resolved))
-            self._steps[key] = steps
-            return steps
+                self._aux_step(cu, module, launch["epilogue"], resolved, launches)
+            return launches
 
     def _aux_step(self, cu: Any, module: Any, aux: Mapping[str, Any],
-                  resolved: Mapping[str, tuple[Any, Any]]) -> _Step:
-        names = {b["name"] for b in self.buffers}
+                  resolved: Mapping[str, tuple[Any, Any]], launches: _Launches) -> None:
         args: list[tuple[str, Any]] = []
         for arg in aux["args"]:
             if isinstance(arg, int) and not isinstance(arg, bool):
                 args.append(("value", (ctypes.c_int32, arg)))
-            elif arg == WORKSPACE or arg in names:
-                args.append(("pointer", arg))
+            elif arg in self._position:  # a buffer or the workspace
+                args.append(("pointer", self._position[arg]))
             elif arg in resolved:
                 args.append(("value", resolved[arg]))
             else:
                 raise BundleError(f"{aux['kernel_name']}: argument {arg!r} is not a buffer, a "
                                   f"scalar, {WORKSPACE!r} or an integer")
         fn = _function(cu, module, aux["kernel_name"])
-        return _Step(fn, aux["kernel_name"], aux["grid"], aux["block"], 0, args)
+        launches.add(fn, aux["kernel_name"], aux["grid"], aux["block"], 0, args)
 
     def _module(self, cu: Any, index: int, cubin: str) -> Any:
         module = self._modules.get((index, cubin))
@@ -686,8 +774,14 @@ class Kernel:
                 args += [("pointer", buf["name"]), ("pointer", buf["name"] + ".scale")]
         for sc in self.scalars:
             args.append(("value", (C_TYPES[sc["dtype"]], evaluate(sc["value"], dims))))
-        _Step(fn, ref["kernel_name"], grid, block, smem, args).launch(cu, pointers,
-                                                                     _stream(index))
+        order = {name: i for i, name in enumerate(pointers)}
+        launches = _Launches(cu)
+        launches.add(fn, ref["kernel_name"], grid, block, smem,
+                     [(kind, order[value]) if kind == "pointer" else (kind, value)
+                      for kind, value in args])
+        failed = launches.launch(cu, list(pointers.values()), _stream(index))
+        if failed is not None:
+            raise launches.failure(failed)
         return tuple(written[b["name"]].to(TORCH_DTYPES[b["dtype"]]) for b in self.outputs)
 
 
