@@ -239,16 +239,17 @@ def _stream(index: int) -> int:
 
 class _Launches:
     """The kernel launches of one dispatch entry on one device, prepared once: each step's
-    function, grid, block, shared memory and packed argument array. A call writes its buffers'
-    pointers into the arrays' pointer cells (each cell names the position of its pointer in the
-    call's list: inputs, then outputs, then the workspace) and launches the steps in order."""
+    function, grid, block, shared memory and packed argument array. A pointer argument points
+    into one array of the call's pointers (inputs, then outputs, then the workspace), which a
+    call fills with one slice assignment before launching the steps in order."""
 
-    __slots__ = ("steps", "slots", "storage", "lock", "ok")
+    __slots__ = ("steps", "pointers", "storage", "lock", "ok")
 
-    def __init__(self, cu: Any) -> None:
+    def __init__(self, cu: Any, positions: int) -> None:
         #: ((function, grid x, y, z, block x, y, z, shared memory), argument array, name)
         self.steps: list[tuple[tuple[Any, ...], int, str]] = []
-        self.slots: list[tuple[Any, int]] = []
+        #: the call's pointers, by position
+        self.pointers = (ctypes.c_void_p * positions)()
         self.storage: list[Any] = []
         self.lock = threading.Lock()
         self.ok = cu.CUresult.CUDA_SUCCESS
@@ -257,33 +258,33 @@ class _Launches:
             args: Sequence[tuple[str, Any]]) -> None:
         """A step; ``args`` in the kernel's order, each ``("pointer", position)`` or
         ``("value", (ctype, number))``."""
-        cells: list[Any] = []
+        base = ctypes.addressof(self.pointers)
+        size = ctypes.sizeof(ctypes.c_void_p)
+        addresses: list[int] = []
         for kind, value in args:
             if kind == "pointer":
-                cell: Any = ctypes.c_void_p(0)
-                self.slots.append((cell, int(value)))
+                addresses.append(base + size * int(value))
             else:
                 ctype, number = value
                 cell = ctype(number)
-            cells.append(cell)
-        params = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
-        self.storage += [cells, params]
+                self.storage.append(cell)
+                addresses.append(ctypes.addressof(cell))
+        params = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
+        self.storage.append(params)
         head = (fn, *(int(v) for v in grid), *(int(v) for v in block), int(smem))
         self.steps.append((head, ctypes.addressof(params), name))
 
-    def launch(self, cu: Any, pointers: Sequence[int], stream: int) -> tuple[Any, int] | None:
-        """Every step on ``stream``; None, or the failing result and the failing step's
-        number (the steps before it were launched)."""
+    def launch(self, cu: Any, pointers: list[Any], stream: int) -> tuple[Any, int] | None:
+        """Every step on ``stream`` with ``pointers`` (one for each position); None, or the
+        failing result and the failing step's number (the steps before it were launched)."""
         call = cu.cuLaunchKernel
         ok = self.ok
         with self.lock:
-            for cell, position in self.slots:
-                cell.value = pointers[position]
+            self.pointers[:] = pointers
             for number, (head, params, _name) in enumerate(self.steps):
                 result = call(*head, stream, params, 0)
-                err = result[0] if isinstance(result, tuple) else result
-                if err != ok:
-                    return err, number
+                if result[0] != ok:
+                    return result[0], number
         return None
 
     def failure(self, failed: tuple[Any, int]) -> RuntimeError:
@@ -297,23 +298,14 @@ class _Launches:
 #: in (none, or another): the launch is made again with the device's primary context current
 _CONTEXT_ERRORS = ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
                    "CUDA_ERROR_CONTEXT_IS_DESTROYED")
-
-
-def _launch(cu: Any, launches: _Launches, index: int, pointers: Sequence[int]) -> None:
-    """``launches`` on torch's current stream of device ``index``. The launch is made with
-    whatever context the thread has current (torch keeps the device's primary context current
-    where it runs); a launch refused for its context is made again with the primary context
-    current, the thread's own restored after it."""
-    stream = _stream(index)
-    failed = launches.launch(cu, pointers, stream)
-    if failed is None:
-        return
-    if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
-        with _Current(cu, index):
-            failed = launches.launch(cu, pointers, stream)
-        if failed is None:
-            return
-    raise launches.failure(failed)
+#: a workspace up to this size is kept from call to call (one a device and stream, outside
+#: CUDA-graph capture); a larger one is allocated per call, where its kernels take far longer
+#: than the allocation
+SCRATCH_BYTES = 1 << 20
+#: streams a kernel keeps a workspace for (then it forgets them all and starts again)
+MAX_SCRATCH_STREAMS = 64
+_IS_COMPILING = torch.compiler.is_compiling
+_CAPTURING = torch.cuda.is_current_stream_capturing
 
 
 class _Plan:
@@ -342,7 +334,11 @@ class _Plan:
         self.out_shapes = [shape for shape, _d, _p in self.outs]
 
     def run(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
-        """The outputs of the call, in signature order."""
+        """The outputs of the call, in signature order, its kernels launched on torch's
+        current stream. The launch is made with whatever context the thread has current
+        (torch keeps the device's primary context current where it runs); a launch refused
+        for its context is made again with the primary context current, the thread's own
+        restored after it."""
         launches = self.launches
         if launches is None:
             return self.kernel._fallback(inputs, self)
@@ -354,11 +350,24 @@ class _Plan:
         else:
             outs = [torch.empty(shape, dtype=dtype, device=device)
                     for shape, dtype, _position in self.outs]
-        pointers = [t.data_ptr() for t in inputs] + [o.data_ptr() for o in outs]
+        pointers = [t.data_ptr() for t in inputs]
+        pointers += [o.data_ptr() for o in outs]
+        index = self.index
+        stream = _stream(index)
+        workspace = None
         if self.workspace:
-            workspace = torch.empty(self.workspace, dtype=torch.uint8, device=device)
+            workspace = self.kernel._workspace(self.workspace, index, stream, device)
             pointers.append(workspace.data_ptr())
-        _launch(_DRIVER, launches, self.index, pointers)
+        else:
+            pointers.append(0)
+        cu = _DRIVER
+        failed = launches.launch(cu, pointers, stream)
+        if failed is not None:
+            if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
+                with _Current(cu, index):
+                    failed = launches.launch(cu, pointers, stream)
+            if failed is not None:
+                raise launches.failure(failed)
         return tuple(outs)
 
 
@@ -416,6 +425,8 @@ class Kernel:
                                for i, b in enumerate(self.outputs)})
         self._position[WORKSPACE] = len(self.inputs) + len(self.outputs)
         self._modules: dict[tuple[int, str], Any] = {}
+        #: the workspace kept for small ones, by (device index, stream)
+        self._scratch: dict[tuple[int, int], Any] = {}
         self._devices_ok: set[int] = set()
         self._lock = threading.Lock()
         #: the custom operator's name (``torch.ops.<namespace>.<name>``)
@@ -429,12 +440,12 @@ class Kernel:
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *inputs: Any, **scalars: Any) -> Any:
         """Run at the inputs' shape; the output tensor (a tuple for several outputs)."""
-        if not scalars and not torch.compiler.is_compiling():
+        if not scalars and not _IS_COMPILING():
             plan = self._seen(inputs)
             if plan is not None:
                 outs = plan.run(inputs)
                 return outs[0] if len(outs) == 1 else outs
-        if torch.compiler.is_compiling():
+        if _IS_COMPILING():
             return self._call_op(inputs, scalars)
         outs = self.run(inputs, scalars)
         return outs[0] if len(outs) == 1 else outs
@@ -471,7 +482,7 @@ class Kernel:
         if plan is None:
             return None
         index = plan.index
-        for t, dtype in zip(inputs, plan.dtypes, strict=True):
+        for t, dtype in zip(inputs, plan.dtypes, strict=False):  # the key has every shape
             if t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index:
                 return None
         return plan
@@ -501,6 +512,25 @@ class Kernel:
                     self._plans.clear()
                 self._plans[((*[t.shape for t in inputs],), index)] = plan
         return plan
+
+    def _workspace(self, size: int, index: int, stream: int, device: Any) -> Any:
+        """A workspace of ``size`` bytes for a launch on ``stream``: up to
+        :data:`SCRATCH_BYTES` the stream's kept one (calls on one stream run one after
+        another), outside CUDA-graph capture; else a fresh one."""
+        if size > SCRATCH_BYTES or _CAPTURING():
+            return torch.empty(size, dtype=torch.uint8, device=device)
+        kept = self._scratch.get((index, stream))
+        if kept is None or kept.numel() < size:
+            with self._lock:
+                kept = self._scratch.get((index, stream))
+                if kept is None or kept.numel() < size:  # one outgrown is freed: its
+                    # block is reused on this stream only after the kernels queued before
+                    kept = torch.empty(max(size, 2 * (kept.numel() if kept is not None else 0)),
+                                       dtype=torch.uint8, device=device)
+                    if len(self._scratch) >= MAX_SCRATCH_STREAMS:
+                        self._scratch.clear()
+                    self._scratch[(index, stream)] = kept
+        return kept
 
     def _fallback(self, inputs: Sequence[Any], plan: _Plan) -> tuple[Any, ...]:
         """The family's fallback at ``plan``'s shape: its vendor operator, else its reference
@@ -671,7 +701,7 @@ class Kernel:
             main_args += [("value", resolved[s["name"]]) for s in self.scalars]
             if int(launch.get("workspace_bytes") or 0):
                 main_args.append(("pointer", position[WORKSPACE]))
-            launches = _Launches(cu)
+            launches = _Launches(cu, len(self.inputs) + len(self.outputs) + 1)
             if launch.get("prologue"):
                 self._aux_step(cu, module, launch["prologue"], resolved, launches)
             fn = _function(cu, module, launch["kernel_name"])
@@ -775,7 +805,7 @@ class Kernel:
         for sc in self.scalars:
             args.append(("value", (C_TYPES[sc["dtype"]], evaluate(sc["value"], dims))))
         order = {name: i for i, name in enumerate(pointers)}
-        launches = _Launches(cu)
+        launches = _Launches(cu, max(1, len(order)))
         launches.add(fn, ref["kernel_name"], grid, block, smem,
                      [(kind, order[value]) if kind == "pointer" else (kind, value)
                       for kind, value in args])
