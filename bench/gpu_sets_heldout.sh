@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root: (a) a shape set against one campaign a shape
+# (bench/shape_sets.py --backend gpu), for an 8-shape GEMM set and a 12-shape softmax set, each
+# set's database kept; (b) each set's exported library at 16 held-out shapes beside its set
+# shapes (bench/library_held_out.py). Everything under $OUT; a short table last.
+#
+#   bash bench/gpu_sets_heldout.sh softmax    # one family a call: about 5.5 minutes
+#   bash bench/gpu_sets_heldout.sh gemm       # about 4.5 minutes
+#   bash bench/gpu_sets_heldout.sh            # both in one call, at most 9 minutes, with the
+#                                             # softmax set at the smaller budgets below
+#
+# Budgets (override by the environment; why these: docs/BENCHMARKS.md, "Shape sets and the
+# team's history"): the softmax set 60 / 330 (separate campaigns / the set, 12 shapes) on a
+# call of its own, 30 / 185 when both families share a 9-minute call; the GEMM 32 / 120, 4096³
+# weighted 3 (it runs first and climbs from the naive baseline, 36 evaluations; the others
+# start from its best, 12 each). Every step runs under `timeout -s KILL`, capped by its own
+# limit and by what is left of the call's 530 s less what the steps after it are expected to
+# need; each writes its JSON as it goes.
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1
+
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+which=${1:-all}
+deadline=$(( $(date +%s) + ${TOTAL_S:-530} ))
+keep=$(mktemp -d /tmp/sets-heldout.XXXXXX)
+
+GEMM_SHAPES=${GEMM_SHAPES:-4096x4096x4096:3,2048x2048x8192,3000x5000x2000,8192x8192x8192,1024x4096x4096,16384x1024x1024,128x4096x4096,1024x1024x1024}
+GEMM_BUDGET=${GEMM_BUDGET:-32}
+GEMM_SET_BUDGET=${GEMM_SET_BUDGET:-120}
+SOFTMAX_SHAPES=${SOFTMAX_SHAPES:-8192x8192,8192x4096,4096x4096,16384x1024,32768x512,65536x128,65536x1024,4096x32768,2048x65536,1024x131072,256x262144,16x262144}
+if [[ $which == all ]]; then
+  SOFTMAX_BUDGET=${SOFTMAX_BUDGET:-30} SOFTMAX_SET_BUDGET=${SOFTMAX_SET_BUDGET:-185} softmax_s=190
+else
+  SOFTMAX_BUDGET=${SOFTMAX_BUDGET:-60} SOFTMAX_SET_BUDGET=${SOFTMAX_SET_BUDGET:-330} softmax_s=280
+fi
+HELD_OUT=${HELD_OUT:-16}
+BACKEND=${BACKEND:-gpu}  # replay: the flow on a machine without a GPU (softmax, replay shapes)
+
+# name | cap (s) | expected (s) | command
+steps=()
+if [[ $which == all || $which == gemm ]]; then
+  steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm")
+  steps+=("heldout-gemm|110|65|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
+fi
+if [[ $which == all || $which == softmax ]]; then
+  steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax")
+  steps+=("heldout-softmax|90|45|python3 bench/library_held_out.py --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle --out $OUT/heldout-softmax")
+fi
+
+log=$OUT/log.txt
+{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  python3 -c "import torch; print('torch', torch.__version__)"; date -u; } 2>&1 | tee "$log"
+for i in "${!steps[@]}"; do
+  IFS='|' read -r name cap _ cmd <<< "${steps[$i]}"
+  later=0
+  for later_step in "${steps[@]:$((i + 1))}"; do
+    IFS='|' read -r _ _ expected _ <<< "$later_step"
+    later=$(( later + expected ))
+  done
+  left=$(( deadline - $(date +%s) - later ))
+  limit=$(( cap < left ? cap : left ))
+  if (( limit < 20 )); then
+    echo "$name: skipped, $limit s left for it" | tee -a "$log"
+    continue
+  fi
+  echo "$name: up to $limit s: $cmd" | tee -a "$log"
+  start=$(date +%s)
+  timeout -s KILL "$limit" $cmd > "$OUT/$name.log" 2>&1
+  rc=$?
+  echo "$name: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$log"
+  tail -4 "$OUT/$name.log" | sed 's/^/  /' | tee -a "$log"
+done
+
+python3 - "$OUT" <<'EOF' 2>&1 | tee -a "$log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+print("\n(a) shape set against separate campaigns (H200)")
+print(f"{'family':16} {'shapes':>6} {'worst set/sep':>13} {'GPU-s sep/set':>15} {'ratio':>6} "
+      f"{'again s / GPU-s':>16} {'targets'}")
+for fam in ("gemm", "softmax"):
+    p = out / f"sets-{fam}" / "shape-sets.json"
+    if not p.exists():
+        continue
+    r = json.loads(p.read_text()); t = r["totals"]
+    sep, st, ag = t.get("separate", {}), t.get("set", {}), t.get("set_again", {})
+    again = f"{ag['wall_s']:.1f} / {ag['gpu_seconds']:.2f}" if ag else "-"
+    targets = ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in r["targets"].items())
+    print(f"{r['kernel']:16} {len(r['shapes']) or len(r['separate']):>6} "
+          f"{r['worst_set_over_separate']:>13.3f} "
+          f"{sep.get('gpu_seconds', 0):>7.1f}/{st.get('gpu_seconds', float('nan')):<7.1f} "
+          f"{r['gpu_seconds_ratio'] or float('nan'):>6.3f} {again:>16} "
+          f"{targets or 'incomplete'}")
+print("\n(b) the exported library: loader x vendor, geometric means (sustained / flushed)")
+print(f"{'family':16} {'in set':>22} {'held out':>22} {'near':>14} {'far':>14} {'wrong':>5}")
+for fam in ("gemm", "softmax"):
+    p = out / f"heldout-{fam}" / "held-out.json"
+    if not p.exists():
+        continue
+    r = json.loads(p.read_text()); s = r["summary"]
+    if not s:
+        print(f"{r['kernel']:16} not measured"); continue
+    cell = lambda g, w: (f"{s[g]['gm_x_vendor_sustained']:.3f}/{s[g]['gm_x_vendor_flushed']:.3f}"
+                         f" ({s[g]['with_entry']}/{s[g]['shapes']})").rjust(w)
+    print(f"{r['kernel']:16} {cell('in_set', 22)} {cell('held_out', 22)} "
+          f"{s['near']['gm_x_vendor_sustained']:>14.3f} {s['far']['gm_x_vendor_sustained']:>14.3f} "
+          f"{s['in_set']['wrong'] + s['held_out']['wrong']:>5}")
+print("  (n/m): shapes with a dispatch entry / shapes; the others run the vendor")
+EOF
