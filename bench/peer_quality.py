@@ -2,13 +2,17 @@
 
     python bench/peer_quality.py --out out/            # the softmax sweep, the four GEMM shapes
     python bench/peer_quality.py --family softmax --points extra.json --out out/
+    python bench/peer_quality.py --family softmax --campaigns tune.db --out out/
 
 The shapes: softmax, the replay dataset's shapes (its meta line) and the issue's 16384x1024,
 32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`. ``--shapes`` replaces them (one family).
 Our kernels: the replay datasets' fastest measured point at each shape (at a shape the dataset
 did not measure, the fastest point of the shape it measured most), unless ``--no-replay``, and
 every entry of ``--points`` (a JSON list of ``{"kernel", "label", "shape", "params"}``;
-``kernel`` may be left out when one family runs).
+``kernel`` may be left out when one family runs), and the best of every campaign of a running
+family in the ``--campaigns`` databases (``tuneforge tune --db``: a SQLite path or a URL;
+labelled ``campaign best``, the fastest where several campaigns ran at a shape; a campaign's
+shape joins the family's shapes).
 
 In one run on one GPU: the evaluation child of each family starts and the points compile (nvcc,
 in the background) while :mod:`bench.peers` checks and times the vendor and every peer at every
@@ -124,6 +128,46 @@ def load_points(path: Path, families: dict[str, KernelFamily]) -> dict[str, list
     return out
 
 
+def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
+                    ) -> dict[str, list[Point]]:
+    """``--campaigns``: the best of every campaign of each family in the databases ``urls``
+    (SQLite paths or URLs), the fastest at each shape; ValueError naming a database that
+    cannot be read."""
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from core.db import session_factory
+    from core.models import Campaign, Candidate
+
+    found: dict[tuple[str, str], tuple[float, Point]] = {}
+    for url in urls:
+        address = url if "://" in url else f"sqlite:///{Path(url).resolve()}"
+        if "://" not in url and not Path(url).exists():
+            raise ValueError(f"--campaigns {url}: no such database")
+        try:
+            with session_factory(address)() as s:
+                for campaign in s.scalars(select(Campaign).where(
+                        Campaign.kernel.in_(list(families)))).all():
+                    best = s.get(Candidate, campaign.best_id) if campaign.best_id else None
+                    if best is None or best.avg_us is None:
+                        continue
+                    family = families[campaign.kernel]
+                    dims = family.parse_dims(campaign.shape_text)
+                    label = ("campaign best" if campaign.backend == "gpu"
+                             else f"campaign best ({campaign.backend})")
+                    point = Point(label, family.for_shape(
+                        family.params_from_dict(best.params), dims), dims)
+                    key = (campaign.kernel, str(dims))
+                    if key not in found or best.avg_us < found[key][0]:
+                        found[key] = (best.avg_us, point)
+        except SQLAlchemyError as exc:
+            raise ValueError(f"--campaigns {url}: {exc}") from exc
+    out: dict[str, list[Point]] = {name: [] for name in families}
+    for (name, _shape), (_us, point) in found.items():
+        out[name].append(point)
+    return out
+
+
 # ---- figures ------------------------------------------------------------------------------
 
 # ---- the GPU run ----------------------------------------------------------------------------
@@ -218,8 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--shapes", default="", help="comma-separated shapes (one --family)")
     ap.add_argument("--points", type=Path, default=None,
                     help='JSON list of {"kernel", "label", "shape", "params"}')
+    ap.add_argument("--campaigns", action="append", default=[],
+                    help="a database of campaigns (SQLite path or URL; repeatable): time each "
+                         "shape's best campaign point")
     ap.add_argument("--no-replay", action="store_true",
-                    help="time only --points, not the replay datasets' bests")
+                    help="time only --points and --campaigns, not the replay datasets' bests")
     ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length (ms)")
     ap.add_argument("--budget-s", type=float, default=480.0,
                     help="seconds: the peers start no shape past 60 %% of it and are stopped at "
@@ -248,14 +295,17 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, l
             raise ValueError(f"--shapes: {exc}") from exc
     points = {name: ([] if args.no_replay else replay_points(families[name], shapes[name]))
               for name in families}
-    if args.points is not None:
-        for name, extra in load_points(args.points, families).items():
+    extras = [load_points(args.points, families)] if args.points is not None else []
+    if args.campaigns:
+        extras.append(campaign_points(args.campaigns, families))
+    for found in extras:
+        for name, extra in found.items():
             points[name] += extra
             for p in extra:  # the peers run at every shape a point runs at
                 if all(str(d) != str(p.dims) for d in shapes[name]):
                     shapes[name].append(p.dims)
     if not any(points.values()):
-        raise ValueError("no point to time: --no-replay needs --points")
+        raise ValueError("no point to time: --no-replay needs --points or --campaigns")
     return families, shapes, points
 
 

@@ -1,6 +1,7 @@
 """bench/measure_neighbourhoods.py without a GPU: which tensor-core points it would measure
-(the expert rule book's, best-first, then their neighbours) and that its rows, merged into the
-shipped dataset, replay as measured while every other point stays ``not_measured``."""
+(the expert rule book's, best-first, then their neighbours), which softmax points, and that its
+rows, merged into the shipped dataset, replay as measured while every other point stays
+``not_measured``."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from bench.measure_neighbourhoods import (
     read_dataset,
     row_of,
     rule_moves,
+    wanted_points,
     write_dataset,
 )
 from core.evaluation import CompileResult, Measurement
 from core.replay import ReplayDataset
+from kernels import get_family
 from kernels.gemm_bias_relu import FAMILY
 from kernels.gemm_bias_relu.shape import Shape
 from worker.evaluate import ReplayEvaluator
@@ -119,3 +122,28 @@ def test_rows_merge_into_the_dataset_and_replay_as_measured(tmp_path: Path) -> N
     kept = FAMILY.params_from_dict(base_rows[1]["params"])
     assert ev.measure(kept, ev.compile(kept).result(), shape=SHAPE, iteration=1,
                       seed=0).status == base_rows[1]["status"]
+
+
+def test_softmax_walk_measures_tritons_arrangement_first_and_nothing_measured() -> None:
+    """At 16384x1024 the rule book's first points the softmax dataset lacks are one row a CTA
+    of 4, 2 and 8 warps (Triton's count, then half and twice); none the dataset has at the
+    shape, each valid, none twice."""
+    softmax = get_family("softmax")
+    shape = softmax.parse_dims("16384x1024")
+    _meta, rows = read_dataset(softmax.replay_datasets()[0])
+    found = wanted_points(softmax, [shape, softmax.parse_dims("4096x32768")], rows, None, 12)
+    assert len(found) == 24
+    here = [p for p, d, _why in found if d == shape]
+    known = {key_of(softmax.params_from_dict(r["params"])) for r in rows
+             if r["shape"] == "16384x1024"}
+    assert not {key_of(p) for p in here} & known
+    assert len({key_of(p) for p in here}) == len(here)
+    assert all(softmax.validate(p, "sm_90") is None for p in here)
+    assert [(p.block_threads, p.row_threads, p.chunks) for p in here[:3]] == [
+        (128, 128, 2), (64, 64, 4), (256, 256, 1)]
+    longer = [p for p, d, _why in found if str(d) == "4096x32768"]
+    assert (longer[1].block_threads, longer[1].cluster, longer[1].chunks) == (512, 1, 16)
+    # the softmax walk's rows are written as the GEMM's are
+    broken = CompileResult("error", 0.5, error="ptxas fatal")
+    row = row_of(here[0], shape, broken, None, softmax)
+    assert (row["shape"], row["status"]) == ("16384x1024", "compile_error")

@@ -4,6 +4,7 @@ is told, which Triton launches it sets against ours, and the table it prints las
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from bench.peer_table import format_table, peer_problems, summary_rows, vendor_n
 from bench.peers import parse_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
+_SCRIPT = Path(sys.executable).with_name("tuneforge")
+TUNE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 SOFTMAX_SWEEP = ["65536x128", "32768x512", "16384x1024", "65536x1024", "8192x4096", "8192x8192",
                  "4096x32768", "2048x65536", "1024x131072", "16x262144", "256x262144"]
 GEMM_SWEEP = ["4096x4096x4096", "8192x8192x8192", "3000x5000x2000", "2048x2048x8192"]
@@ -64,6 +67,31 @@ def test_a_points_entry_of_no_running_family_is_named(tmp_path: Path) -> None:
     extra.write_text(json.dumps([{"label": "x", "shape": "64x64", "params": {}}]))
     with pytest.raises(ValueError, match="entry 0: kernel None"):
         _plan("--points", str(extra))
+
+
+def test_campaign_bests_come_from_a_tune_database(tmp_path: Path) -> None:
+    """``--campaigns``: the best of each campaign in a ``tuneforge tune --db`` file (here a
+    replay shape set, as a user runs it), its shape among the peers' shapes."""
+    db = tmp_path / "tune.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
+    env["TUNEFORGE_HOME"] = str(tmp_path)
+    done = subprocess.run([*TUNE, "tune", "--backend", "replay", "--kernel", "softmax",
+                           "--shapes", "16384x1024,65536x128", "--budget", "16", "--db",
+                           str(db), "--out", str(tmp_path / "o"), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.splitlines()[-1])
+    bests = {s["shape"]: s["best"]["params"] for s in summary["shapes"]}
+    _, shapes, points = _plan("--family", "softmax", "--campaigns", str(db), "--no-replay",
+                              "--shapes", "8192x8192")
+    found = {str(p.dims): p for p in points["softmax"]}
+    assert set(found) == {"16384x1024", "65536x128"}
+    for shape, params in bests.items():
+        assert found[shape].label == "campaign best (replay)"
+        assert found[shape].params.to_dict() == params
+    assert [str(d) for d in shapes["softmax"]] == ["8192x8192", "16384x1024", "65536x128"]
+    with pytest.raises(ValueError, match="--campaigns .*: no such database"):
+        _plan("--family", "softmax", "--campaigns", str(tmp_path / "none.db"))
 
 
 def test_the_command_line_refuses_before_touching_a_gpu() -> None:

@@ -26,6 +26,8 @@ from kernels.softmax.rules import (
     BULK_MIN_COLS,
     bulk_plan,
     plan,
+    row_a_cta,
+    triton_warps,
 )
 from worker.compile import Compiler, CompileResult
 
@@ -693,6 +695,65 @@ def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> No
                 if destination(r, t).block_threads == 1024]
 
 
+def row_a_cta_point(threads: int, chunks: int) -> SoftmaxParams:
+    return SoftmaxParams(block_threads=threads, row_threads=threads, vec=4, passes=1,
+                         chunks=chunks)
+
+
+def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
+    """Right after the plan: one row a CTA of Triton's warp count, then half and twice it, the
+    row in registers as float4 (the arrangements of 2026-12-04's peers record); from a point
+    already one row a CTA, its own half and double."""
+    assert [triton_warps(c) for c in (128, 1024, 2048, 4096, 32768)] == [4, 4, 8, 16, 16]
+    p = plan(16384, 1024)
+    found = moves(p, 16384, 1024)
+    assert [destination(p, t) for t, _ in found[:3]] == [
+        row_a_cta_point(128, 2), row_a_cta_point(64, 4), row_a_cta_point(256, 1)]
+    assert all("Triton" in r and "one row a CTA" in r for _, r in found[:3])
+    # from two warps a row, one warp holding 32 floats a thread
+    w2 = row_a_cta_point(64, 4)
+    walk = [destination(w2, t) for t, r in moves(w2, 16384, 1024) if "one row a CTA" in r]
+    assert row_a_cta_point(32, 8) in walk
+    assert w2 not in walk
+    # 4096x32768: sixteen warps at 64 floats a thread, then 32 at 32; eight would hold 128
+    p = plan(4096, 32768)
+    found = moves(p, 4096, 32768)
+    assert destination(p, found[0][0]) == row_a_cta_point(512, 16)
+    assert destination(p, found[1][0]) == row_a_cta_point(1024, 8)
+    assert row_a_cta(32768, 8) is None
+    # rows that leave a thread without a float4, or that no CTA holds at 64 floats: none
+    for rows, cols in ((65536, 128), (2048, 65536), (16, 262144)):
+        assert not [t for t, r in moves(plan(rows, cols), rows, cols) if "one row a CTA" in r]
+    assert row_a_cta(128, 4) is None
+    # the incumbent's hints stay
+    hinted = replace(plan(16384, 1024), load_hint=1, store_hint=True)
+    first = next(destination(hinted, t) for t, r in moves(hinted, 16384, 1024)
+                 if "Triton's warp count" in r)
+    assert first == replace(row_a_cta_point(128, 2), load_hint=1, store_hint=True)
+
+
+def test_rows_a_cta_compile_within_their_registers(compiler: Compiler) -> None:
+    """Every one-row-a-CTA point the rule book may offer at the sweep's rows, through nvcc,
+    within the CTA's register limit; Triton's warp count at each row length and the two that
+    beat the campaigns on the H200 (2 warps at 1024 columns, 16 at 32768) spill nothing (a
+    few CTAs of 64 and 128 threads holding 32 or 64 floats spill 16-24 bytes: the campaign's
+    spill rule answers them)."""
+    points = sorted({q for _rows, cols in SWEEP for w in (1, 2, 4, 8, 16, 32)
+                     if (q := row_a_cta(cols, w)) is not None},
+                    key=lambda q: (q.block_threads, q.chunks))
+    assert len(points) >= 12
+    clean = {q for _rows, cols in SWEEP if (q := row_a_cta(cols, triton_warps(cols)))}
+    clean |= {row_a_cta_point(64, 4), row_a_cta_point(512, 16)}
+    assert clean <= set(points)
+    for p, f in [(p, submit(compiler, p)) for p in points]:
+        result = f.result()
+        assert result.status == "ok", (p, result.error)
+        assert result.regs_per_thread is not None
+        assert result.regs_per_thread <= p.register_limit, (p, result.regs_per_thread)
+        if p in clean:
+            assert not result.spill_bytes, (p, result.spill_bytes)
+
+
 @pytest.mark.parametrize(("rows", "cols"), [r for r in SWEEP if r[1] >= BULK_MIN_COLS])
 def test_long_rows_are_offered_the_bulk_copy_point_after_the_plan(rows: int, cols: int) -> None:
     for start in (FAMILY.baseline, plan(rows, cols)):
@@ -700,7 +761,11 @@ def test_long_rows_are_offered_the_bulk_copy_point_after_the_plan(rows: int, col
         bulk = [(i, t, r) for i, (t, r) in enumerate(found) if destination(start, t).bulk]
         assert bulk, found[:3]
         i, text, reason = bulk[0]
-        assert i <= 1
+        # before it only the plan and Triton's arrangement (one row a CTA, 4096x32768 alone)
+        before = [destination(start, t) for t, _ in found[:i]]
+        assert all(b == plan(rows, cols) or (b.cluster == 1 and b.rows_per_cta == 1)
+                   for b in before), found[:i]
+        assert i <= (1 if cols > 32768 else 3)
         q = destination(start, text)
         assert q == bulk_plan(rows, cols)
         assert "apply_bulk_copy(4)" in text

@@ -23,7 +23,13 @@ In order:
    spread group meeting through global memory (``apply_spread``), one wave;
 6. the unroll of the streaming loops (two-pass points), then cache hints last.
 
-Right after the plan, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
+Right after the plan, Triton's arrangement (:func:`row_a_cta`):
+one row a CTA of :func:`triton_warps` warps (the fused-softmax tutorial's count by row length),
+the row in registers as float4, then the same with half and with twice the warps, for rows that
+fill every thread with a float4 and need at most :data:`MAX_FLOATS_PER_THREAD` floats a thread;
+from a point that is already one row a CTA, its half and double warp counts in turn.
+
+Then, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
 :data:`BULK_MAX_SHORT_COLS`, the bulk-copy point of the shape (:func:`bulk_plan`): the CTA's
 part of the rows staged in shared memory by bulk async copies, reduced piece by piece as they
 land. Long rows: CTAs of 512 threads a row, a cluster that cuts the row into slices of at most
@@ -80,6 +86,12 @@ SPREAD_MIN_CLUSTER = 8
 L2_BYTES = 50 * 1024 * 1024
 
 
+#: the fields Triton's arrangement (:func:`row_a_cta`) sets besides the threads and the floats
+#: a thread: one CTA a row, one pass, float4, none of the late moves (the hints stay)
+ROW_A_CTA_RESET: dict[str, Any] = {"cluster": 1, "vec": 4, "passes": 1, "bulk": 0, "staged": 0,
+                                   "min_ctas": 0, "spread": False, "pipeline": False,
+                                   "prefetch": False, "push": False}
+
 #: rows of at least this many columns are offered the bulk-copy point, right after the plan
 #: (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
 BULK_MIN_COLS = 32768
@@ -87,6 +99,28 @@ BULK_MIN_COLS = 32768
 BULK_MAX_SHORT_COLS = 256
 #: floats of a row one CTA of the long-row bulk point stages at most (64 KB: three CTAs an SM)
 BULK_SLICE_FLOATS = 16384
+
+
+def triton_warps(cols: int) -> int:
+    """The warps Triton's fused-softmax tutorial gives a row of ``cols`` columns: 4, 8 from a
+    block (the power of two at least ``cols``) of 2048, 16 from 4096."""
+    block = _pow2_at_least(cols)
+    return 16 if block >= 4096 else 8 if block >= 2048 else 4
+
+
+def row_a_cta(cols: int, warps: int) -> SoftmaxParams | None:
+    """One row a CTA of ``warps`` warps, the row held in registers as float4 (Triton's row
+    kernel's arrangement), or None where a thread would hold less than a float4 of the row,
+    more than :data:`MAX_FLOATS_PER_THREAD` floats, or the point is invalid."""
+    threads = 32 * warps
+    if warps < 1 or threads > 1024 or cols < 4 * threads:
+        return None
+    chunks = _pow2_at_least(-(-cols // 4) / threads)
+    point = SoftmaxParams(block_threads=threads, row_threads=threads, vec=4, passes=1,
+                          chunks=chunks)
+    if chunks * 4 > MAX_FLOATS_PER_THREAD or validate(point) is not None:
+        return None
+    return point
 
 
 def _pow2_at_least(n: float) -> int:
@@ -246,6 +280,26 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
         held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
                 f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
     add({**asdict(goal), "push": p.push}, f"plan for {rows}x{cols}: {held}")
+    # Triton's arrangement (one row a CTA, warps by row length), the warp counts beside it, and
+    # from a point already one row a CTA, its own neighbours
+    textbook = triton_warps(cols)
+    tried = [(textbook, "Triton's warp count for the row"),
+             (textbook // 2, "half Triton's warp count"), (textbook * 2, "twice Triton's")]
+    if (p.row_threads == p.block_threads and p.cluster == 1 and p.passes == 1 and not p.staged
+            and not p.bulk and p.capacity >= cols):
+        tried += [(p.block_threads // 64, "half the warps of this row a CTA"),
+                  (p.block_threads // 16, "twice the warps of this row a CTA")]
+    counts: dict[int, str] = {}
+    for warps, why in tried:
+        counts.setdefault(warps, why)
+    for warps, why in counts.items():
+        row = row_a_cta(cols, warps)
+        if row is not None:
+            add({**ROW_A_CTA_RESET, "block_threads": row.block_threads,
+                 "row_threads": row.row_threads, "chunks": row.chunks},
+                f"one row a CTA of {warps} warp(s) ({why}), {row.chunks * 4} floats a thread "
+                f"in registers for {rows}x{cols}: Triton's row kernel's arrangement")
+
     staged = bulk_plan(rows, cols, sms)
     if staged is not None and p.bulk == 0:
         slice_floats = -(-cols // staged.cluster) if staged.cluster > 1 else (
