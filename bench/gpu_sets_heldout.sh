@@ -24,7 +24,7 @@ which=${1:-all}
 deadline=$(( $(date +%s) + ${TOTAL_S:-530} ))
 keep=$(mktemp -d /tmp/sets-heldout.XXXXXX)
 
-GEMM_SHAPES=${GEMM_SHAPES:-4096x4096x4096:3,2048x2048x8192,3000x5000x2000,8192x8192x8192,1024x4096x4096,16384x1024x1024,128x4096x4096,1024x1024x1024}
+GEMM_SHAPES=${GEMM_SHAPES:-4096x4096x4096:3,2048x2048x8192,3000x5000x2000,2048x2048x2048,1024x4096x4096,16384x1024x1024,128x4096x4096,1024x1024x1024}
 GEMM_BUDGET=${GEMM_BUDGET:-32}
 GEMM_SET_BUDGET=${GEMM_SET_BUDGET:-120}
 SOFTMAX_SHAPES=${SOFTMAX_SHAPES:-8192x8192,8192x4096,4096x4096,16384x1024,32768x512,65536x128,65536x1024,4096x32768,2048x65536,1024x131072,256x262144,16x262144}
@@ -40,11 +40,12 @@ BACKEND=${BACKEND:-gpu}  # replay: the flow on a machine without a GPU (softmax,
 steps=()
 if [[ $which == all || $which == gemm ]]; then
   steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm")
-  steps+=("heldout-gemm|110|65|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
+  steps+=("heldout-gemm|110|35|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
+  steps+=("heldout-gemm-probed|110|50|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
 fi
 if [[ $which == all || $which == softmax ]]; then
   steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax")
-  steps+=("heldout-softmax|90|45|python3 bench/library_held_out.py --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle --out $OUT/heldout-softmax")
+  steps+=("heldout-softmax-probed|100|55|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
 fi
 
 log=$OUT/log.txt
@@ -92,17 +93,14 @@ for fam in ("gemm", "softmax"):
           f"{r['gpu_seconds_ratio'] or float('nan'):>6.3f} {again:>16} "
           f"{targets or 'incomplete'}")
 print("\n(b) the exported library: loader x vendor, geometric means (sustained / flushed)")
-print(f"{'family':16} {'in set':>22} {'held out':>22} {'near':>14} {'far':>14} {'wrong':>5}")
-for fam in ("gemm", "softmax"):
-    p = out / f"heldout-{fam}" / "held-out.json"
-    if not p.exists():
-        continue
+print(f"{'run':16} {'in set':>22} {'held out':>22} {'near':>14} {'far':>14} {'wrong':>5}")
+for p in sorted(out.glob("heldout-*/held-out.json")):
     r = json.loads(p.read_text()); s = r["summary"]
     if not s:
         print(f"{r['kernel']:16} not measured"); continue
     cell = lambda g, w: (f"{s[g]['gm_x_vendor_sustained']:.3f}/{s[g]['gm_x_vendor_flushed']:.3f}"
                          f" ({s[g]['with_entry']}/{s[g]['shapes']})").rjust(w)
-    print(f"{r['kernel']:16} {cell('in_set', 22)} {cell('held_out', 22)} "
+    print(f"{p.parent.name[8:]:16} {cell('in_set', 22)} {cell('held_out', 22)} "
           f"{s['near']['gm_x_vendor_sustained']:>14.3f} {s['far']['gm_x_vendor_sustained']:>14.3f} "
           f"{s['in_set']['wrong'] + s['held_out']['wrong']:>5}")
 print("  (n/m): shapes with a dispatch entry / shapes; the others run the vendor")

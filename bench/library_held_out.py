@@ -64,7 +64,7 @@ HELPERS = ("inputs", "scaled_error", "vendor", "flushed_us", "reps_for")
 
 
 # ---- the plan (this process may import tuneforge) -----------------------------------------
-def cli(home: Path, *args: str, timeout: float = 3600) -> dict[str, Any]:
+def cli(home: Path, *args: str, timeout: float = 3600) -> Any:
     """One ``tuneforge ... --json`` in a child process, as a user runs it: its last line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
     env.update({"TUNEFORGE_HOME": str(home), "COLUMNS": "80"})
@@ -72,7 +72,7 @@ def cli(home: Path, *args: str, timeout: float = 3600) -> dict[str, Any]:
                           env=env, cwd=ROOT, timeout=timeout)
     if done.returncode != 0:
         raise SystemExit(f"tuneforge {' '.join(args)}:\n{done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.splitlines()[-1]))
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def distance(a: dict[str, int], b: dict[str, int]) -> float:
@@ -160,10 +160,16 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
          "library_vendor_us": e.get("vendor_us")} for e in library["entries"]]
     cases += held_out_shapes(args.kernel, tuned, args.held_out, args.seed, args.near_share)
     bundle = args.work / f"bundle-{args.kernel}"
+    held = ",".join(text_of(c["shape"]) for c in cases if c["class"] != "in_set")
+    probe, probe_s = None, 0.0
+    if args.probe:  # the library's picks measured at the held-out shapes before the export
+        started = time.perf_counter()
+        probe = cli(home, "library", "probe", "--kernel", args.kernel, "--db", str(db),
+                    "--backend", args.backend, "--shapes", held)
+        probe_s = time.perf_counter() - started
     started = time.perf_counter()
     export = cli(home, "library", "export", "--kernel", args.kernel, "--db", str(db),
-                 "--out", str(bundle), "--shapes",
-                 ",".join(text_of(c["shape"]) for c in cases if c["class"] != "in_set"))
+                 "--out", str(bundle), "--shapes", held)
     export_s = time.perf_counter() - started
     data = json.loads((bundle / "dispatch.json").read_text())
     entries = {text_of(e["shape"]): e for e in data["entries"]}
@@ -173,7 +179,8 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         case["measured_at_shape"] = bool(entry and entry.get("measured_at_shape"))
     return {"kernel": args.kernel, "db": str(db), "gpu": library.get("gpu"),
             "bundle": str(bundle), "fallback": data["fallback"], "tune": tuned_run,
-            "tune_s": round(tune_s, 2), "export": export, "export_s": round(export_s, 2),
+            "tune_s": round(tune_s, 2), "probe": probe, "probe_s": round(probe_s, 2),
+            "export": export, "export_s": round(export_s, 2),
             "seed": args.seed, "near": NEAR, "cases": cases}
 
 
@@ -331,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     parser.add_argument("--work", type=Path, help="where the bundle goes (default a "
                         "temporary folder)")
+    parser.add_argument("--probe", action="store_true",
+                        help="measure the library's picks at the held-out shapes first "
+                             "(tuneforge library probe, on --backend), then export")
     parser.add_argument("--no-measure", action="store_true",
                         help="plan and export only (no GPU)")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
