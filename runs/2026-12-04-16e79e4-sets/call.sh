@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 2026-12-04, nvidia-h200, at 0a80f4b: an 8-shape GEMM set and a 12-shape softmax set, each
+# 2026-12-04, nvidia-h200, at 16e79e4: an 8-shape GEMM set and a 12-shape softmax set, each
 # against one campaign a shape; the GEMM set's library at 16 held-out shapes exported as the
 # dispatch rule picks (unmeasured) and after `library probe` measured the picks there; the
 # softmax set's after the probe.
