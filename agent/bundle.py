@@ -258,11 +258,14 @@ def replay_entries(family: Any, dataset: Any = None) -> list[BundleEntry]:
 
 
 def library_entries(family: Any, entries: Sequence[Mapping[str, Any]],
-                    picks: Sequence[Mapping[str, Any]] = ()) -> list[BundleEntry]:
+                    picks: Sequence[Mapping[str, Any]] = (), *,
+                    unmeasured: bool = False) -> list[BundleEntry]:
     """The bundle of a team's library (``GET /library/{family}``'s entries, with ``GET
     .../pick`` answers for shapes of the program nobody measured): one entry a shape whose
-    pick is a point. A measured shape where the vendor ran faster is left out, as is a shape
-    whose pick is the vendor: the loader runs the vendor there."""
+    pick is a point measured there (with ``unmeasured``, also a point never measured at the
+    shape: rule 2's nearest best). A measured shape where the vendor ran faster is left out,
+    as is a shape whose pick is the vendor or (without ``unmeasured``) unmeasured: the loader
+    runs the vendor there."""
     out: list[BundleEntry] = []
     for e in entries:
         if e.get("vendor_us") is not None and e["vendor_us"] < e["avg_us"]:
@@ -276,6 +279,8 @@ def library_entries(family: Any, entries: Sequence[Mapping[str, Any]],
     measured = {str(x.shape) for x in out}
     for p in picks:
         if p["kind"] != "point" or p["shape"] in measured:
+            continue
+        if not p["measured_at_shape"] and not unmeasured:
             continue
         out.append(BundleEntry(
             shape=family.parse_dims(p["shape"]), params=family.params_from_dict(p["params"]),

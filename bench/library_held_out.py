@@ -169,7 +169,8 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         probe_s = time.perf_counter() - started
     started = time.perf_counter()
     export = cli(home, "library", "export", "--kernel", args.kernel, "--db", str(db),
-                 "--out", str(bundle), "--shapes", held)
+                 "--out", str(bundle), "--shapes", held,
+                 *([] if args.probe else ["--unmeasured"]))
     export_s = time.perf_counter() - started
     data = json.loads((bundle / "dispatch.json").read_text())
     entries = {text_of(e["shape"]): e for e in data["entries"]}

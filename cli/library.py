@@ -153,12 +153,17 @@ def export(out: Annotated[Path, typer.Option(help="the bundle's folder (new or e
            kernel: KernelOpt = None, gpu: GpuOpt = None,
            shapes: Annotated[str | None, typer.Option(help=(
                "more shapes the program runs (as tune --shapes takes them): each gets the "
-               "library's pick there, when that is a point"))] = None,
+               "library's pick there, when that is a point measured there"))] = None,
+           unmeasured: Annotated[bool, typer.Option(
+               "--unmeasured", help=(
+                   "also export picks never measured at their shape (the nearest measured "
+                   "shape's best): unchecked, they can run slower than the vendor"))] = False,
            db: DbOpt = None, url: UrlOpt = None, key: KeyOpt = None,
            as_json: JsonOpt = False) -> None:
     """Write the library as a bundle a program loads without tuneforge: a cubin a point, the
     dispatch table (dispatch.json), a Python loader (torch + the CUDA driver bindings) and a
-    C++ header over the driver API (docs/LIBRARY.md).
+    C++ header over the driver API (docs/LIBRARY.md). A shape whose pick was never measured
+    there runs the vendor unless --unmeasured: `library probe` measures such picks once.
 
     Examples:
 
@@ -189,7 +194,8 @@ def export(out: Annotated[Path, typer.Option(help="the bundle's folder (new or e
     compiler = compiler_from_settings(settings)
     try:
         with err_console.status(f"compiling {len(found['entries']) + len(picks)} entries …"):
-            path = write_bundle(out, family, library_entries(family, found["entries"], picks),
+            chosen = library_entries(family, found["entries"], picks, unmeasured=unmeasured)
+            path = write_bundle(out, family, chosen,
                                 compiler=compiler, arch=settings.arch,
                                 sm_count=int(found.get("sm_count") or 132),
                                 gpu_name=str(found["gpu"]),
@@ -199,11 +205,20 @@ def export(out: Annotated[Path, typer.Option(help="the bundle's folder (new or e
     finally:
         compiler.close()
     data = json.loads((path / "dispatch.json").read_text())
+    unchecked = [p["shape"] for p in picks
+                 if p["kind"] == "point" and not p["measured_at_shape"]]
     summary = {"out": str(path), "family": found["family"], "gpu": found["gpu"],
-               "entries": len(data.get("entries", [])), "points": len(data.get("points", {}))}
+               "entries": len(data.get("entries", [])), "points": len(data.get("points", {})),
+               "unmeasured": unchecked, "unmeasured_exported": unmeasured}
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
+    if unchecked and not unmeasured:
+        err_console.print(
+            f"{len(unchecked)} of the --shapes run the vendor: their pick was never measured "
+            f"there. Measure it once: tuneforge library probe --kernel {found['family']} "
+            f"--shapes {','.join(unchecked)} (or export it unchecked with --unmeasured)",
+            highlight=False, soft_wrap=True)
     console.print(f"{summary['entries']} shapes, {summary['points']} kernels of "
                   f"{found['family']} for {found['gpu']} in {path}: load it with "
                   f"tuneforge_loader.load('{path}') or include {path}/tuneforge_dispatch.h",

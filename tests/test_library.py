@@ -103,8 +103,17 @@ def test_a_probe_measures_the_fallback_once(tuned: tuple[Path, str]) -> None:
 def test_the_library_exports_a_bundle_a_program_loads(tuned: tuple[Path, str]) -> None:
     home, db = tuned
     out = home / "bundle"
+    plain = home / "bundle-measured"
     done = tuneforge(home, "library", "export", "--kernel", "softmax", "--db", db, "--shapes",
-                     "65536x129,16384x2048", "--out", str(out), "--json")
+                     "65536x129,16384x2048", "--out", str(plain), "--json")
+    # a pick never measured at its shape is left to the vendor unless asked for
+    assert sorted(done["unmeasured"]) == ["16384x2048", "65536x129"]
+    measured_only = json.loads((plain / "dispatch.json").read_text())
+    assert {e["source"] for e in measured_only["entries"]} == {"tuned"}
+    assert all(e["shape"]["rows"] != 65536 or e["shape"]["cols"] != 129
+               for e in measured_only["entries"])
+    done = tuneforge(home, "library", "export", "--kernel", "softmax", "--db", db, "--shapes",
+                     "65536x129,16384x2048", "--unmeasured", "--out", str(out), "--json")
     assert done["family"] == "softmax"
     data = json.loads((out / "dispatch.json").read_text())
     entries = {f"{e['shape']['rows']}x{e['shape']['cols']}": e for e in data["entries"]}
