@@ -317,7 +317,8 @@ class ErrorRead(BaseModel):
 
 ERROR_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, or JSON too deep or with too long a number)",
-    401: "No X-API-Key header, or an unknown or revoked key",
+    401: "No X-API-Key header, or an unknown or revoked key; on the fleet-wide views, a "
+         "wrong operator token (X-Operator-Token or Authorization: Bearer)",
     403: "A fleet-wide view (every team's): it needs the operator's token "
          "(X-Operator-Token or Authorization: Bearer; TUNEFORGE_OPERATOR_TOKEN); or a team's "
          "quota on family versions or stored bytes is full",
