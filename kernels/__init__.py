@@ -12,6 +12,7 @@ database that ``kernels`` never reads itself).
 from __future__ import annotations
 
 import importlib
+from collections import OrderedDict
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
@@ -28,6 +29,10 @@ BUILTIN: dict[str, str] = {
 }
 
 _loaded: dict[str, KernelFamily] = {}
+#: what the resolvers found, the most recently used last (at most :data:`MAX_RESOLVED`)
+_found: OrderedDict[str, KernelFamily] = OrderedDict()
+#: resolved families a process keeps (a long-lived worker meets many versions of a team's)
+MAX_RESOLVED = 64
 _registered: dict[str, KernelFamily] = {}
 #: Asked in order for a name nothing else knows (:func:`add_resolver`).
 _resolvers: list[Callable[[str], Any]] = []
@@ -71,7 +76,8 @@ def unregister_family(name: str) -> None:
 
 def add_resolver(resolver: Callable[[str], Any]) -> None:
     """Ask ``resolver(name) -> family | None`` for a name that is neither built in, nor a
-    plug-in, nor registered (once per name and process: what it finds is kept). The same
+    plug-in, nor registered. What it finds is kept, the :data:`MAX_RESOLVED` most recently
+    used names a process, so a name is asked again only once it has dropped out. The same
     callable added twice is asked once."""
     if resolver not in _resolvers:
         _resolvers.append(resolver)
@@ -97,6 +103,9 @@ def get_family(name: str) -> KernelFamily:
         return _registered[name]
     if name in _loaded:
         return _loaded[name]
+    if name in _found:
+        _found.move_to_end(name)
+        return _found[name]
     if name in BUILTIN:
         family = _as_family(importlib.import_module(BUILTIN[name]), BUILTIN[name])
     else:
@@ -108,7 +117,12 @@ def get_family(name: str) -> KernelFamily:
             if found is None:
                 raise ValueError(f"unknown kernel family {name!r}; known: "
                                  f"{', '.join(family_names())}")
-            family = found
+            if found.name != name:
+                raise TypeError(f"family registered as {name!r} calls itself {found.name!r}")
+            _found[name] = found
+            while len(_found) > MAX_RESOLVED:
+                _found.popitem(last=False)
+            return found
     if family.name != name:
         raise TypeError(f"family registered as {name!r} calls itself {family.name!r}")
     _loaded[name] = family

@@ -199,3 +199,36 @@ def test_an_installed_package_joins_through_the_entry_point_group(
     assert family.name == "acme_scale"
     assert "scale_add" in family.render(family.baseline)
     kernels._loaded.pop("acme_scale", None)
+
+
+def test_what_the_resolvers_find_is_kept_for_the_most_recent_names_only() -> None:
+    """A long-lived process meets many versions of a team's families through its resolver:
+    it keeps the :data:`kernels.MAX_RESOLVED` most recently used and asks again for one that
+    dropped out."""
+    spec = load_spec_dir(Path(__file__).resolve().parents[1] / "examples" / "transpose")
+    built = [build_family({**spec, "name": f"lru_probe_{i}"})
+             for i in range(kernels.MAX_RESOLVED + 6)]
+    by_name = {family.name: family for family in built}  # name@content-hash, as stored
+    names = list(by_name)
+    asked: list[str] = []
+
+    def resolver(name: str) -> Any:
+        if name not in by_name:
+            return None
+        asked.append(name)
+        return by_name[name]
+
+    kernels.add_resolver(resolver)
+    try:
+        for name in names:
+            assert get_family(name).name == name
+        assert get_family(names[-1]).name == names[-1]  # kept: not asked again
+        assert asked == names
+        assert len(kernels._found) == kernels.MAX_RESOLVED
+        assert names[0] not in kernels._found
+        assert get_family(names[0]).name == names[0]  # dropped out: asked again
+        assert asked[-1] == names[0]
+    finally:
+        kernels.remove_resolver(resolver)
+        for name in [n for n in kernels._found if n.startswith("lru_probe_")]:
+            kernels._found.pop(name)
