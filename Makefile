@@ -6,13 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: tune test test-full lint typecheck unit workers fuzz browser gpu-test bench docs clean
 
-## --no-compile: the modules a run imports are byte-compiled when first imported, not the
-## whole of every package (torch's thousands of files: half the install's time)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
-	if command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-compile -e '.[gpu]'; fi
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	if command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q -e '.[gpu]'; fi
 	touch $(STAMP)
 
 ## the main job: an embedded tuning campaign (GPU if pycuda finds one, else the replay dataset)
