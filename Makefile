@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test test-full lint typecheck unit browser gpu-test bench docs clean
+.PHONY: tune test test-full lint typecheck unit workers fuzz browser gpu-test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,8 +18,12 @@ tune: $(STAMP)
 	$(BIN)/tuneforge tune $(ARGS)
 
 ## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU).
-## The nvcc sweeps compile a stratified sample of their points (tests/sampling.py)
-test: lint typecheck unit
+## The nvcc sweeps compile a stratified sample of their points (tests/sampling.py). mypy runs
+## beside the API fuzz file (about a core each; each one's output whole when it ends), then
+## the other tests on their workers
+test: lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck fuzz
+	$(MAKE) --no-print-directory workers
 
 ## the same with every point of the nvcc sweeps compiled (pytest --full): for a scheduled run
 test-full:
@@ -38,8 +42,12 @@ typecheck: $(STAMP)
 ## with workers: its cases share one node id (tests/conftest.py)
 XDIST ?= -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 FUZZ := tests/service/test_fuzz_api.py
-unit: $(STAMP) browser
+unit: workers fuzz
+
+workers: $(STAMP) browser
 	$(BIN)/pytest -q $(XDIST) --ignore=$(FUZZ) $(PYTEST_ARGS)
+
+fuzz: $(STAMP)
 	$(BIN)/pytest -q $(FUZZ) $(PYTEST_ARGS)
 
 ## Debian's Chromium for the dashboard tests (driven headless by Playwright): installed with

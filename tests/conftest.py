@@ -37,11 +37,11 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 LONGEST_FIRST = (
     "tests/test_softmax_emulated.py",
     "tests/service/test_fault_injection.py",
-    "tests/test_expert_memory.py",
     "tests/test_tune_cli.py",
-    "tests/test_settle.py",
     "tests/test_dashboard_browser.py",
     "tests/test_compile.py",
+    "tests/test_expert_memory.py",
+    "tests/test_settle.py",
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -183,12 +184,20 @@ def files(folder: Path) -> list[str]:
                   if not p.name.endswith(("-wal", "-shm")))
 
 
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database migrated to head with no campaign, made once (each case gets a copy)."""
+    db = tmp_path_factory.mktemp("migrated") / "runs.db"
+    upgrade_database(f"sqlite:///{db}")
+    return db
+
+
 @pytest.mark.parametrize(("args", "code", "words"), CASES,
                          ids=[f"{i:02d}-{' '.join(c[0])[:40]}" for i, c in enumerate(CASES)])
-def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path,
+def test_bad_input_is_one_line_naming_it(tmp_path: Path, tuneforge_home: Path, migrated: Path,
                                          args: list[str], code: int, words: str) -> None:
     db = tmp_path / "runs.db"
-    upgrade_database(f"sqlite:///{db}")
+    shutil.copyfile(migrated, db)
     (tmp_path / "empty.db").write_bytes(b"")
     (tmp_path / "board.json").write_text("[NaN, 1000]")
     # SQLite's header, then garbage: a damaged database file

@@ -171,16 +171,16 @@ def test_an_optuna_campaign_spends_its_budget_when_tpe_only_repeats(
         tmp_path: Path, tuneforge_home: Path) -> None:
     """Seed 0's TPE draws nothing but explored points after 159 evaluations of the replay
     (the campaign used to stop there, 2337 points unexplored): the policy fills its batch with
-    uniform unexplored points instead, and the campaign spends all 200 (a budget past 159:
+    uniform unexplored points instead, and the campaign spends all 170 (a budget past 159:
     TPE's own sampling, which grows with the trials, is most of this test's time)."""
     db = tmp_path / "optuna.db"
     done = tuneforge(tuneforge_home, "tune", "--backend", "replay", "--policy", "optuna",
-                     "--budget", "200", "--seed", "0", "--db", str(db), "--out",
+                     "--budget", "170", "--seed", "0", "--db", str(db), "--out",
                      str(tmp_path / "out"), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["evaluations"] == 200, result["reason"]
-    assert result["reason"] == "iteration budget of 200 spent"
+    assert result["evaluations"] == 170, result["reason"]
+    assert result["reason"] == "iteration budget of 170 spent"
     with create_engine(f"sqlite:///{db}").connect() as conn:
         actions: dict[str, int] = dict(conn.execute(text(
             "SELECT action, count(*) FROM candidates GROUP BY action")).all())

@@ -154,6 +154,21 @@ def ws_producer_registers(consumers: int, producers: int,
     return spare // (WG_THREADS * producers) // 8 * 8
 
 
+#: What :meth:`GemmParams.canonical` sets on each kernel path: the bf16 split kernels (their
+#: ``async_copy`` kept), the wgmma kernel, the mma.sync kernel, and the SIMT kernel without
+#: shared memory, with the prefetching pipeline, and staged otherwise.
+_CANONICAL_BF16: dict[str, Any] = {**TC_FIXED, **BF16_FIXED}
+_CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED}
+_CANONICAL_TC: dict[str, Any] = {**TC_FIXED, "frag_global": False, "mma_window": 1,
+                                 "producers": 0, "bf16_split": 0, "split_pass": False,
+                                 "pass_cluster": 1}
+_CANONICAL_SIMT: dict[str, Any] = {**TC_ONLY_DEFAULTS, "wgmma": 0, "frag_global": False,
+                                   "mma_window": 1, "producers": 0, "bf16_split": 0,
+                                   "split_pass": False, "pass_cluster": 1}
+_CANONICAL_PREFETCH: dict[str, Any] = {**_CANONICAL_SIMT, "unroll": 1}
+_CANONICAL_DIRECT: dict[str, Any] = {**_CANONICAL_SIMT, **SMEM_ONLY_DEFAULTS}
+
+
 @dataclass(frozen=True)
 class GemmParams:
     """One point of the space. Defaults are the seed's baseline.
@@ -452,21 +467,25 @@ class GemmParams:
 
     # -- conversions ---------------------------------------------------------------------------
     def canonical(self) -> GemmParams:
-        """The same kernel with fields that do not matter set to their canonical values."""
+        """The same kernel with fields that do not matter set to their canonical values (the
+        point itself when it is canonical already)."""
         if self.tf32x3 and self.wgmma and self.bf16_split:
             # async_copy stays: the warp-specialized kernel's staged producers (validity)
-            return replace(self, **{**TC_FIXED, "async_copy": self.async_copy, **BF16_FIXED})
-        if self.tf32x3 and self.wgmma:
-            return replace(self, **TC_FIXED, **WG_FIXED)
-        if self.tf32x3:
-            return replace(self, **TC_FIXED, frag_global=False, mma_window=1, producers=0,
-                           bf16_split=0, split_pass=False, pass_cluster=1)
-        point = replace(self, **TC_ONLY_DEFAULTS, wgmma=0, frag_global=False, mma_window=1,
-                        producers=0, bf16_split=0, split_pass=False, pass_cluster=1)
-        if point.smem:
+            fixed = {**_CANONICAL_BF16, "async_copy": self.async_copy}
+        elif self.tf32x3 and self.wgmma:
+            fixed = _CANONICAL_WGMMA
+        elif self.tf32x3:
+            fixed = _CANONICAL_TC
+        elif not self.smem:
+            fixed = _CANONICAL_DIRECT
+        elif self.frag_prefetch:
             # the prefetching kernel unrolls its tile's steps whole: the unroll factor is moot
-            return replace(point, unroll=1) if point.frag_prefetch else point
-        return replace(point, **SMEM_ONLY_DEFAULTS)
+            fixed = _CANONICAL_PREFETCH
+        else:
+            fixed = _CANONICAL_SIMT
+        changes = {name: value for name, value in fixed.items()
+                   if (now := getattr(self, name)) != value or type(now) is not type(value)}
+        return replace(self, **changes) if changes else self
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when

@@ -7,7 +7,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from kernels.gemm_bias_relu.params import DOMAINS, WG_FIXED, WG_THREADS, GemmParams
@@ -94,6 +94,8 @@ def _twins(path: str, point: GemmParams, domains: Mapping[str, tuple[Any, ...]],
            arch: str) -> list[GemmParams]:
     """The valid points that differ from ``point`` in :data:`TWIN_FIELDS` only."""
     names = TWIN_FIELDS.get(path, ())
+    if not names:  # the point alone: no twin
+        return []
     out = []
     for values in itertools.product(*(domains[name] for name in names)):
         twin = replace(point, **dict(zip(names, values, strict=True))).canonical()
@@ -127,9 +129,11 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
     for path, names in PATH_FIELDS.items():
         if not _path_size(path, domains):
             continue
+        # the path's fixed fields over the baseline's, as keywords (``replace`` per point
+        # would read every field of the baseline again)
+        fixed = {**{f.name: getattr(base, f.name) for f in fields(base)}, **_PATH_BASE[path]}
         for values in itertools.product(*(domains[n] for n in names)):
-            point = replace(base, **_PATH_BASE[path], **dict(zip(names, values, strict=True)))
-            point = point.canonical()
+            point = GemmParams(**{**fixed, **dict(zip(names, values, strict=True))}).canonical()
             if path == "wgmma" and not point.wgmma:
                 continue  # that is a point of the mma.sync path, walked there
             if validate(point, arch) is not None:

@@ -1,6 +1,8 @@
 // A CPU stand-in for the CUDA features the softmax kernels use, to run a rendered kernel
 // thread by thread on the host (tests/test_softmax_emulated.py): every CUDA thread is a host
-// thread; __syncthreads, warp shuffles and cluster barriers are std::barrier; __shared__
+// thread; __syncthreads, warp shuffles and cluster barriers are simt::Barrier (a phase counter
+// whose waiters sleep on a futex: libstdc++'s std::barrier yields in a loop first, and with
+// thousands of host threads on few cores the yields took most of a run's time); __shared__
 // arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
 // map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
 // through __ldg / __ldcs / __stcs abort on a misaligned address, as the GPU would fault.
@@ -11,8 +13,11 @@
 // launch gave); waits spin on the phase parity. The async proxy's ordering is not modelled.
 #pragma once
 #include <atomic>
-#include <barrier>
+#include <climits>
 #include <thread>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -33,12 +38,46 @@ inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 
 namespace simt {
+// std::barrier's arrive / wait / arrive_and_wait for a fixed count: the last arrival of a
+// phase resets the count and advances the phase (release), waking every sleeper; a waiter
+// sleeps until the phase it arrived in is over (acquire)
+class Barrier {
+public:
+    using arrival_token = unsigned;
+    explicit Barrier(int count) : expected_(count), remaining_(count) {}
+    arrival_token arrive()
+    {
+        // the phase cannot end before this arrival: read it first
+        const unsigned phase = phase_.load(std::memory_order_relaxed);
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            remaining_.store(expected_, std::memory_order_relaxed);
+            phase_.fetch_add(1, std::memory_order_release);
+            syscall(SYS_futex, reinterpret_cast<unsigned*>(&phase_), FUTEX_WAKE_PRIVATE,
+                    INT_MAX, nullptr, nullptr, 0);
+        }
+        return phase;
+    }
+    void wait(arrival_token phase) const
+    {
+        while (phase_.load(std::memory_order_acquire) == phase)
+            syscall(SYS_futex, reinterpret_cast<const unsigned*>(&phase_),
+                    FUTEX_WAIT_PRIVATE, phase, nullptr, nullptr, 0);
+    }
+    void arrive_and_wait() { wait(arrive()); }
+
+private:
+    const int expected_;
+    std::atomic<int> remaining_;
+    std::atomic<unsigned> phase_{0};
+    static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned));
+};
+
 struct Warp {
-    std::barrier<> bar{32};
+    Barrier bar{32};
     float buf[32];
 };
 struct Cta {
-    std::barrier<> bar;
+    Barrier bar;
     std::vector<Warp*> warps;
     std::map<std::string, std::vector<char>> arena;
     std::mutex lock;
@@ -48,14 +87,14 @@ struct Cta {
     ~Cta() { for (Warp* w : warps) delete w; }
 };
 struct Cluster {
-    std::barrier<> bar;
+    Barrier bar;
     std::vector<Cta*> ctas;
     explicit Cluster(int threads) : bar(threads) {}
 };
 inline thread_local Cta* cta = nullptr;
 inline thread_local Cluster* cluster = nullptr;
 inline thread_local int rank = 0;
-inline thread_local std::optional<std::barrier<>::arrival_token> cluster_token;
+inline thread_local std::optional<Barrier::arrival_token> cluster_token;
 inline size_t dyn_smem = 0;   // the launch's dynamic shared memory (main's 11th argument)
 
 template <typename T> T* shared(const char* name, size_t count)
