@@ -22,8 +22,8 @@ score of a tuned shape set.
    against float64 by the family's rule (``scaled``, tolerance 1e-4), the loader and the vendor
    timed with the L2 flushed (median) and sustained (back-to-back calls for at least 200 ms,
    wall time: the headline). The helpers (inputs, the check, the vendor, the flushed timing)
-   are ``bench/loader_bench.py``'s functions, taken from its source, not its module (which
-   imports tuneforge to build bundles).
+   are ``bench/loader_timing.py``'s, which imports only the standard library (and the torch
+   it is handed), as ``bench/loader_bench.py`` does.
 
 Prints per shape its class, distance to the set, the entry's source (``tuned``, ``nearest``,
 ``rule_book``, ``fallback``: no entry, the vendor runs) and the loader's speed over the
@@ -35,7 +35,6 @@ shape, so a run cut short keeps what it measured.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import os
@@ -53,14 +52,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
-TOLERANCE = 1e-4
 #: a near shape is at most this far from a set shape (the library's distance, the sum over the
 #: dimensions of |ln(a / b)|), a far one more
 NEAR = 1.0
 #: back-to-back calls last at least this long (seconds) for the sustained figure
 SUSTAINED_S = 0.2
-#: bench/loader_bench.py's functions the measuring process uses
-HELPERS = ("inputs", "scaled_error", "vendor", "flushed_us", "reps_for")
 
 
 # ---- the plan (this process may import tuneforge) -----------------------------------------
@@ -186,23 +182,6 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
 
 
 # ---- the measurement (a fresh process: nothing of tuneforge) -------------------------------
-def loader_bench_helpers() -> dict[str, Any]:
-    """:data:`HELPERS`, the functions of ``bench/loader_bench.py`` compiled from its source
-    alone (importing the module would import tuneforge, which builds its bundles)."""
-    path = Path(__file__).with_name("loader_bench.py")
-    tree = ast.parse(path.read_text(), str(path))
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in HELPERS]
-    missing = set(HELPERS) - {n.name for n in found}
-    if missing:
-        raise SystemExit(f"{path} has no {', '.join(sorted(missing))}")
-    namespace: dict[str, Any] = {"math": math, "statistics": statistics, "time": time,
-                                 "__name__": "loader_bench_helpers"}
-    # compiled under this module's ``from __future__ import annotations``, as in their own
-    code = compile(ast.Module(body=list(found), type_ignores=[]), str(path), "exec")
-    exec(code, namespace)  # noqa: S102 - the repository's own file
-    return namespace
-
-
 def sustained_us(torch: Any, fn: Any, seconds: float = SUSTAINED_S) -> dict[str, float]:
     """Wall time a call of back-to-back calls of ``fn`` lasting at least ``seconds`` (a
     short run sizes the long one; it is run again, longer, until it lasts that long)."""
@@ -220,8 +199,9 @@ def sustained_us(torch: Any, fn: Any, seconds: float = SUSTAINED_S) -> dict[str,
 
 
 def tuneforge_modules() -> list[str]:
-    """The repository's own packages this process has imported."""
-    own = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    """The product's packages this process has imported (the repository's, but for
+    ``bench``, whose torch-only timing helpers it uses)."""
+    own = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} - {"bench"}
     return sorted({name.split(".")[0] for name in sys.modules} & own)
 
 
@@ -230,9 +210,15 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
     under ``out`` after each."""
     import torch
 
-    helpers = loader_bench_helpers()
-    inputs, scaled_error = helpers["inputs"], helpers["scaled_error"]
-    flushed_us, reps_for = helpers["flushed_us"], helpers["reps_for"]
+    from bench.loader_timing import (
+        TOLERANCE,
+        flushed_us,
+        inputs,
+        reps_for,
+        scaled_error,
+        vendor,
+    )
+
     sys.path.insert(0, str(bundle))
     import tuneforge_loader
 
@@ -240,7 +226,7 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
     lib = tuneforge_loader.load(bundle)
     kernel = lib.kernels[next(iter(lib.kernels))]
     family = json.loads((bundle / "dispatch.json").read_text())["family"]["name"]
-    ven = helpers["vendor"](torch, family)
+    ven = vendor(torch, family)
     flush = torch.empty(64 << 20, device="cuda")  # 256 MiB: four H200 L2s
     cases = json.loads(cases_path.read_text())
     record: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -43,11 +43,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
+from bench.loader_timing import (  # noqa: E402
+    TOLERANCE,
+    flushed_us,
+    inputs,
+    per_call_us,
+    reps_for,
+    scaled_error,
+    vendor,
+)
 from kernels import get_family  # noqa: E402
 from kernels.base import Dims, Rejection  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 
-TOLERANCE = 1e-4
 #: ranges of the issue's loader target
 RANGES = {"gemm_bias_relu": {"m": 8192, "n": 8192, "k": 8192},
           "softmax": {"rows": 65536, "cols": 262144}}
@@ -114,49 +122,6 @@ def build(work: Path, family_name: str, entries: list[BundleEntry], arch: str, s
                         compiler=compiler, arch=arch, sm_count=sm_count, gpu_name=gpu_name,
                         provenance={"built_by": "bench/loader_bench.py",
                                     "date": time.strftime("%Y-%m-%d")})
-
-
-# ---- inputs, references, checks ----------------------------------------------------------
-def inputs(torch: Any, family: str, shape: Dims, seed: int) -> list[Any]:
-    """Fresh normal inputs of ``family`` at ``shape`` on the GPU."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    if family == "softmax":
-        return [torch.randn(shape["rows"], shape["cols"], device="cuda", generator=gen)]
-    m, n, k = shape["m"], shape["n"], shape["k"]
-    return [torch.randn(m, k, device="cuda", generator=gen),
-            torch.randn(k, n, device="cuda", generator=gen),
-            torch.randn(n, device="cuda", generator=gen)]
-
-
-def scaled_error(torch: Any, family: str, out: Any, args: Sequence[Any]) -> dict[str, float]:
-    """The family's ``scaled`` rule against a float64 reference: the norm-relative error and
-    the largest element error over its scale (softmax: ``ref + 1/cols``; GEMM:
-    ``Σ|a·b| + |bias|``)."""
-    if family == "softmax":
-        x = args[0].double()
-        ref = torch.softmax(x, -1)
-        scale = ref + 1.0 / x.shape[1]
-    else:
-        a, b, bias = (t.double() for t in args)
-        ref = torch.relu(a @ b + bias)
-        scale = a.abs() @ b.abs() + bias.abs()
-    err = (out.double() - ref).abs()
-    finite = bool(torch.isfinite(out).all())
-    rel = float(err.norm() / ref.norm()) if float(ref.norm()) > 0 else float(err.norm())
-    return {"rel_err": rel if finite else math.inf,
-            "max_scaled_err": float((err / scale.clamp_min(1e-30)).max()) if finite
-            else math.inf}
-
-
-def vendor(torch: Any, family: str) -> Callable[..., Any]:
-    """The vendor's operator as a user calls it (a fresh output each call)."""
-    if family == "softmax":
-        return lambda x: torch.softmax(x, -1)
-
-    def gemm(a: Any, b: Any, bias: Any) -> Any:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        return torch.relu(torch.addmm(bias, a, b))
-    return gemm
 
 
 # ---- the cubin launched directly ---------------------------------------------------------
@@ -245,35 +210,6 @@ def eval_count(count: str, shape: dict[str, int]) -> int:
 
 
 # ---- timing ------------------------------------------------------------------------------
-def flushed_us(torch: Any, fn: Callable[[], Any], flush: Any, reps: int) -> float:
-    """Median of ``reps`` calls of ``fn``, the L2 flushed before each, CUDA events."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
-def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
-    """Wall time a call of ``calls`` back-to-back calls (the best of three runs)."""
-    best = math.inf
-    for _ in range(3):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
-
-
 def profile_calls(fn: Callable[[], Any], calls: int) -> list[dict[str, Any]]:
     """Where a call's host time goes: ``calls`` calls under cProfile, the 15 functions with the
     most time of their own (cProfile's own cost inflates every figure alike)."""
@@ -290,11 +226,6 @@ def profile_calls(fn: Callable[[], Any], calls: int) -> list[dict[str, Any]]:
              "own_us_a_call": own / calls * 1e6, "total_us_a_call": total / calls * 1e6}
             for (file, line, name), (_prim, count, own, total, _callers) in stats.items()]
     return sorted(rows, key=lambda r: -r["own_us_a_call"])[:15]
-
-
-def reps_for(us: float) -> int:
-    """Timed calls at a call of ``us``: more for short ones, at least 5."""
-    return int(max(5, min(40, 200_000 / max(us, 1.0))))
 
 
 def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: list[Dims],

@@ -22,14 +22,12 @@ pytest.importorskip("cuda.bindings")
 from bundle_support import build, import_loader, transpose_family  # noqa: E402
 
 from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
-from bench.loader_bench import (  # noqa: E402
+from bench.loader_bench import DirectLaunch, nearest, random_shape  # noqa: E402
+from bench.loader_timing import (  # noqa: E402
     TOLERANCE,
-    DirectLaunch,
     flushed_us,
     inputs,
-    nearest,
     per_call_us,
-    random_shape,
     scaled_error,
     vendor,
 )

@@ -3,8 +3,8 @@
 ``bench/library_held_out.py`` on that database: the held-out shapes it chooses (outside the
 set, near and far as stated, the same for a seed), the bundle ``library export --shapes``
 writes for them (each held-out shape the nearest valid set best, or the vendor), read by the
-loader as a user loads it; and the helpers the measuring process takes from
-``bench/loader_bench.py``'s source."""
+loader as a user loads it; and the helpers the measuring process uses, which import nothing of
+tuneforge."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import pytest
 from bench.library_held_out import (
     NEAR,
     held_out_shapes,
-    loader_bench_helpers,
     main,
     text_of,
 )
@@ -121,19 +120,24 @@ def test_a_kept_replay_set_its_held_out_shapes_and_their_bundle(tmp_path: Path) 
         sys.modules.pop("tuneforge_loader", None)
 
 
-def test_the_measuring_helpers_come_from_loader_bench() -> None:
-    """The functions compiled from bench/loader_bench.py's source work as its own do."""
+def test_the_measuring_helpers_check_and_import_nothing_of_tuneforge() -> None:
+    """``bench/loader_timing.py`` tells a right softmax from a wrong one, and importing it
+    (as the measuring process does) imports none of the product's packages."""
+    import subprocess
+
     import torch
 
-    from bench import loader_bench
+    from bench import loader_timing
 
-    helpers = loader_bench_helpers()
     x = torch.randn(64, 300, dtype=torch.float64).float()
     good = torch.softmax(x, -1)
     bad = good.clone()
     bad[3, 7] += 1e-3
-    for fn in (helpers["scaled_error"], loader_bench.scaled_error):
-        assert fn(torch, "softmax", good, [x])["max_scaled_err"] < 1e-5
-        assert fn(torch, "softmax", bad, [x])["max_scaled_err"] > 1e-4
-    assert [helpers["reps_for"](us) for us in (1.0, 5e3, 1e6)] == \
-        [loader_bench.reps_for(us) for us in (1.0, 5e3, 1e6)]
+    assert loader_timing.scaled_error(torch, "softmax", good, [x])["max_scaled_err"] < 1e-5
+    assert loader_timing.scaled_error(torch, "softmax", bad, [x])["max_scaled_err"] > 1e-4
+    root = Path(__file__).resolve().parents[1]
+    probe = ("import sys, bench.loader_timing; from bench.library_held_out import "
+             "tuneforge_modules; print(','.join(tuneforge_modules()))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == ""

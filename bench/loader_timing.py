@@ -1,0 +1,93 @@
+"""What the loader benches time and check with, on torch alone (nothing of tuneforge, so a
+measuring process that must import none of it can use them): the families' inputs, their
+``scaled`` check against float64, the vendor's operator, and the flushed and back-to-back
+timings."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+#: the families' correctness tolerance (their ``scaled`` rule)
+TOLERANCE = 1e-4
+
+
+# ---- inputs, references, checks ----------------------------------------------------------
+def inputs(torch: Any, family: str, shape: Mapping[str, int], seed: int) -> list[Any]:
+    """Fresh normal inputs of ``family`` at ``shape`` on the GPU."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    if family == "softmax":
+        return [torch.randn(shape["rows"], shape["cols"], device="cuda", generator=gen)]
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    return [torch.randn(m, k, device="cuda", generator=gen),
+            torch.randn(k, n, device="cuda", generator=gen),
+            torch.randn(n, device="cuda", generator=gen)]
+
+
+def scaled_error(torch: Any, family: str, out: Any, args: Sequence[Any]) -> dict[str, float]:
+    """The family's ``scaled`` rule against a float64 reference: the norm-relative error and
+    the largest element error over its scale (softmax: ``ref + 1/cols``; GEMM:
+    ``Σ|a·b| + |bias|``)."""
+    if family == "softmax":
+        x = args[0].double()
+        ref = torch.softmax(x, -1)
+        scale = ref + 1.0 / x.shape[1]
+    else:
+        a, b, bias = (t.double() for t in args)
+        ref = torch.relu(a @ b + bias)
+        scale = a.abs() @ b.abs() + bias.abs()
+    err = (out.double() - ref).abs()
+    finite = bool(torch.isfinite(out).all())
+    rel = float(err.norm() / ref.norm()) if float(ref.norm()) > 0 else float(err.norm())
+    return {"rel_err": rel if finite else math.inf,
+            "max_scaled_err": float((err / scale.clamp_min(1e-30)).max()) if finite
+            else math.inf}
+
+
+def vendor(torch: Any, family: str) -> Callable[..., Any]:
+    """The vendor's operator as a user calls it (a fresh output each call)."""
+    if family == "softmax":
+        return lambda x: torch.softmax(x, -1)
+
+    def gemm(a: Any, b: Any, bias: Any) -> Any:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return torch.relu(torch.addmm(bias, a, b))
+    return gemm
+
+
+# ---- timing ------------------------------------------------------------------------------
+def flushed_us(torch: Any, fn: Callable[[], Any], flush: Any, reps: int) -> float:
+    """Median of ``reps`` calls of ``fn``, the L2 flushed before each, CUDA events."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
+    """Wall time a call of ``calls`` back-to-back calls (the best of three runs)."""
+    best = math.inf
+    for _ in range(3):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def reps_for(us: float) -> int:
+    """Timed calls at a call of ``us``: more for short ones, at least 5."""
+    return int(max(5, min(40, 200_000 / max(us, 1.0))))
