@@ -106,24 +106,23 @@ def get_family(name: str) -> KernelFamily:
     if name in _found:
         _found.move_to_end(name)
         return _found[name]
+    plugin = None if name in BUILTIN else _plugins().get(name)
     if name in BUILTIN:
         family = _as_family(importlib.import_module(BUILTIN[name]), BUILTIN[name])
+    elif plugin is not None:
+        family = _as_family(plugin.load(), f"entry point {plugin.value}")
     else:
-        plugin = _plugins().get(name)
-        if plugin is not None:
-            family = _as_family(plugin.load(), f"entry point {plugin.value}")
-        else:
-            found = _resolved(name)
-            if found is None:
-                raise ValueError(f"unknown kernel family {name!r}; known: "
-                                 f"{', '.join(family_names())}")
-            if found.name != name:
-                raise TypeError(f"family registered as {name!r} calls itself {found.name!r}")
-            _found[name] = found
-            while len(_found) > MAX_RESOLVED:
-                _found.popitem(last=False)
-            return found
+        found = _resolved(name)
+        if found is None:
+            raise ValueError(f"unknown kernel family {name!r}; known: "
+                             f"{', '.join(family_names())}")
+        family = found
     if family.name != name:
         raise TypeError(f"family registered as {name!r} calls itself {family.name!r}")
-    _loaded[name] = family
+    if name in BUILTIN or plugin is not None:
+        _loaded[name] = family
+    else:  # a resolver's: kept among the most recent
+        _found[name] = family
+        while len(_found) > MAX_RESOLVED:
+            _found.popitem(last=False)
     return family
