@@ -50,8 +50,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-_SCRIPT = Path(sys.executable).with_name("tuneforge")
-COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import tuneforge_json  # noqa: E402
+
 #: a near shape is at most this far from a set shape (the library's distance, the sum over the
 #: dimensions of |ln(a / b)|), a far one more
 NEAR = 1.0
@@ -60,17 +63,6 @@ SUSTAINED_S = 0.2
 
 
 # ---- the plan (this process may import tuneforge) -----------------------------------------
-def cli(home: Path, *args: str, timeout: float = 3600) -> Any:
-    """One ``tuneforge ... --json`` in a child process, as a user runs it: its last line."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
-    env.update({"TUNEFORGE_HOME": str(home), "COLUMNS": "80"})
-    done = subprocess.run([*COMMAND, *args, "--json"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=timeout)
-    if done.returncode != 0:
-        raise SystemExit(f"tuneforge {' '.join(args)}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def distance(a: dict[str, int], b: dict[str, int]) -> float:
     """The library's distance between two shapes (``agent.shapesets.shape_distance``)."""
     from agent.shapesets import shape_distance
@@ -141,12 +133,12 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     started = time.perf_counter()
     tuned_run = None
     if args.tune:
-        tuned_run = cli(home, "tune", "--kernel", args.kernel, "--shapes", args.tune,
+        tuned_run = tuneforge_json(home, "tune", "--kernel", args.kernel, "--shapes", args.tune,
                         "--budget", str(args.budget), "--backend", args.backend,
                         "--db", str(db), "--out", str(home / "o"))
         tuned_run.pop("files", None)
     tune_s = time.perf_counter() - started
-    library = cli(home, "library", "show", "--kernel", args.kernel, "--db", str(db))
+    library = tuneforge_json(home, "library", "show", "--kernel", args.kernel, "--db", str(db))
     tuned = [family.make_dims(e["dims"]).as_dict() for e in library["entries"]]
     if not tuned:
         raise SystemExit(f"{db}: the library holds no {args.kernel} shape")
@@ -160,11 +152,11 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     probe, probe_s = None, 0.0
     if args.probe:  # the library's picks measured at the held-out shapes before the export
         started = time.perf_counter()
-        probe = cli(home, "library", "probe", "--kernel", args.kernel, "--db", str(db),
+        probe = tuneforge_json(home, "library", "probe", "--kernel", args.kernel, "--db", str(db),
                     "--backend", args.backend, "--shapes", held)
         probe_s = time.perf_counter() - started
     started = time.perf_counter()
-    export = cli(home, "library", "export", "--kernel", args.kernel, "--db", str(db),
+    export = tuneforge_json(home, "library", "export", "--kernel", args.kernel, "--db", str(db),
                  "--out", str(bundle), "--shapes", held,
                  *([] if args.probe else ["--unmeasured"]))
     export_s = time.perf_counter() - started

@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-_SCRIPT = Path(sys.executable).with_name("tuneforge")
-COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import tuneforge_json  # noqa: E402
+
 #: the set reaches at least this share of each separate campaign's speed at its shape
 REACH = 0.98
 #: the set's GPU-seconds over the separate campaigns' at most
@@ -48,14 +49,9 @@ AGAIN_WALL_S = 10.0
 
 def tune(home: Path, *args: str, timeout: float = 3600) -> tuple[dict[str, Any], float]:
     """One ``tuneforge tune --json``; its result and its wall seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
-    env.update({"TUNEFORGE_HOME": str(home), "COLUMNS": "80"})
     started = time.perf_counter()
-    done = subprocess.run([*COMMAND, "tune", "--json", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=timeout)
-    if done.returncode != 0:
-        raise SystemExit(f"tuneforge tune {' '.join(args)}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1]), time.perf_counter() - started
+    result = tuneforge_json(home, "tune", *args, timeout=timeout)
+    return result, time.perf_counter() - started
 
 
 def replay_shapes(kernel: str) -> list[str]:
