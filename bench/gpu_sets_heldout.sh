@@ -14,8 +14,9 @@
 # call of its own, 30 / 185 when both families share a 9-minute call; the GEMM 32 / 120, 4096³
 # weighted 3 (it runs first and climbs from the naive baseline, 36 evaluations; the others
 # start from its best, 12 each). Every step runs under `timeout -s KILL`, capped by its own
-# limit and by what is left of the call's 530 s less what the steps after it are expected to
-# need; each writes its JSON as it goes.
+# limit and by what is left of the call's 530 s (TOTAL_S) less what the steps after it are
+# expected to need; each writes its JSON as it goes. PROBED_S: the probed held-out step's cap
+# (100 s softmax, 110 s GEMM; the probe measures every pick before the export).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1
 
 OUT=${OUT:-/tmp/out}
@@ -41,11 +42,11 @@ steps=()
 if [[ $which == all || $which == gemm ]]; then
   steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm")
   steps+=("heldout-gemm|110|35|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
-  steps+=("heldout-gemm-probed|110|50|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
+  steps+=("heldout-gemm-probed|${PROBED_S:-110}|50|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
 fi
 if [[ $which == all || $which == softmax ]]; then
   steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax")
-  steps+=("heldout-softmax-probed|100|55|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
+  steps+=("heldout-softmax-probed|${PROBED_S:-100}|55|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
 fi
 
 log=$OUT/log.txt
