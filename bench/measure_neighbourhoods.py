@@ -251,7 +251,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0,
                     help="measure at most N points a shape (0: all)")
     ap.add_argument("--seconds", type=float, default=420.0,
-                    help="stop starting measurements after this many seconds")
+                    help="stop starting measurements this many seconds after the first "
+                         "(the vendor's timing and the compiler's start not counted)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", type=Path, help="the new rows as a dataset")
     ap.add_argument("--merged", type=Path, help="the family's dataset with the new rows added")
@@ -293,7 +294,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     gpu_busy = 0.0
     for i, ((params, shape, why), future) in enumerate(zip(wanted, futures, strict=True)):
-        if time.perf_counter() - t_start > args.seconds:
+        if time.perf_counter() - t_measure > args.seconds:
             break
         compiled = future.result()
         m = (evaluator.measure(params, compiled, shape=shape, iteration=i, seed=args.seed)

@@ -305,6 +305,13 @@ SCRATCH_BYTES = 1 << 20
 #: streams a kernel keeps a workspace for (then it forgets them all and starts again)
 MAX_SCRATCH_STREAMS = 64
 _IS_COMPILING = torch.compiler.is_compiling
+
+
+def _seen_key(inputs: Sequence[Any], index: int) -> tuple[Any, ...]:
+    """The key of a call's plan: its inputs' shapes and device index."""
+    if len(inputs) == 1:
+        return (inputs[0].shape, index)
+    return (*[t.shape for t in inputs], index)
 _CAPTURING = torch.cuda.is_current_stream_capturing
 
 
@@ -314,14 +321,13 @@ class _Plan:
     dtype, contiguity and device checked again, the rest of the checks being the shape's) goes
     straight to :meth:`run`."""
 
-    __slots__ = ("kernel", "dims", "index", "device", "dtypes", "outs", "inouts", "workspace",
+    __slots__ = ("kernel", "dims", "index", "device", "outs", "inouts", "workspace",
                  "launches", "in_shapes", "out_shapes")
 
     def __init__(self, kernel: Kernel, dims: dict[str, int], index: int,
                  launches: _Launches | None) -> None:
         self.kernel, self.dims, self.index = kernel, dims, index
         self.device = torch.device("cuda", index)
-        self.dtypes = kernel._input_dtypes
         #: (shape, dtype, input position of an inout buffer or -1) of each output
         self.outs = [(kernel._shape(b, dims), TORCH_DTYPES[b["dtype"]],
                       kernel.inputs.index(b) if b["role"] == "inout" else -1)
@@ -414,8 +420,10 @@ class Kernel:
             key = tuple(int(entry["shape"][n]) for n in self.dim_names)
             self.entries[key] = entry
         self._reported: set[tuple[int, ...]] = set()
-        #: the plan of each (input shapes, device index) seen: a repeat skips the shape's checks
-        self._plans: dict[tuple[Any, ...], _Plan] = {}
+        #: what a call on inputs of each (input shapes, device index) seen runs, given the
+        #: inputs: its plan's run, or the vendor operator itself for a fallback needing no
+        #: view (:meth:`_runner`); a repeat skips the shape's checks
+        self._plans: dict[tuple[Any, ...], Callable[[Sequence[Any]], tuple[Any, ...]]] = {}
         #: the plan of each (device index, dims)
         self._by_dims: dict[tuple[int, tuple[int, ...]], _Plan] = {}
         self._input_dtypes = [TORCH_DTYPES[b["dtype"]] for b in self.inputs]
@@ -441,9 +449,9 @@ class Kernel:
     def __call__(self, *inputs: Any, **scalars: Any) -> Any:
         """Run at the inputs' shape; the output tensor (a tuple for several outputs)."""
         if not scalars and not _IS_COMPILING():
-            plan = self._seen(inputs)
-            if plan is not None:
-                outs = plan.run(inputs)
+            run = self._seen(inputs)
+            if run is not None:
+                outs = run(inputs)
                 return outs[0] if len(outs) == 1 else outs
         if _IS_COMPILING():
             return self._call_op(inputs, scalars)
@@ -465,27 +473,28 @@ class Kernel:
 
     def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
         """Check, dispatch and launch; the outputs in signature order."""
-        plan = self._seen(inputs) if not scalars else None
-        if plan is None:
+        run = self._seen(inputs) if not scalars else None
+        if run is None:
             dims, key = self._check(inputs, scalars)
-            plan = self._plan(inputs, dims, key, remember=not scalars)
-        return plan.run(inputs)
+            run = self._plan(inputs, dims, key, remember=not scalars).run
+        return run(inputs)
 
-    def _seen(self, inputs: Sequence[Any]) -> _Plan | None:
-        """The plan of a call whose inputs have the shapes and device of an earlier checked
+    def _seen(self, inputs: Sequence[Any]
+              ) -> Callable[[Sequence[Any]], tuple[Any, ...]] | None:
+        """What runs a call whose inputs have the shapes and device of an earlier checked
         call and pass the checks that depend on more than their shape (dtype, contiguity,
         device); None sends the call to the full check."""
         try:
-            plan = self._plans.get(((*[t.shape for t in inputs],), inputs[0].get_device()))
+            index = inputs[0].get_device()
+            run = self._plans.get(_seen_key(inputs, index))
         except (AttributeError, IndexError, TypeError):
             return None
-        if plan is None:
+        if run is None:
             return None
-        index = plan.index
-        for t, dtype in zip(inputs, plan.dtypes, strict=False):  # the key has every shape
+        for t, dtype in zip(inputs, self._input_dtypes, strict=False):  # the key has them all
             if t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index:
                 return None
-        return plan
+        return run
 
     def _plan(self, inputs: Sequence[Any], dims: dict[str, int], key: tuple[int, ...],
               remember: bool) -> _Plan:
@@ -510,8 +519,22 @@ class Kernel:
             with self._lock:
                 if len(self._plans) >= MAX_KNOWN_SHAPES:
                     self._plans.clear()
-                self._plans[((*[t.shape for t in inputs],), index)] = plan
+                self._plans[_seen_key(inputs, index)] = self._runner(inputs, plan)
         return plan
+
+    def _runner(self, inputs: Sequence[Any], plan: _Plan
+                ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """What runs a repeat call on inputs of these shapes at ``plan``: the vendor operator
+        itself where the plan is the vendor fallback and the inputs have the family's shapes
+        (its outputs then have them too), else the plan's run."""
+        if (plan.launches is None and self.fallback == "vendor" and self.vendor is not None
+                and all(t.shape == s for t, s in zip(inputs, plan.in_shapes, strict=True))):
+            op = VENDOR_OPS[self.vendor["op"]]
+
+            def vendor(inputs: Sequence[Any]) -> tuple[Any, ...]:
+                return op(*inputs)
+            return vendor
+        return plan.run
 
     def _workspace(self, size: int, index: int, stream: int, device: Any) -> Any:
         """A workspace of ``size`` bytes for a launch on ``stream``: up to
