@@ -63,7 +63,7 @@ import json
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kernels.arch import STATIC_SMEM_LIMIT, max_smem
 from kernels.base import DEFAULT_SM_COUNT, PORTABLE_CLUSTER_SIZE, Dims, LaunchConfig, Rejection
@@ -112,6 +112,10 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": Fa
                                          "staged": 0, "min_ctas": 0, "spread": False,
                                          "pipeline": False, "max_first": False,
                                          "ptx_stores": False}
+#: Fields the policies' point keys (``agent.policies.base.key_of``, every field of the canonical
+#: point) leave out at these values: those added after the campaigns' keys were recorded, so
+#: that every earlier point keeps its key (the fields before them were in the keys from the start)
+KEY_OF_OMITTED: dict[str, Any] = {"max_first": False, "ptx_stores": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
 #: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas``, ``spread``,
 #: ``pipeline``, ``max_first`` or ``ptx_stores`` (added later), so that every seed keeps the
@@ -135,6 +139,8 @@ LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
 @dataclass(frozen=True)
 class SoftmaxParams:
     """One point of the softmax space (see the module docstring)."""
+
+    OMITTED_AT_DEFAULT: ClassVar[dict[str, Any]] = KEY_OF_OMITTED
 
     block_threads: int = 128
     row_threads: int = 1
