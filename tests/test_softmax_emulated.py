@@ -134,6 +134,32 @@ SPREAD_POINTS = {
 }
 
 
+#: one-pass points reducing the row's max first, then the sum (apply_max_first), and points
+#: whose vector stores are PTX (apply_ptx_stores): part of a warp, a warp, several warps on a
+#: row (rows packed), a staged part, float2 and scalar vectors, two and three passes
+MAX_FIRST_POINTS = {
+    "max first, 8 threads a row, 8 rows": P(block_threads=64, row_threads=8, vec=4, passes=1,
+                                            chunks=4, max_first=True),
+    "max first, a warp a row, float2, ptx stores": P(block_threads=64, row_threads=32, vec=2,
+                                                     passes=1, chunks=2, max_first=True,
+                                                     ptx_stores=True, load_hint=1),
+    "max first, 4 warps a row, ptx stores": P(block_threads=128, row_threads=128, vec=4,
+                                              passes=1, chunks=2, max_first=True,
+                                              ptx_stores=True),
+    "max first, 2 warps a row, 2 rows, staged": P(block_threads=128, row_threads=64, vec=4,
+                                                  passes=1, chunks=1, staged=2, max_first=True,
+                                                  ptx_stores=True),
+    "max first, 16 warps a row, scalar": P(block_threads=512, row_threads=512, vec=1,
+                                           passes=1, chunks=2, max_first=True, load_hint=3),
+    "ptx stores, two passes, float2": P(block_threads=256, row_threads=64, vec=2, passes=2,
+                                        unroll=4, ptx_stores=True),
+    "ptx stores, three passes": P(block_threads=32, row_threads=32, vec=4, passes=3, unroll=2,
+                                  ptx_stores=True),
+    "ptx stores, bulk, 8 threads a row": P(block_threads=32, row_threads=8, vec=4, bulk=1,
+                                           passes=2, ptx_stores=True),
+}
+
+
 def gxx_flags(reference: bool) -> list[str]:
     """g++'s flags for both translation units: the kernel and the host launcher."""
     return ["-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}", "-include",
@@ -179,6 +205,7 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
         "spread-group PTX": q is not None and q.spread,
         "tagged-slot PTX": q is not None and q.pipeline,
         "cluster-push PTX (sm_90)": q is not None and q.push,
+        "vector-store PTX": q is not None and q.ptx_stores,
     }
     for section, present in wrapped.items():
         name = section.split(" PTX")[0]
@@ -296,6 +323,27 @@ def test_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
     # a misaligned base (same for x and y), and x and y aligned differently
     cases += [(3, 1027, "normal", 1, 1, None), (3, 1027, "neg_inf", 3, 1, None),
               (2, 70, "normal", 2, 0, None)]
+    check_cases(binary, p, cases, rng, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(MAX_FIRST_POINTS))
+def test_max_first_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> None:
+    """The max reduced first, then the sum (the cross-warp folds double-buffered, two a row),
+    and the vector stores as PTX: every shape class of the plain test, the held capacity's
+    edges and its fallback, -inf entries, misaligned rows, x and y aligned differently, and
+    grids smaller than the rows (each CTA on many rows: the folds' buffers reused)."""
+    p = MAX_FIRST_POINTS[name]
+    assert FAMILY.validate(p) is None
+    assert p.canonical() == p
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    cases: list[Case] = [(r, c, "normal", 0, 0, None) for r, c in shapes(p)]
+    cases += [(5, 4098, d, 0, 0, None) for d in ("large", "neg_inf", "constant")]
+    cases += [(3, 1027, "normal", 1, 1, None), (3, 1027, "neg_inf", 3, 1, None),
+              (2, 70, "normal", 2, 0, None), (4 * p.rows_per_cta + 3, 131, "neg_inf", 1, 1, 1),
+              (3 * p.rows_per_cta + 1, 67, "large", 0, 0, 2)]
+    if p.passes == 1:
+        cases += [(5, p.capacity, "neg_inf", 0, 0, 1), (3, p.capacity - 1, "large", 1, 0, 2)]
     check_cases(binary, p, cases, rng, tmp_path)
 
 

@@ -879,7 +879,8 @@ def test_space_enumerates_prefetch_points_once() -> None:
 
     domains = {**DOMAINS, "block_threads": (512,), "row_threads": (512,), "cluster": (4,),
                "vec": (4,), "unroll": (2,), "load_hint": (0,), "store_hint": (False,),
-               "bulk": (0, 4), "push": (False,), "passes": (2,), "min_ctas": (0,)}
+               "bulk": (0, 4), "push": (False,), "passes": (2,), "min_ctas": (0,),
+               "ptx_stores": (False,)}
     points = list(enumerate_space("sm_90", domains))
     assert len(points) == len(set(points))
     held = sorted(p.chunks for p in points if p.prefetch)

@@ -63,7 +63,7 @@ import json
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kernels.arch import STATIC_SMEM_LIMIT, max_smem
 from kernels.base import DEFAULT_SM_COUNT, PORTABLE_CLUSTER_SIZE, Dims, LaunchConfig, Rejection
@@ -102,27 +102,35 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "min_ctas": (0, 2, 3, 4),
     "spread": (False, True),
     "pipeline": (False, True),
+    "max_first": (False, True),
+    "ptx_stores": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
 #: that do not use them keep their JSON and keys byte for byte.
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
                                          "staged": 0, "min_ctas": 0, "spread": False,
-                                         "pipeline": False}
+                                         "pipeline": False, "max_first": False,
+                                         "ptx_stores": False}
+#: Fields the policies' point keys (``agent.policies.base.key_of``, every field of the canonical
+#: point) leave out at these values: those added after the campaigns' keys were recorded, so
+#: that every earlier point keeps its key (the fields before them were in the keys from the start)
+KEY_OF_OMITTED: dict[str, Any] = {"max_first": False, "ptx_stores": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
-#: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas``, ``spread`` or
-#: ``pipeline`` (added later), so that every seed keeps the points it drew; transforms and the
-#: rule book reach them
+#: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas``, ``spread``,
+#: ``pipeline``, ``max_first`` or ``ptx_stores`` (added later), so that every seed keeps the
+#: points it drew; transforms and the rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **{k: v for k, v in DOMAINS.items()
-       if k not in ("prefetch", "staged", "min_ctas", "spread", "pipeline")},
+       if k not in ("prefetch", "staged", "min_ctas", "spread", "pipeline", "max_first",
+                    "ptx_stores")},
     "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **DOMAINS, "block_threads": (128, 256, 512, 1024), "cluster": (1,), "unroll": (1, 4),
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
     "prefetch": (False,), "staged": (0,), "min_ctas": (0,), "spread": (False,),
-    "pipeline": (False,),
+    "pipeline": (False,), "max_first": (False,), "ptx_stores": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -131,6 +139,8 @@ LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
 @dataclass(frozen=True)
 class SoftmaxParams:
     """One point of the softmax space (see the module docstring)."""
+
+    OMITTED_AT_DEFAULT: ClassVar[dict[str, Any]] = KEY_OF_OMITTED
 
     block_threads: int = 128
     row_threads: int = 1
@@ -148,6 +158,8 @@ class SoftmaxParams:
     min_ctas: int = 0
     spread: bool = False
     pipeline: bool = False
+    max_first: bool = False
+    ptx_stores: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -173,7 +185,13 @@ class SoftmaxParams:
         fallback is the two-pass loop, so its ``passes`` is 2; ``push`` only to a cluster's
         reductions; ``prefetch`` only to a bulk-copy point; ``staged`` only to the one-pass
         kernel; ``spread`` only to a group of CTAs on a row, where it replaces the cluster's
-        ``push``; ``pipeline`` only to a one-pass spread point without a staged part)."""
+        ``push``; ``pipeline`` only to a one-pass spread point without a staged part;
+        ``max_first`` only to a one-pass point of one CTA a row without bulk copies;
+        ``ptx_stores`` only to vector stores without ``store_hint``)."""
+        if self.max_first and not self.max_first_fits:
+            return replace(self, max_first=False).canonical()
+        if self.ptx_stores and (self.store_hint or (self.vec == 1 and not self.bulk)):
+            return replace(self, ptx_stores=False).canonical()
         if self.pipeline and not self.pipeline_fits:
             return replace(self, pipeline=False).canonical()
         if self.spread and (self.cluster == 1 or self.bulk):
@@ -201,6 +219,12 @@ class SoftmaxParams:
         """Whether ``pipeline`` can apply: a one-pass spread point without a staged part."""
         return (self.spread and self.cluster > 1 and self.passes == 1 and not self.staged
                 and not self.bulk)
+
+    @property
+    def max_first_fits(self) -> bool:
+        """Whether ``max_first`` can apply: a one-pass point of one CTA a row (no cluster, no
+        spread group), without bulk copies."""
+        return self.passes == 1 and self.cluster == 1 and not self.bulk
 
     @property
     def rows_per_cta(self) -> int:
@@ -338,6 +362,12 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             f"staged={p.staged}, bulk={p.bulk})",
             {"spread": p.spread, "cluster": p.cluster, "passes": p.passes, "staged": p.staged,
              "bulk": p.bulk})
+    if p.max_first and not p.max_first_fits:
+        return Rejection(
+            "max_first_needs_held_row",
+            "reducing the max first, then the sum, needs a one-pass point of one CTA a row "
+            f"without bulk copies (passes={p.passes}, cluster={p.cluster}, bulk={p.bulk})",
+            {"passes": p.passes, "cluster": p.cluster, "bulk": p.bulk})
     if p.prefetch and not p.bulk:
         return Rejection("prefetch_needs_bulk",
                          "prefetching the next tile needs the bulk-copy path (bulk is 0)",
@@ -427,16 +457,17 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 #: the fields each kernel path reads
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
-        "store_hint", "push", "staged", "min_ctas", "spread", "pipeline"),
+        "store_hint", "push", "staged", "min_ctas", "spread", "pipeline", "max_first",
+        "ptx_stores"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas", "spread"),
+        "push", "min_ctas", "spread", "ptx_stores"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas", "spread"),
+        "push", "min_ctas", "spread", "ptx_stores"),
 }
 #: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop;
 #: ``chunks`` only with ``prefetch``)
 BULK_FIELDS = ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint",
-               "store_hint", "bulk", "push", "prefetch", "chunks", "min_ctas")
+               "store_hint", "bulk", "push", "prefetch", "chunks", "min_ctas", "ptx_stores")
 
 
 def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] | None = None

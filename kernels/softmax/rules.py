@@ -21,7 +21,12 @@ In order:
    cluster-wide barrier; few rows on clusters of 8 or more (``rows x cluster`` CTAs resident
    at once as plain CTAs, not as clusters, which must each fit one GPC) → the row's CTAs as a
    spread group meeting through global memory (``apply_spread``), one wave;
-6. the unroll of the streaming loops (two-pass points), then cache hints last.
+6. the code of a held row on one CTA: its max reduced first, then its sum (``apply_max_first``:
+   a shuffle and a max or an add a step, not two shuffles and two exponentials), and the vector
+   stores as PTX (``apply_ptx_stores``: the compiler splits the first float4 of a held row into
+   four scalar stores); the SASS beside Triton's row kernel:
+   docs/GPU.md#the-softmax-gap-to-triton-in-the-sass;
+7. the unroll of the streaming loops (two-pass points), then cache hints last.
 
 Right after the plan, Triton's arrangement (:func:`row_a_cta`):
 one row a CTA of :func:`triton_warps` warps (the fused-softmax tutorial's count by row length),
@@ -221,6 +226,10 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
               if want.pipeline != params.pipeline else None),
              Action("apply_unroll", (want.unroll,)),
              Action("apply_cache_hints", (want.load_hint, want.store_hint)),
+             (Action("apply_max_first", (want.max_first,))
+              if want.max_first != params.max_first else None),
+             (Action("apply_ptx_stores", (want.ptx_stores,))
+              if want.ptx_stores != params.ptx_stores else None),
              Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None,
              (Action("apply_prefetch", (want.chunks if want.prefetch else 0,))
               if want.bulk and (want.prefetch or params.prefetch) else None)]
@@ -279,7 +288,8 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     else:
         held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
                 f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
-    add({**asdict(goal), "push": p.push}, f"plan for {rows}x{cols}: {held}")
+    add({**asdict(goal), "push": p.push, "max_first": p.max_first, "ptx_stores": p.ptx_stores},
+        f"plan for {rows}x{cols}: {held}")
     # Triton's arrangement (one row a CTA, warps by row length), the warp counts beside it, and
     # from a point already one row a CTA, its own neighbours
     textbook = triton_warps(cols)
@@ -304,7 +314,7 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     if staged is not None and p.bulk == 0:
         slice_floats = -(-cols // staged.cluster) if staged.cluster > 1 else (
             staged.rows_per_cta * cols)
-        add({**asdict(staged), "push": p.push},
+        add({**asdict(staged), "push": p.push, "ptx_stores": p.ptx_stores},
             f"stage the rows in shared memory by bulk async copies for {rows}x{cols}: "
             f"{slice_floats} floats a CTA ({bulk_smem_bytes(staged, cols) // 1024} KB"
             + (f", a cluster of {staged.cluster} on a row" if staged.cluster > 1 else
@@ -405,6 +415,19 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
                 f"({per_sm} an SM x {sms} SMs) but not as clusters of {p.cluster}, which must "
                 "each fit one GPC: the row's CTAs as CTAs of a persistent grid, meeting through "
                 "global memory, take every row in one wave")
+    # the held row's code on one CTA: the max reduced first, then the sum; vector stores that
+    # stay vector stores
+    if p.max_first_fits and not p.max_first and p.capacity >= cols:
+        add({"max_first": True},
+            f"the row's (max, sum) pairs are reduced with two shuffles and two exponentials a "
+            f"step over {p.row_threads} threads: its max first, then the sum of the "
+            "exponentials against it, take a shuffle and one max or add a step (Triton's row "
+            "kernel's order)")
+    if not p.ptx_stores and not p.store_hint and (p.vec > 1 or p.bulk):
+        add({"ptx_stores": True},
+            "the compiler splits a float4 store into four scalar stores where it loses the "
+            "pointer's alignment (the first vector of a held row): st.global.v4 PTX keeps "
+            "each one 16-byte store")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "

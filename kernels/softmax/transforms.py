@@ -291,6 +291,45 @@ def apply_prefetch(candidate: Candidate, vectors: int) -> Candidate | Rejection:
     return _step(candidate, action, prefetch=True, chunks=vectors)
 
 
+@TRANSFORMS.register(
+    "apply_max_first",
+    ArgSpec("on", DOMAINS["max_first"],
+            "a held row's max reduced first, then the exponentials against it and their sum "
+            "(two one-float reductions, the cross-warp step over the row's warps only); false: "
+            "one reduction of (max, sum) pairs, an exponential a step", "max_first"),
+    origin="expert",
+)
+def apply_max_first(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Reduce a held row's max, then its sum, as two reductions of one float (a shuffle and a
+    max or an add a step) instead of one reduction of (max, sum) pairs (two shuffles and two
+    exponentials a step, then each thread's sum rescaled), and scale the outputs by the sum's
+    reciprocal. Needs a one-pass point of one CTA a row (no cluster) without bulk copies."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_max_first", (on,))
+    if on and not p.max_first_fits:
+        return Rejection("max_first_needs_held_row",
+                         "apply_max_first(true) needs a one-pass point of one CTA a row: "
+                         "set_passes(1), apply_cluster(1) and apply_bulk_copy(0) first",
+                         {"passes": p.passes, "cluster": p.cluster, "bulk": p.bulk})
+    return _step(candidate, action, max_first=on)
+
+
+@TRANSFORMS.register(
+    "apply_ptx_stores",
+    ArgSpec("on", DOMAINS["ptx_stores"],
+            "float2/float4 stores written as st.global.v2/v4 PTX, so that none is split into "
+            "scalar stores; false: C++ vector assignments (store_hint's __stcs is PTX "
+            "already)", "ptx_stores"),
+    origin="expert",
+)
+def apply_ptx_stores(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Write the vector stores as ``st.global.v2/v4`` PTX instead of C++ assignments of a
+    float2/float4, which the compiler splits into scalar stores where it loses the pointer's
+    alignment (the first vector of a held row: four 4-byte stores a thread instead of one
+    16-byte one). No change with ``store_hint`` (``__stcs`` is PTX) or scalar accesses."""
+    return _step(candidate, Action("apply_ptx_stores", (on,)), ptx_stores=on)
+
+
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
     """Return to the parent candidate (its own lineage intact, so the chain replays)."""

@@ -5,7 +5,8 @@
 // thousands of host threads on few cores the yields took most of a run's time); __shared__
 // arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
 // map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
-// through __ldg / __ldcs / __stcs abort on a misaligned address, as the GPU would fault.
+// through __ldg / __ldcs / __stcs / st_ptx abort on a misaligned address, as the GPU would
+// fault.
 // A spread group's CTAs (consecutive CTAs waiting for each other through global memory) run
 // together like a cluster's. Bulk copies (the test removes the kernel's PTX wrappers): a copy is a memcpy that completes
 // its mbarrier's phase at once, checked for what cp.async.bulk requires (16-byte aligned
@@ -144,6 +145,9 @@ inline float __shfl_xor_sync(unsigned, float v, int offset)
 template <typename T> inline T __ldg(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline T __ldcs(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline void __stcs(T* p, T v) { simt::check_aligned(p, sizeof(T)); *p = v; }
+inline float __fdividef(float a, float b) { return a / b; }
+// the vector-store PTX (the test removes the kernel's wrappers): an aligned store
+template <typename T> inline void st_ptx(T* p, T v) { simt::check_aligned(p, sizeof(T)); *p = v; }
 
 // ---- the cluster barrier in halves (the test removes the kernel's PTX wrappers) -----------
 inline void cluster_arrive_relaxed() { simt::cluster_token.emplace(simt::cluster->bar.arrive()); }
