@@ -695,15 +695,18 @@ def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> No
                 if destination(r, t).block_threads == 1024]
 
 
-def row_a_cta_point(threads: int, chunks: int) -> SoftmaxParams:
+def row_a_cta_point(threads: int, chunks: int, code: bool = True) -> SoftmaxParams:
+    """One row a CTA of ``threads``, ``chunks`` float4 a thread; ``code``: with Triton's order
+    of the reductions and whole vector stores, as the rule book offers it."""
     return SoftmaxParams(block_threads=threads, row_threads=threads, vec=4, passes=1,
-                         chunks=chunks)
+                         chunks=chunks, max_first=code, ptx_stores=code)
 
 
 def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
     """Right after the plan: one row a CTA of Triton's warp count, then half and twice it, the
-    row in registers as float4 (the arrangements of 2026-12-04's peers record); from a point
-    already one row a CTA, its own half and double."""
+    row in registers as float4 with Triton's code (max first, whole vector stores: the
+    arrangements of 2026-12-04's peers record); from a point already one row a CTA, its own
+    half and double."""
     assert [triton_warps(c) for c in (128, 1024, 2048, 4096, 32768)] == [4, 4, 8, 16, 16]
     p = plan(16384, 1024)
     found = moves(p, 16384, 1024)
@@ -711,7 +714,7 @@ def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
         row_a_cta_point(128, 2), row_a_cta_point(64, 4), row_a_cta_point(256, 1)]
     assert all("Triton" in r and "one row a CTA" in r for _, r in found[:3])
     # from two warps a row, one warp holding 32 floats a thread
-    w2 = row_a_cta_point(64, 4)
+    w2 = row_a_cta_point(64, 4, code=False)
     walk = [destination(w2, t) for t, r in moves(w2, 16384, 1024) if "one row a CTA" in r]
     assert row_a_cta_point(32, 8) in walk
     assert w2 not in walk
@@ -729,20 +732,26 @@ def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
     hinted = replace(plan(16384, 1024), load_hint=1, store_hint=True)
     first = next(destination(hinted, t) for t, r in moves(hinted, 16384, 1024)
                  if "Triton's warp count" in r)
-    assert first == replace(row_a_cta_point(128, 2), load_hint=1, store_hint=True)
+    # (a store hint and PTX stores do not go together: the hint's stores stay)
+    assert first == replace(row_a_cta_point(128, 2), load_hint=1, store_hint=True,
+                            ptx_stores=False)
 
 
 def test_rows_a_cta_compile_within_their_registers(compiler: Compiler) -> None:
-    """Every one-row-a-CTA point the rule book may offer at the sweep's rows, through nvcc,
+    """Every one-row-a-CTA point the rule book may offer at the sweep's rows (with Triton's
+    code: max first, whole vector stores), through nvcc,
     within the CTA's register limit; Triton's warp count at each row length and the two that
     beat the campaigns on the H200 (2 warps at 1024 columns, 16 at 32768) spill nothing (a
     few CTAs of 64 and 128 threads holding 32 or 64 floats spill 16-24 bytes: the campaign's
     spill rule answers them)."""
-    points = sorted({q for _rows, cols in SWEEP for w in (1, 2, 4, 8, 16, 32)
+    def coded(q: SoftmaxParams) -> SoftmaxParams:  # as the rule book offers it
+        return replace(q, max_first=True, ptx_stores=True)
+
+    points = sorted({coded(q) for _rows, cols in SWEEP for w in (1, 2, 4, 8, 16, 32)
                      if (q := row_a_cta(cols, w)) is not None},
                     key=lambda q: (q.block_threads, q.chunks))
     assert len(points) >= 12
-    clean = {q for _rows, cols in SWEEP if (q := row_a_cta(cols, triton_warps(cols)))}
+    clean = {coded(q) for _rows, cols in SWEEP if (q := row_a_cta(cols, triton_warps(cols)))}
     clean |= {row_a_cta_point(64, 4), row_a_cta_point(512, 16)}
     assert clean <= set(points)
     for p, f in [(p, submit(compiler, p)) for p in points]:
