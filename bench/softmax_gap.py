@@ -31,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kernels.softmax import FAMILY, SoftmaxParams  # noqa: E402
+from kernels.softmax.rules import pow2_at_least  # noqa: E402
 
 P = SoftmaxParams
 #: the points the new moves start from, by shape: (label, point); the first of each shape was
@@ -77,13 +78,6 @@ def gap_points() -> list[dict[str, Any]]:
                     raise ValueError(f"{shape} {label}{suffix}: not canonical")
                 out.append({"kernel": "softmax", "label": f"{label}{suffix}", "shape": shape,
                             "params": point.to_dict()})
-    return out
-
-
-def pow2_at_least(n: int) -> int:
-    out = 1
-    while out < n:
-        out *= 2
     return out
 
 

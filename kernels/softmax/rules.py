@@ -111,7 +111,7 @@ BULK_SLICE_FLOATS = 16384
 def triton_warps(cols: int) -> int:
     """The warps Triton's fused-softmax tutorial gives a row of ``cols`` columns: 4, 8 from a
     block (the power of two at least ``cols``) of 2048, 16 from 4096."""
-    block = _pow2_at_least(cols)
+    block = pow2_at_least(cols)
     return 16 if block >= 4096 else 8 if block >= 2048 else 4
 
 
@@ -122,7 +122,7 @@ def row_a_cta(cols: int, warps: int) -> SoftmaxParams | None:
     threads = 32 * warps
     if warps < 1 or threads > 1024 or cols < 4 * threads:
         return None
-    chunks = _pow2_at_least(-(-cols // 4) / threads)
+    chunks = pow2_at_least(-(-cols // 4) / threads)
     point = SoftmaxParams(block_threads=threads, row_threads=threads, vec=4, passes=1,
                           chunks=chunks)
     if chunks * 4 > MAX_FLOATS_PER_THREAD or validate(point) is not None:
@@ -130,7 +130,8 @@ def row_a_cta(cols: int, warps: int) -> SoftmaxParams | None:
     return point
 
 
-def _pow2_at_least(n: float) -> int:
+def pow2_at_least(n: float) -> int:
+    """The least power of two at least ``n``."""
     out = 1
     while out < n:
         out *= 2
@@ -142,18 +143,18 @@ def plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> SoftmaxParam
     vec = 4
     vectors = -(-cols // vec)
     if vectors <= 32 * 8:  # up to 1024 columns: a warp or part of one, rows packed
-        threads = min(32, _pow2_at_least(vectors))
-        chunks = _pow2_at_least(vectors / threads)
+        threads = min(32, pow2_at_least(vectors))
+        chunks = pow2_at_least(vectors / threads)
         return SoftmaxParams(block_threads=max(32, min(256, 8 * threads)) if threads < 32
                              else 256, row_threads=threads, vec=vec, passes=1, chunks=chunks)
     cluster = 1
     if cols <= WIDE_THREADS * FLOATS_PER_THREAD:  # up to 8192: one CTA, 16 floats a thread
-        threads = max(128, _pow2_at_least(vectors / (FLOATS_PER_THREAD // vec)))
-        per_thread = _pow2_at_least(vectors / threads)
+        threads = max(128, pow2_at_least(vectors / (FLOATS_PER_THREAD // vec)))
+        per_thread = pow2_at_least(vectors / threads)
     else:  # 512-thread CTAs of 32 floats a thread, a cluster of them; 64 floats past 16 CTAs
         threads = WIDE_THREADS
-        cluster = min(MAX_CLUSTER, _pow2_at_least(cols / (threads * WIDE_FLOATS)))
-        per_thread = _pow2_at_least(vectors / (threads * cluster))
+        cluster = min(MAX_CLUSTER, pow2_at_least(cols / (threads * WIDE_FLOATS)))
+        per_thread = pow2_at_least(vectors / (threads * cluster))
     # too few rows to fill the GPU: spread each over more CTAs
     while rows * cluster < sm_count and cluster < MAX_CLUSTER and per_thread > 1:
         cluster *= 2
@@ -175,7 +176,7 @@ def bulk_plan(rows: int, cols: int, sm_count: int = DEFAULT_SM_COUNT) -> Softmax
         return SoftmaxParams(block_threads=256, row_threads=8, vec=4, bulk=1, passes=2)
     if cols < BULK_MIN_COLS:
         return None
-    cluster = min(MAX_CLUSTER, _pow2_at_least(cols / BULK_SLICE_FLOATS))
+    cluster = min(MAX_CLUSTER, pow2_at_least(cols / BULK_SLICE_FLOATS))
     while rows * cluster < 2 * sm_count and cluster < MAX_CLUSTER:
         cluster *= 2
     point = SoftmaxParams(block_threads=WIDE_THREADS, row_threads=WIDE_THREADS, cluster=cluster,
@@ -341,7 +342,7 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             f"{goal.cluster} CTA(s) a row for {rows}x{cols} (now {p.row_threads}, "
             f"{p.rows_per_cta}, {p.cluster})")
     # one pass where the current mapping holds the row
-    fits = _pow2_at_least(cols / (p.group_threads * p.vec))
+    fits = pow2_at_least(cols / (p.group_threads * p.vec))
     if p.passes != 1 and fits * p.vec <= MAX_FLOATS_PER_THREAD:
         add({"passes": 1, "chunks": fits},
             f"{p.group_threads} threads x {fits} float{p.vec} hold the row of {cols}: read x "
@@ -391,7 +392,7 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     # too few CTAs for the GPU
     ctas = -(-rows // p.rows_per_cta) * p.cluster
     if ctas < sms and p.row_threads == p.block_threads and p.cluster < MAX_CLUSTER:
-        new_cluster = min(MAX_CLUSTER, _pow2_at_least(sms / max(1, rows)))
+        new_cluster = min(MAX_CLUSTER, pow2_at_least(sms / max(1, rows)))
         if new_cluster > p.cluster:
             target: dict[str, Any] = {"cluster": new_cluster}
             if p.passes == 1:
