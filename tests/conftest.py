@@ -31,6 +31,26 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     get_settings.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _family_lookups_of_this_test_only() -> Iterator[None]:
+    """The databases ``core.families.install`` made known and the resolvers
+    ``kernels.add_resolver`` added during a test are forgotten after it (those of the
+    session's and module's fixtures stay). A process keeps both for its life: an xdist
+    worker, running a hundred files, had collected the databases of every test before (files
+    since deleted, Postgres databases since dropped), and every lookup of a family key that
+    none holds tried each of them in turn."""
+    families, kernels = sys.modules.get("core.families"), sys.modules.get("kernels")
+    urls = list(families._urls) if families is not None else []
+    resolvers = list(kernels._resolvers) if kernels is not None else []
+    yield
+    families, kernels = sys.modules.get("core.families"), sys.modules.get("kernels")
+    if families is not None:
+        with families._lock:
+            families._urls[:] = urls
+    if kernels is not None:
+        kernels._resolvers[:] = resolvers
+
+
 #: the files that take longest under the workers (docs/BENCHMARKS.md "Test suite"), collected
 #: first so that the xdist workers (``--dist loadfile``, a file a worker, in collection order)
 #: start them first and share out the short files after, instead of one worker finishing a long
