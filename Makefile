@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: tune test test-full lint typecheck unit workers fuzz bytecode browser gpu-test bench docs clean
+.PHONY: tune test test-full lint typecheck unit workers pool solo fuzz bytecode browser gpu-test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,14 +38,23 @@ typecheck: $(STAMP)
 
 ## a worker a core (four at most), a file's tests on one worker (its module fixtures built
 ## once), the longest files first (tests/conftest.py LONGEST_FIRST, kept in that order by
-## --no-loadscope-reorder); XDIST= runs it serially. The API fuzz test runs on its own, never
-## with workers: its cases share one node id (tests/conftest.py)
+## --no-loadscope-reorder); XDIST= runs it serially. Beside the workers, in a pytest of its
+## own, the fault-injection file (SOLO): minutes of waiting on the service's recovery for a
+## few seconds of CPU, which on a worker left a core idle while it waited. The API fuzz test
+## runs on its own, never with workers: its cases share one node id (tests/conftest.py)
 XDIST ?= -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 FUZZ := tests/service/test_fuzz_api.py
+SOLO := tests/service/test_fault_injection.py
 unit: workers fuzz
 
 workers: $(STAMP) browser bytecode
-	$(BIN)/pytest -q $(XDIST) --ignore=$(FUZZ) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory -j2 --output-sync=target pool solo
+
+pool: $(STAMP) browser bytecode
+	$(BIN)/pytest -q $(XDIST) --ignore=$(FUZZ) --ignore=$(SOLO) $(PYTEST_ARGS)
+
+solo: $(STAMP) bytecode
+	$(BIN)/pytest -q $(SOLO) $(PYTEST_ARGS)
 
 fuzz: $(STAMP) bytecode
 	$(BIN)/pytest -q $(FUZZ) $(PYTEST_ARGS)

@@ -31,18 +31,50 @@ def tuneforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     get_settings.cache_clear()
 
 
-#: the files that take longest (docs/BENCHMARKS.md "Test suite"), collected first so that the
-#: xdist workers (``--dist loadfile``, a file a worker, in collection order) start them first
-#: and share out the short files after, instead of one worker finishing a long file alone
+@pytest.fixture(autouse=True)
+def _family_lookups_of_this_test_only() -> Iterator[None]:
+    """The databases ``core.families.install`` made known and the resolvers
+    ``kernels.add_resolver`` added during a test are forgotten after it (those of the
+    session's and module's fixtures stay). A process keeps both for its life: an xdist
+    worker, running a hundred files, had collected the databases of every test before (files
+    since deleted, Postgres databases since dropped), and every lookup of a family key that
+    none holds tried each of them in turn."""
+    families, kernels = sys.modules.get("core.families"), sys.modules.get("kernels")
+    urls = list(families._urls) if families is not None else []
+    resolvers = list(kernels._resolvers) if kernels is not None else []
+    yield
+    families, kernels = sys.modules.get("core.families"), sys.modules.get("kernels")
+    if families is not None:
+        with families._lock:
+            families._urls[:] = urls
+    if kernels is not None:
+        kernels._resolvers[:] = resolvers
+
+
+#: the files that take longest under the workers (docs/BENCHMARKS.md "Test suite"), collected
+#: first so that the xdist workers (``--dist loadfile``, a file a worker, in collection order)
+#: start them first and share out the short files after, instead of one worker finishing a long
+#: file alone. ``tests/service/test_fault_injection.py`` is not among them: ``make workers`` runs
+#: it beside the workers (Makefile ``SOLO``)
 LONGEST_FIRST = (
     "tests/test_softmax_emulated.py",
-    "tests/service/test_fault_injection.py",
     "tests/test_tune_cli.py",
     "tests/test_dashboard_browser.py",
-    "tests/test_compile.py",
+    "tests/test_wgmma.py",
+    "tests/service/test_service_reliability.py",
     "tests/test_expert_memory.py",
+    "tests/service/test_fault_agent_report.py",
+    "tests/test_family_contract.py",
+    "tests/test_compile.py",
     "tests/test_settle.py",
 )
+
+
+def _under_xdist(config: pytest.Config) -> bool:
+    """Whether this process collects for pytest-xdist: a worker (xdist clears a worker's
+    ``numprocesses``; its ``workerinput`` says what it is), or a controller started with
+    ``-n`` (which collects nothing itself)."""
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -51,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     runs one of them only (schemathesis gives each API operation of
     ``tests/service/test_fuzz_api.py`` its test's id: 1 of 16 operations would run).
     ``make test`` runs that file on its own, without ``-n``."""
-    if not getattr(config.option, "numprocesses", None):
+    if not _under_xdist(config):
         return
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
