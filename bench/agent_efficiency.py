@@ -237,7 +237,7 @@ def table(rows: list[dict[str, Any]], budget: int) -> str:
 
 
 def verdict(rows: list[dict[str, Any]], seeds: int) -> list[str]:
-    """The issue's targets, each with its figures and PASS/FAIL."""
+    """The benchmark's targets, each with its figures and PASS/FAIL."""
     by = {r["tuner"]: r for r in rows}
     out: list[str] = []
     expert = by.get("tuneforge expert")

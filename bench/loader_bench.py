@@ -58,7 +58,7 @@ from kernels import get_family  # noqa: E402
 from kernels.base import Dims, Rejection  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 
-#: ranges of the issue's loader target
+#: the ranges the loader is held to
 RANGES = {"gemm_bias_relu": {"m": 8192, "n": 8192, "k": 8192},
           "softmax": {"rows": 65536, "cols": 262144}}
 MAX_SOFTMAX_ELEMENTS = 1 << 28
@@ -74,7 +74,7 @@ def log_uniform(rng: random.Random, hi: int) -> int:
 
 
 def random_shape(rng: random.Random, family: str) -> dict[str, int]:
-    """A shape in the issue's ranges (softmax: at most 2^28 elements)."""
+    """A shape in the loader's ranges (softmax: at most 2^28 elements)."""
     while True:
         shape = {name: log_uniform(rng, hi) for name, hi in RANGES[family].items()}
         if family != "softmax" or shape["rows"] * shape["cols"] <= MAX_SOFTMAX_ELEMENTS:

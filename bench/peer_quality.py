@@ -4,7 +4,7 @@
     python bench/peer_quality.py --family softmax --points extra.json --out out/
     python bench/peer_quality.py --family softmax --campaigns tune.db --out out/
 
-The shapes: softmax, the replay dataset's shapes (its meta line) and the issue's 16384x1024,
+The shapes: softmax, the replay dataset's shapes (its meta line) and 16384x1024,
 32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`. ``--shapes`` replaces them (one family).
 Our kernels: the replay datasets' fastest measured point at each shape (at a shape the dataset
 did not measure, the fastest point of the shape it measured most), unless ``--no-replay``, and
@@ -56,7 +56,7 @@ from kernels import get_family  # noqa: E402
 from kernels.base import Dims  # noqa: E402
 from kernels.family import KernelFamily  # noqa: E402
 
-#: the softmax shapes of the issue's table that the replay dataset may lack
+#: the softmax shapes of the peer table that the replay dataset may lack
 SOFTMAX_EXTRA_SHAPES = ("16384x1024", "32768x512", "65536x1024")
 #: the GEMM shapes of the sweep
 GEMM_SHAPES = ("4096x4096x4096", "8192x8192x8192", "3000x5000x2000", "2048x2048x8192")
@@ -71,7 +71,7 @@ class Point:
 
 
 def sweep_shapes(family: KernelFamily) -> list[Dims]:
-    """The shapes of a family's sweep: softmax's replay shapes and the issue's three, by row
+    """The shapes of a family's sweep: softmax's replay shapes and the peer table's three, by row
     length then rows; the GEMM's four."""
     if family.name == "gemm_bias_relu":
         return [family.parse_dims(s) for s in GEMM_SHAPES]

@@ -18,7 +18,8 @@ STREAM_K2 = replace(QUADS, stream_k=2).canonical()
 #: Shapes whose stream-K geometry differs: one tile, fewer tiles than slots (every tile split,
 #: some CTAs with more than one part), K of one tile (a run is whole tiles), K not a multiple of
 #: the tile, tiles just over one wave and just under two, exactly three waves of the 396 slots
-#: of an H200 (the last row's tiles all whole), edges along M and N, and the issue's shapes.
+#: of an H200 (the last row's tiles all whole), edges along M and N, and the shapes the
+#: stream-K kernel was measured at.
 SK_SHAPES = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
              Shape(1000, 1002, 999), Shape(4096, 4095, 31), Shape(8192, 1024, 4096),
              Shape(1600, 4096, 16), Shape(1700, 4096, 300), Shape(3136, 2048, 1000),

@@ -79,7 +79,7 @@ def test_resident_ctas_come_from_registers_and_smem_without_a_profile() -> None:
 
 @pytest.mark.parametrize(("shape", "why"), [
     (Shape(4096, 4096, 4096), "1024 CTAs fill the GPU"),
-    (Shape(8192, 1024, 4096), "512 CTAs fill the GPU (issue 8's shape: no split by rule)"),
+    (Shape(8192, 1024, 4096), "512 CTAs fill the GPU (no split by rule)"),
     (Shape(256, 256, 16 * MIN_K_TILES_PER_SPLIT), "K too short to share"),
 ])
 def test_no_split_by_rule_when_the_grid_is_full_or_k_is_short(shape: Shape, why: str) -> None:

@@ -1,5 +1,5 @@
-"""GPU faults inside a real campaign (issue 7, item 1) and in a user's family (issue 21, §4
-Safety): run on the lent GPU (``pytest -m gpu``).
+"""GPU faults inside a real campaign and in a user's family: run on the lent GPU
+(``pytest -m gpu``).
 
 An embedded campaign (the engine, the expert policy, SQLite, the GPU child and its watchdog, all
 real) in which two of the kernels the agent asked for are swapped, at compile time, for planted

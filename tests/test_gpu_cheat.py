@@ -1,4 +1,4 @@
-"""A user kernel cannot game the timer (issue 21, §4 Safety): run on the lent GPU
+"""A user kernel cannot game the timer: run on the lent GPU
 (``pytest -m gpu tests/test_gpu_cheat.py``).
 
 The ``cheat`` test family (``tests/families/cheat``) plants kernels that pass the correctness

@@ -214,7 +214,7 @@ def test_time_at_entries_is_the_cubins_and_dispatch_is_cheap(
         libs: dict[str, Any], bundles: dict[str, Path], loader: ModuleType, family: str) -> None:
     """At each entry the loader's flushed time is within 5 % (+ 2 µs) of the same cubin
     launched directly; back-to-back at the small entry it adds at most 20 µs a call (the
-    issue's target, 5 µs, is the benchmark's to report)."""
+    target of 5 µs is the benchmark's to report)."""
     kernel = libs[family]
     flush = torch.empty(64 << 20, device="cuda")
     for shape in shapes_of(kernel):

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
 
 SKINNY = Shape(256, 256, 65536)
-#: K not a multiple of splits x tile, M and N not multiples of any tile, tiny, and issue 8's shape
+#: K not a multiple of splits x tile, M and N not multiples of any tile, tiny, and 8192x1024x4096
 AWKWARD = (Shape(1, 1, 1), Shape(17, 33, 65), Shape(131, 257, 61), Shape(100, 60, 1000),
            Shape(1000, 1002, 999), Shape(8192, 1024, 4096))
 #: 16x16 threads, 8x8 register blocks (128x128 tiles); an interleaved double-buffered variant;

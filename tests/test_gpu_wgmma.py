@@ -122,14 +122,14 @@ def test_sass_has_hgmma_and_no_local_memory(evaluator: GpuEvaluator) -> None:
 
 
 # -- the bf16 precision splits (tests/bf16_points.py) ----------------------------------------
-#: issue 22's bound on the worst element error / Σ|a·b| of bf16x3 on the three distributions
+#: the bound on the worst element error / Σ|a·b| of bf16x3 on the three distributions
 BF16X3_WORST_SCALED = 3e-5
 
 
 @pytest.mark.parametrize("split", ["per_tile", "split_pass"])
 def test_bf16_splits_pass_the_fp32_contract(evaluator: GpuEvaluator, split: str) -> None:
     """Every bf16x3 and bf16x6 variant at 4096³ (three input distributions) and the awkward
-    shapes, the best guesses at 8192³ too; bf16x3 within issue 22's 3e-5 worst element error
+    shapes, the best guesses at 8192³ too; bf16x3 within the 3e-5 worst element error
     over Σ|a·b|, bf16x6 no worse than a tenth of that (it serves tolerances bf16x3 cannot).
     In two parts: the kernels that split per tile, and those that copy a split pass's
     workspace (``-k split_pass``)."""

@@ -1,4 +1,4 @@
-"""The recheck after the timed launches, without a GPU (issue 21, §4 Safety): what the child is
+"""The recheck after the timed launches, without a GPU: what the child is
 asked, that it rechecks the very function it timed in the timed buffers after the timing, the
 verdict the evaluator draws from its answer, the feedback record and its schema, and that every
 planted kernel of the ``cheat`` family compiles with the real nvcc. On the GPU:
