@@ -485,9 +485,8 @@ class Kernel:
         call and pass the checks that depend on more than their shape (dtype, contiguity,
         device); None sends the call to the full check."""
         try:
-            index = inputs[0].get_device()  # the key of _seen_key, built inline (hot path)
-            run = self._plans.get((inputs[0].shape, index) if len(inputs) == 1
-                                  else (*[t.shape for t in inputs], index))
+            index = inputs[0].get_device()
+            run = self._plans.get(_seen_key(inputs, index))
         except (AttributeError, IndexError, TypeError):
             return None
         if run is None:
