@@ -39,7 +39,6 @@ import json
 import math
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -261,8 +260,12 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
 
 # ---- the report --------------------------------------------------------------------------
 def gm(values: list[float]) -> float:
-    """The geometric mean (nan of none)."""
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan
+    """The geometric mean (nan of none); the report's process only (``bench.peer_table``
+    imports the product's kernels, which the measuring process must not)."""
+    from bench.peer_table import geomean
+
+    found = geomean(values)
+    return math.nan if found is None else found
 
 
 def report(found: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, Any]:

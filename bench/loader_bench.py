@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from bench.loader_timing import (  # noqa: E402
     scaled_error,
     vendor,
 )
+from bench.peer_table import geomean  # noqa: E402
 from kernels import get_family  # noqa: E402
 from kernels.base import Dims, Rejection  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
@@ -62,9 +63,9 @@ from worker.compile import Compiler  # noqa: E402
 RANGES = {"gemm_bias_relu": {"m": 8192, "n": 8192, "k": 8192},
           "softmax": {"rows": 65536, "cols": 262144}}
 MAX_SOFTMAX_ELEMENTS = 1 << 28
-#: the small shape the dispatch overhead is measured at, per family (an entry is made there)
 #: an untuned shape's back-to-back calls last at least this long (µs of the vendor's calls)
 SUSTAINED_US = 200_000.0
+#: the small shape the dispatch overhead is measured at, per family (an entry is made there)
 SMALL = {"softmax": {"rows": 64, "cols": 1024}, "gemm_bias_relu": {"m": 64, "n": 64, "k": 64}}
 
 
@@ -264,7 +265,7 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
                 row["loader_call_us"] = per_call_us(torch, partial(kernel, *args), calls)
             row["vendor_call_us"] = per_call_us(torch, partial(ven, *args), calls)
             row["x_vendor_sustained"] = row["vendor_call_us"] / row["loader_call_us"]
-        if entry is not None:
+        else:
             direct = DirectLaunch(torch, bundle, entry, args, loader)
             row["direct_us"] = flushed_us(torch, direct, flush, reps)
             row["x_direct"] = row["direct_us"] / loader_us
@@ -287,18 +288,13 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
     fallback = [r for r in rows if r["entry"] is None]
     return {"rows": rows, "overhead": overhead,
-            "untuned_geomean_x_vendor": geomean(r["x_vendor"] for r in fallback),
+            "untuned_geomean_x_vendor": geomean([r["x_vendor"] for r in fallback]),
             "untuned_worst_x_vendor": min(r["x_vendor"] for r in fallback),
             "untuned_sustained_geomean_x_vendor":
-                geomean(r["x_vendor_sustained"] for r in fallback),
+                geomean([r["x_vendor_sustained"] for r in fallback]),
             "untuned_sustained_worst_x_vendor": min(r["x_vendor_sustained"] for r in fallback),
             "fallback_added_us_median": statistics.median(
                 r["loader_call_us"] - r["vendor_call_us"] for r in fallback)}
-
-
-def geomean(values: Iterable[float]) -> float:
-    """The geometric mean."""
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

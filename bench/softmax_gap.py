@@ -13,8 +13,8 @@ points of that shape as they were and with both moves (``bench/ncu_sections.py``
 summary, L2 flushed before the profiled launch, ``--clock-control none``) and Triton's
 ``softmax_row_kernel`` (one program a row, 4 and 2 warps: this script's ``triton`` mode is the
 program ncu runs), then prints a table of the figures that explain a memory-bound kernel: time,
-DRAM rate, achieved occupancy, registers and the largest warp stall reasons. ``triton`` launches
-Triton's row kernel a few times (ncu profiles the second).
+memory throughput, achieved occupancy, registers and the largest warp stall reasons.
+``triton`` launches Triton's row kernel a few times (ncu profiles the second).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
     ("+mf+ps", {"max_first": True, "ptx_stores": True}))
 #: bases that get only the old point and both moves (fewer points to time)
 BOTH_ONLY = ("R32/B256/k8", "R256/B256/k4")
-#: Triton's row kernel under ncu: (label, BLOCK, num_warps); BLOCK is cols' power of two
+#: the warp counts of Triton's row kernel under ncu (BLOCK: the power of two at least cols)
 TRITON_WARPS = (4, 2)
 
 
@@ -100,27 +100,18 @@ def run_triton(shape: str, block: int, warps: int, launches: int) -> int:
     return 0 if err < 1e-5 else 1
 
 
-def dram_tbs(row: dict[str, Any]) -> float | None:
-    """DRAM bytes read and written over the kernel's duration, TB/s."""
-    read, written, us = row.get("dram_read_mb"), row.get("dram_write_mb"), row.get("duration_us")
-    if read is None or written is None or not us:
-        return None
-    return (read + written) / us   # MB / us = TB/s
-
-
 def table(rows: list[dict[str, Any]]) -> str:
-    """One line a kernel: time, DRAM rate, occupancy, registers, the top stall reasons."""
-    lines = [f"{'kernel':<20} {'us':>6} {'DRAM TB/s':>9} {'mem %':>6} {'occ %':>6} "
+    """One line a kernel: time, memory throughput, occupancy, registers, the top stall
+    reasons."""
+    lines = [f"{'kernel':<20} {'us':>6} {'mem %':>6} {'occ %':>6} "
              f"{'regs':>4}  stalls (cycles per issued instruction)"]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['label']:<20} {r['error']}")
             continue
-        tbs = dram_tbs(r)
         stalls = ", ".join(f"{k} {v:.2f}"
                            for k, v in list(r["stalls_cycles_per_issue"].items())[:4])
         lines.append(f"{r['label']:<20} {r['duration_us'] or 0:6.1f} "
-                     f"{tbs if tbs is not None else float('nan'):9.2f} "
                      f"{r['memory_throughput_pct'] or 0:6.1f} "
                      f"{r['achieved_occupancy_pct'] or 0:6.1f} {r['regs'] or 0:4.0f}  {stalls}")
     return "\n".join(lines)
