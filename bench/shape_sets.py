@@ -15,6 +15,10 @@ measurements took when they were recorded) and the targets: at every shape the s
 least ``REACH`` of the separate campaign's speed, with at most ``GPU_SHARE`` of their
 GPU-seconds, and submitted again it ends within ``AGAIN_WALL_S`` at 0 GPU-seconds.
 
+``--separate-only`` stops after the separate campaigns; ``--separate-from FILE`` takes them
+from an earlier run's ``shape-sets.json`` (the same kernel, backend and budget) and runs only
+the shapes it lacks, then the set: the two halves of a comparison too long for one sitting.
+
 ``shape-sets.json`` under ``--out`` is written after every run (``"complete": false`` until
 the last), so a run cut short keeps what it measured. ``--keep DIR`` runs in ``DIR`` (the
 ``TUNEFORGE_HOME`` of every run: the compile cache, the databases) and keeps it: the set's
@@ -151,6 +155,25 @@ def print_table(record: dict[str, Any]) -> None:
                                   for k, v in record["targets"].items()))
 
 
+def earlier_separate(parser: argparse.ArgumentParser, path: Path, kernel: str, backend: str,
+                     budget: int, shapes: list[str]) -> dict[str, Any]:
+    """The separate campaigns of an earlier record at ``shapes`` (a parser error where the
+    record is not one of this comparison: another kernel, backend or budget, or a shape
+    outside the set)."""
+    try:
+        earlier = json.loads(path.read_text())
+        found = {k: earlier[k] for k in ("kernel", "backend", "budget", "separate")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--separate-from {path}: not a shape-sets.json ({exc})")
+    for name, want in (("kernel", kernel), ("backend", backend), ("budget", budget)):
+        if found[name] != want:
+            parser.error(f"--separate-from {path}: its {name} is {found[name]!r}, not {want!r}")
+    outside = sorted(set(found["separate"]) - set(shapes))
+    if outside:
+        parser.error(f"--separate-from {path}: shapes outside the set: {', '.join(outside)}")
+    return dict(found["separate"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", default="softmax")
@@ -164,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                         "it: the set's database is KEEP/set.db")
     parser.add_argument("--run-timeout", type=float, default=3600,
                         help="seconds a run may take")
+    parser.add_argument("--separate-only", action="store_true",
+                        help="run the separate campaigns and stop")
+    parser.add_argument("--separate-from", type=Path, metavar="FILE",
+                        help="an earlier shape-sets.json whose separate campaigns to take")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     shapes = [s.strip() for s in args.shapes.split(",")] if args.shapes \
@@ -179,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory()
         home = Path(tmp.name)
     separate: dict[str, Any] = {}
+    if args.separate_from is not None:
+        separate = earlier_separate(parser, args.separate_from, args.kernel, args.backend,
+                                    args.budget, [bare(s) for s in shapes])
     first: dict[str, Any] | None = None
     again: dict[str, Any] | None = None
     first_wall = again_wall = 0.0
@@ -198,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         for i, shape in enumerate(shapes):
+            if bare(shape) in separate:
+                continue
             result, wall = tune(home, *common, "--shape", bare(shape), "--budget",
                                 str(args.budget), "--db", str(home / f"sep{i}.db"), "--out",
                                 str(home / "o"), timeout=args.run_timeout)
@@ -211,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sep['gpu_seconds']:.2f} GPU-s, {wall:.1f} s, best {sep['best_us']} µs, "
                 f"x vendor {sep['x_vendor'] or math.nan:.3f}")
             record()
+        if args.separate_only:
+            return 0
         db = str(home / "set.db")
         set_args = [*common, "--shapes", ",".join(shapes), "--budget", str(set_budget),
                     "--db", db, "--out", str(home / "o")]

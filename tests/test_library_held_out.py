@@ -141,3 +141,41 @@ def test_the_measuring_helpers_check_and_import_nothing_of_tuneforge() -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_a_comparison_in_two_halves_takes_the_first_halfs_campaigns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--separate-only`` then ``--separate-from``: the second half runs only the shapes the
+    first lacks, then the set; a record of another comparison is refused before any run."""
+    first = tmp_path / "first"
+    assert shape_sets(["--kernel", "softmax", "--shapes", "8192x8192,16384x1024",
+                       "--budget", "6", "--separate-only", "--out", str(first)]) == 0
+    earlier = str(first / "shape-sets.json")
+    half = json.loads((first / "shape-sets.json").read_text())
+    assert sorted(half["separate"]) == ["16384x1024", "8192x8192"]
+    assert not half["complete"]
+    assert half["totals"].keys() == {"separate"}
+
+    second = tmp_path / "second"
+    assert shape_sets(["--kernel", "softmax", "--shapes", SET, "--budget", "6",
+                       "--set-budget", "12", "--separate-from", earlier,
+                       "--out", str(second)]) == 0
+    whole = json.loads((second / "shape-sets.json").read_text())
+    assert whole["complete"]
+    assert sorted(whole["separate"]) == sorted(SET.split(","))
+    for shape in ("8192x8192", "16384x1024"):  # taken, not run again
+        assert whole["separate"][shape] == half["separate"][shape]
+    assert whole["totals"]["separate"]["campaigns"] == 3
+    assert "separate 2048x65536" in capsys.readouterr().out
+    assert whole["totals"]["set_again"]["gpu_seconds"] == 0.0
+
+    for wrong, says in ((["--kernel", "softmax", "--budget", "7", "--shapes", SET],
+                         "its budget is 6, not 7"),
+                        (["--kernel", "gemm_bias_relu", "--budget", "6", "--shapes",
+                          "64x64x64"], "its kernel is 'softmax'"),
+                        (["--kernel", "softmax", "--budget", "6", "--shapes", "2048x65536"],
+                         "shapes outside the set: 16384x1024, 8192x8192")):
+        with pytest.raises(SystemExit):
+            shape_sets([*wrong, "--separate-from", earlier, "--out", str(tmp_path / "no")])
+        assert says in capsys.readouterr().err
+        assert not (tmp_path / "no").exists()
