@@ -17,6 +17,8 @@
 # limit and by what is left of the call's 530 s (TOTAL_S) less what the steps after it are
 # expected to need; each writes its JSON as it goes. PROBED_S: the probed held-out step's cap
 # (100 s softmax, 110 s GEMM; the probe measures every pick before the export).
+# SEPARATE_FROM: an earlier run's shape-sets.json whose separate campaigns the set step takes
+# (bench/shape_sets.py --separate-from; the same family and budget).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1
 
 OUT=${OUT:-/tmp/out}
@@ -40,12 +42,12 @@ BACKEND=${BACKEND:-gpu}  # replay: the flow on a machine without a GPU (softmax,
 # name | cap (s) | expected (s) | command
 steps=()
 if [[ $which == all || $which == gemm ]]; then
-  steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm")
+  steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
   steps+=("heldout-gemm|110|35|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
   steps+=("heldout-gemm-probed|${PROBED_S:-110}|50|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
 fi
 if [[ $which == all || $which == softmax ]]; then
-  steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax")
+  steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
   steps+=("heldout-softmax-probed|${PROBED_S:-100}|55|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
 fi
 
