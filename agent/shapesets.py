@@ -244,13 +244,16 @@ def other_shapes(session: Session, campaign: Campaign) -> tuple[ShapeOutcome, ..
     member's best and the mean share of time each transform saved there, nearest first."""
     if campaign.set_id is None:
         return ()
-    done = [m for m in members(session, campaign.set_id)
-            if m.id != campaign.id and m.status in _FINISHED and m.best_id]
-    if not done:
+    finished = tuple(mid for mid, status, best in session.execute(
+        select(Campaign.id, Campaign.status, Campaign.best_id)
+        .where(Campaign.set_id == campaign.set_id).order_by(Campaign.set_index))
+        if mid != campaign.id and status in _FINISHED and best)
+    if not finished:
         return ()
-    key = (campaign.id, tuple(m.id for m in done))
+    key = (campaign.id, finished)
     found = _OUTCOMES.get(key)
-    if found is None:
+    if found is None:  # the members themselves are read only when one has finished since
+        done = [m for m in members(session, campaign.set_id) if m.id in finished]
         found = _OUTCOMES[key] = _outcomes(session, campaign, done)
         while len(_OUTCOMES) > 256:
             _OUTCOMES.popitem(last=False)

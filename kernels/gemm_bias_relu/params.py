@@ -9,7 +9,7 @@ GPUs' limits :mod:`.arch`'s.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from kernels.gemm_bias_relu.arch import MAX_REGS_PER_THREAD, REGISTERS_PER_SM
@@ -490,7 +490,7 @@ class GemmParams:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when
         they are set (so a point without them keeps the key it always had)."""
-        out = asdict(self)
+        out = dict(self.__dict__)  # the fields in order, every one a number or a flag
         for name, default in KEY_OMITTED_DEFAULTS.items():
             if out[name] == default:
                 del out[name]

@@ -62,7 +62,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from kernels.arch import STATIC_SMEM_LIMIT, max_smem
@@ -163,7 +163,7 @@ class SoftmaxParams:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
-        out = asdict(self)
+        out = dict(self.__dict__)  # the fields in order, every one a number or a flag
         for name, default in KEY_OMITTED_DEFAULTS.items():
             if out[name] == default:
                 del out[name]
