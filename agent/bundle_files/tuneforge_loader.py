@@ -312,14 +312,15 @@ def _seen_key(inputs: Sequence[Any], index: int) -> tuple[Any, ...]:
     if len(inputs) == 1:
         return (inputs[0].shape, index)
     return (*[t.shape for t in inputs], index)
-_CAPTURING = torch.cuda.is_current_stream_capturing
+_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                     torch.cuda.is_current_stream_capturing)
 
 
 class _Plan:
     """What a call at one shape on one device runs, prepared once: the outputs to allocate,
     and the entry's launches or the fallback. A call on inputs of a shape already seen (their
     dtype, contiguity and device checked again, the rest of the checks being the shape's) goes
-    straight to :meth:`run`."""
+    straight to :meth:`repeat`'s function."""
 
     __slots__ = ("kernel", "dims", "index", "device", "outs", "inouts", "workspace",
                  "launches", "in_shapes", "out_shapes")
@@ -338,6 +339,39 @@ class _Plan:
         self.workspace = int((entry or {}).get("launch", {}).get("workspace_bytes") or 0)
         self.in_shapes = [kernel._shape(b, dims) for b in kernel.inputs]
         self.out_shapes = [shape for shape, _d, _p in self.outs]
+
+    def repeat(self) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """What runs a repeat call at this plan with its launches: :meth:`run`'s work in one
+        function with everything it reads bound once (outputs allocated, pointers filled,
+        the stream's kept workspace, the launches; a failed launch retried or raised as
+        :meth:`run` does). The fallback, an inout buffer or a workspace over
+        :data:`SCRATCH_BYTES` take :meth:`run` itself."""
+        launches = self.launches
+        if launches is None or self.inouts or self.workspace > SCRATCH_BYTES:
+            return self.run
+        empty, device, index, size = torch.empty, self.device, self.index, self.workspace
+        outs = [(shape, dtype) for shape, dtype, _position in self.outs]
+        scratch, kernel, launch = self.kernel._scratch, self.kernel, launches.launch
+        raw = _RAW_STREAM
+        capturing = _CAPTURING
+
+        def repeat(inputs: Sequence[Any]) -> tuple[Any, ...]:
+            made = tuple([empty(shape, dtype=dtype, device=device) for shape, dtype in outs])
+            pointers = [t.data_ptr() for t in inputs]
+            pointers += [o.data_ptr() for o in made]
+            stream = raw(index) if raw is not None else _stream(index)
+            if size:
+                kept = None if capturing() else scratch.get((index, stream))
+                if kept is None or kept.numel() < size:
+                    kept = kernel._workspace(size, index, stream, device)
+                pointers.append(kept.data_ptr())
+            else:
+                pointers.append(0)
+            failed = launch(_DRIVER, pointers, stream)
+            if failed is not None:
+                _retry(launches, failed, pointers, stream, index)
+            return made
+        return repeat
 
     def run(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
         """The outputs of the call, in signature order, its kernels launched on torch's
@@ -366,15 +400,24 @@ class _Plan:
             pointers.append(workspace.data_ptr())
         else:
             pointers.append(0)
-        cu = _DRIVER
-        failed = launches.launch(cu, pointers, stream)
+        failed = launches.launch(_DRIVER, pointers, stream)
         if failed is not None:
-            if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
-                with _Current(cu, index):
-                    failed = launches.launch(cu, pointers, stream)
-            if failed is not None:
-                raise launches.failure(failed)
+            _retry(launches, failed, pointers, stream, index)
         return tuple(outs)
+
+
+def _retry(launches: _Launches, failed: tuple[Any, int], pointers: list[Any], stream: int,
+           index: int) -> None:
+    """After ``failed`` (a launch's result and step): the launches made again with device
+    ``index``'s primary context current where the first step was refused for the thread's
+    context; else, or when that fails too, the RuntimeError naming the step."""
+    if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
+        with _Current(_DRIVER, index):
+            again = launches.launch(_DRIVER, pointers, stream)
+        if again is None:
+            return
+        failed = again
+    raise launches.failure(failed)
 
 
 class Dispatch(NamedTuple):
@@ -421,8 +464,8 @@ class Kernel:
             self.entries[key] = entry
         self._reported: set[tuple[int, ...]] = set()
         #: what a call on inputs of each (input shapes, device index) seen runs, given the
-        #: inputs: its plan's run, or the vendor operator itself for a fallback needing no
-        #: view (:meth:`_runner`); a repeat skips the shape's checks
+        #: inputs: its plan's repeat function, or the vendor operator itself for a fallback
+        #: needing no view (:meth:`_runner`); a repeat skips the shape's checks
         self._plans: dict[tuple[Any, ...], Callable[[Sequence[Any]], tuple[Any, ...]]] = {}
         #: the plan of each (device index, dims)
         self._by_dims: dict[tuple[int, tuple[int, ...]], _Plan] = {}
@@ -485,8 +528,9 @@ class Kernel:
         call and pass the checks that depend on more than their shape (dtype, contiguity,
         device); None sends the call to the full check."""
         try:
-            index = inputs[0].get_device()
-            run = self._plans.get(_seen_key(inputs, index))
+            index = inputs[0].get_device()  # the key of _seen_key, built here (hot path)
+            run = self._plans.get((inputs[0].shape, index) if len(inputs) == 1
+                                  else (*[t.shape for t in inputs], index))
         except (AttributeError, IndexError, TypeError):
             return None
         if run is None:
@@ -526,7 +570,7 @@ class Kernel:
                 ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
         """What runs a repeat call on inputs of these shapes at ``plan``: the vendor operator
         itself where the plan is the vendor fallback and the inputs have the family's shapes
-        (its outputs then have them too), else the plan's run."""
+        (its outputs then have them too), else the plan's repeat function."""
         if (plan.launches is None and self.fallback == "vendor" and self.vendor is not None
                 and all(t.shape == s for t, s in zip(inputs, plan.in_shapes, strict=True))):
             op = VENDOR_OPS[self.vendor["op"]]
@@ -534,7 +578,7 @@ class Kernel:
             def vendor(inputs: Sequence[Any]) -> tuple[Any, ...]:
                 return op(*inputs)
             return vendor
-        return plan.run
+        return plan.repeat()
 
     def _workspace(self, size: int, index: int, stream: int, device: Any) -> Any:
         """A workspace of ``size`` bytes for a launch on ``stream``: up to
