@@ -11,7 +11,8 @@ most 2^28 elements). For every shape:
 - the loader's output is checked by the family's rule (``scaled``, tolerance 1e-4) against a
   float64 reference;
 - the loader, the vendor and (at shapes with an entry) the cubin launched directly are timed:
-  L2 flushed (a 256 MiB write) before each call, CUDA events, median; at shapes with no entry
+  L2 flushed (a 256 MiB write) before each call, then a GPU sleep that hides the call's host
+  time, CUDA events around the GPU's work, median; at shapes with no entry
   also back to back (wall time a call over at least 200 ms of the vendor's calls), where a
   small shape's call costs its host time and the fallback's dispatch shows;
 - the dispatch overhead: back-to-back calls at a small shape with an entry, wall time a call,
