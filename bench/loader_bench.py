@@ -16,7 +16,9 @@ most 2^28 elements). For every shape:
   also back to back (wall time a call over at least 200 ms of the vendor's calls), where a
   small shape's call costs its host time and the fallback's dispatch shows;
 - the dispatch overhead: back-to-back calls at a small shape with an entry, wall time a call,
-  the loader against the direct launch of the same cubin.
+  the loader against the direct launch of the same cubin (bare, and with its outputs
+  allocated), in nine rounds that time each in turn: the median over the rounds of the
+  difference within a round.
 
 Prints a table and writes ``loader_bench.json`` under ``--out`` (default ``$OUT`` or ``.``)::
 
@@ -50,6 +52,7 @@ from bench.loader_timing import (  # noqa: E402
     TOLERANCE,
     flushed_us,
     inputs,
+    interleaved_us,
     per_call_us,
     reps_for,
     scaled_error,
@@ -279,13 +282,17 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     entry = next(e for e in data["entries"] if e["shape"] == small.as_dict())
     args = inputs(torch, family, small, seed)
     direct = DirectLaunch(torch, bundle, entry, args, loader)
-    overhead: dict[str, Any] = {
-        "shape": str(small), "loader_us": per_call_us(torch, partial(kernel, *args)),
-        "direct_us": per_call_us(torch, direct),
-        "direct_allocating_us": per_call_us(torch, direct.allocating),
-        "vendor_us": per_call_us(torch, partial(ven, *args))}
-    overhead["added_us"] = overhead["loader_us"] - overhead["direct_us"]
-    overhead["dispatch_us"] = overhead["loader_us"] - overhead["direct_allocating_us"]
+    rounds = interleaved_us(torch, {"loader": partial(kernel, *args), "direct": direct,
+                                    "direct_allocating": direct.allocating,
+                                    "vendor": partial(ven, *args)})
+    overhead: dict[str, Any] = {"shape": str(small), "rounds": rounds}
+    for name, times in rounds.items():
+        overhead[f"{name}_us"] = statistics.median(times)
+    # the differences within a round, their median over the rounds
+    overhead["added_us"] = statistics.median(
+        a - b for a, b in zip(rounds["loader"], rounds["direct"], strict=True))
+    overhead["dispatch_us"] = statistics.median(
+        a - b for a, b in zip(rounds["loader"], rounds["direct_allocating"], strict=True))
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
     fallback = [r for r in rows if r["entry"] is None]
     return {"rows": rows, "overhead": overhead,

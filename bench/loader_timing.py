@@ -96,6 +96,27 @@ def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
     return best
 
 
+def interleaved_us(torch: Any, fns: Mapping[str, Callable[[], Any]], rounds: int = 9,
+                   calls: int = 1000) -> dict[str, list[float]]:
+    """Wall time a call of each of ``fns``, back to back, in ``rounds`` rounds that time every
+    one in turn (the order rotating round to round): each one's figure a round, so that a
+    difference between two is taken within a round, where the host's speed has not moved."""
+    names = list(fns)
+    for name in names:
+        per_call_us(torch, fns[name], 100)  # warm
+    found: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            found[name].append((time.perf_counter() - start) / calls * 1e6)
+    return found
+
+
 def reps_for(us: float) -> int:
     """Timed calls at a call of ``us``: more for short ones, at least 5."""
     return int(max(5, min(40, 200_000 / max(us, 1.0))))
