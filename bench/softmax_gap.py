@@ -2,6 +2,7 @@
 ``max_first`` and ``ptx_stores``, and Nsight Compute on ours and Triton's at one shape.
 
     python bench/softmax_gap.py points --out points.json
+    python bench/softmax_gap.py rows --out points.json
     python bench/softmax_gap.py ncu --shape 16384x1024 --out DIR [--gpu 0]
     python bench/softmax_gap.py triton --shape 16384x1024 --block 1024 --warps 4
 
@@ -15,6 +16,12 @@ summary, L2 flushed before the profiled launch, ``--clock-control none``) and Tr
 program ncu runs), then prints a table of the figures that explain a memory-bound kernel: time,
 memory throughput, achieved occupancy, registers and the largest warp stall reasons.
 ``triton`` launches Triton's row kernel a few times (ncu profiles the second).
+
+``rows`` writes, in the same form, the points of ``aligned_rows`` and ``one_pass_grid`` (the
+row's head and tail, and the grid-stride loop, taken out): the bases of ``points`` at
+65536x128, 32768x512 and 16384x1024 (the 64- and 128-thread rows) and the 8192x4096 control,
+each with both earlier moves, then with the head and tail out, with the grid-stride loop out
+too, and with both new moves without ``ptx_stores``.
 """
 
 from __future__ import annotations
@@ -57,18 +64,32 @@ VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
     ("+mf+ps", {"max_first": True, "ptx_stores": True}))
 #: bases that get only the old point and both moves (fewer points to time)
 BOTH_ONLY = ("R32/B256/k8", "R256/B256/k4")
+#: the variants of ``rows``: with ``max_first`` and ``ptx_stores``, then the row's head and tail
+#: out (+al), the grid-stride loop out too (+og), and both without ``ptx_stores`` (with no head
+#: the C++ float4 stores stay whole: the held path's SASS is 171 instructions and 22 registers
+#: at 128 threads, Triton's count)
+ROW_VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
+    ("+mf+ps", {"max_first": True, "ptx_stores": True}),
+    ("+mf+ps+al", {"max_first": True, "ptx_stores": True, "aligned_rows": True}),
+    ("+mf+ps+al+og", {"max_first": True, "ptx_stores": True, "aligned_rows": True,
+                      "one_pass_grid": True}),
+    ("+mf+al+og", {"max_first": True, "aligned_rows": True, "one_pass_grid": True}))
+#: bases ``rows`` leaves out (the slowest of their shape)
+ROWS_LEFT_OUT = ("R32/B256/k8", "R256/B256/k4/m4")
 #: the warp counts of Triton's row kernel under ncu (BLOCK: the power of two at least cols)
 TRITON_WARPS = (4, 2)
 
 
-def gap_points() -> list[dict[str, Any]]:
-    """Every point to time, as ``{"kernel", "label", "shape", "params"}``; ValueError naming an
-    invalid one."""
+def gap_points(rows: bool = False) -> list[dict[str, Any]]:
+    """Every point to time (``rows``: those of the ``rows`` mode), as ``{"kernel", "label",
+    "shape", "params"}``; ValueError naming an invalid one."""
     out: list[dict[str, Any]] = []
     for shape, bases in BASES.items():
         for label, base in bases:
-            for suffix, fields in VARIANTS:
-                if label in BOTH_ONLY and suffix in ("+mf", "+ps"):
+            if rows and label in ROWS_LEFT_OUT:
+                continue
+            for suffix, fields in ROW_VARIANTS if rows else VARIANTS:
+                if not rows and label in BOTH_ONLY and suffix in ("+mf", "+ps"):
                     continue
                 point = replace(base, **fields)
                 rejection = FAMILY.validate(point)
@@ -153,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="mode", required=True)
     pts = sub.add_parser("points", help="write the points for bench/peer_quality.py --points")
     pts.add_argument("--out", type=Path, required=True)
+    rws = sub.add_parser("rows", help="write the aligned_rows / one_pass_grid points")
+    rws.add_argument("--out", type=Path, required=True)
     prof = sub.add_parser("ncu", help="Nsight Compute on ours and Triton's at one shape")
     prof.add_argument("--shape", default="16384x1024")
     prof.add_argument("--out", type=Path, required=True)
@@ -164,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     tri.add_argument("--warps", type=int, default=4)
     tri.add_argument("--launches", type=int, default=3)
     args = ap.parse_args(argv)
-    if args.mode == "points":
-        entries = gap_points()
+    if args.mode in ("points", "rows"):
+        entries = gap_points(rows=args.mode == "rows")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(entries, indent=1) + "\n")
         print(f"{len(entries)} points at {len({e['shape'] for e in entries})} shapes")

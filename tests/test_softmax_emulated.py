@@ -159,6 +159,32 @@ MAX_FIRST_POINTS = {
                                            passes=2, ptx_stores=True),
 }
 
+#: points whose rows are whole vectors from their start (apply_aligned_rows: no head or tail,
+#: the scalar path for any other shape or alignment) and points with a CTA a row unit and no
+#: grid-stride loop (apply_one_pass_grid): Triton's arrangement with its code, rows packed in
+#: a CTA, a staged part, float2, two and three passes, a cluster of two, scalar accesses
+ALIGNED_POINTS = {
+    "aligned, one grid, 4 warps a row, Triton's code": P(
+        block_threads=128, row_threads=128, vec=4, passes=1, chunks=2, max_first=True,
+        ptx_stores=True, aligned_rows=True, one_pass_grid=True),
+    "aligned, one grid, 8 threads a row, 8 rows": P(
+        block_threads=64, row_threads=8, vec=4, passes=1, chunks=4, max_first=True,
+        aligned_rows=True, one_pass_grid=True),
+    "aligned, 2 warps a row, 2 rows, staged": P(
+        block_threads=128, row_threads=64, vec=4, passes=1, chunks=1, staged=2, max_first=True,
+        ptx_stores=True, aligned_rows=True),
+    "aligned, a warp a row, pairs reduced, hints": P(
+        block_threads=256, row_threads=32, vec=4, passes=1, chunks=4, load_hint=1,
+        store_hint=True, aligned_rows=True),
+    "aligned, two passes, float2": P(block_threads=256, row_threads=64, vec=2, passes=2,
+                                     unroll=4, ptx_stores=True, aligned_rows=True),
+    "aligned, one grid, three passes, cluster 2": P(
+        block_threads=32, row_threads=32, cluster=2, vec=4, passes=3, unroll=2,
+        aligned_rows=True, one_pass_grid=True),
+    "one grid, a warp a row, 2 rows, scalar": P(block_threads=64, row_threads=32, vec=1,
+                                                passes=1, chunks=2, one_pass_grid=True),
+}
+
 
 def gxx_flags(reference: bool) -> list[str]:
     """g++'s flags for both translation units (the kernel and the host launcher), less the
@@ -359,6 +385,38 @@ def test_max_first_kernel_on_the_host(name: str, gxx: str, tmp_path: Path) -> No
               (3 * p.rows_per_cta + 1, 67, "large", 0, 0, 2)]
     if p.passes == 1:
         cases += [(5, p.capacity, "neg_inf", 0, 0, 1), (3, p.capacity - 1, "large", 1, 0, 2)]
+    check_cases(binary, p, cases, rng, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(ALIGNED_POINTS))
+def test_aligned_and_one_pass_grid_kernels_on_the_host(name: str, gxx: str,
+                                                       tmp_path: Path) -> None:
+    """Rows of whole vectors from their start (the vector path without a head or tail) at
+    cols % vec == 0 with x and y aligned, and the scalar path the kernel takes instead for cols
+    % vec != 0, a misaligned base (the same for x and y) and x, y aligned differently; the
+    held capacity's edges and its two-pass fallback; rows not a multiple of the rows a CTA
+    packs; a grid of a CTA a row unit (one_pass_grid: the launch's own grid only), else grids
+    smaller than the rows too; every distribution."""
+    p = ALIGNED_POINTS[name]
+    assert FAMILY.validate(p) is None
+    assert p.canonical() == p
+    source = FAMILY.render(p)
+    assert ("for (long long base" in source) != p.one_pass_grid
+    assert ("#define EXTRA 0" in source) == p.aligned_rows
+    binary = build(gxx, p, tmp_path)
+    rng = random.Random(zlib.crc32(name.encode()))
+    rpc, v = p.rows_per_cta, p.vec
+    cap = p.capacity or 3 * p.group_threads * p.vec * p.unroll
+    whole = cap // (4 * v) * 4 * v   # a multiple of 4 and of the width, within the capacity
+    cases: list[Case] = [(r, c, "normal", 0, 0, None) for r, c in shapes(p)]
+    cases += [
+        (2 * rpc + 1, whole, "normal", 0, 0, None), (3 * rpc + 2, 64, "neg_inf", 0, 0, None),
+        (rpc + 1, cap, "large", 0, 0, None), (5, 4096, "constant", 0, 0, None),
+        (2, cap + 4 * v, "normal", 0, 0, None), (3, 1024, "neg_inf", 1, 1, None),
+        (2, 1024, "normal", 0, 2, None), (3, 1027, "large", 0, 0, None),
+        (2 * rpc + 1, 4 * v + 2, "normal", 3, 3, None), (1, 4, "normal", 0, 0, None)]
+    if not p.one_pass_grid:
+        cases += [(4 * rpc + 3, 128, "neg_inf", 0, 0, 1), (3 * rpc + 1, whole, "large", 0, 0, 2)]
     check_cases(binary, p, cases, rng, tmp_path)
 
 

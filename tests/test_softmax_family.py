@@ -23,6 +23,7 @@ from kernels.family import KernelFamily, describe
 from kernels.softmax import DOMAINS, FAMILY, MAX_ELEMENTS, SoftmaxParams, vendor
 from kernels.softmax.params import BULK_SMEM_CAP, MAX_UNITS, bulk_smem_bytes, held_fits
 from kernels.softmax.rules import (
+    ALIGNED_MAX_COLS,
     BULK_MIN_COLS,
     bulk_plan,
     plan,
@@ -607,15 +608,20 @@ def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
                                                  misalign: int) -> None:
     """The template's split of a row (scalar head up to the first aligned element, vectors,
     scalar tail) and its thread assignment, with the extra registers the family sizes: every
-    element read and written by exactly one thread, the held path only where the row fits."""
+    element read and written by exactly one thread, the held path only where the row fits. An
+    ``aligned_rows`` point has no head or tail (no extra registers): its vector path runs only
+    where cols is a multiple of the width and the row starts aligned, the scalar one else."""
     q = p.canonical()
     if FAMILY.validate(q) is not None:
         return
     source = FAMILY.render(q)
-    assert f"#define EXTRA {q.extra_slots}" in source
+    extra = 0 if q.aligned_rows else q.extra_slots
+    assert f"#define EXTRA {extra}" in source
     held = "(CHUNKS + STAGED)" if q.staged else "CHUNKS"
     assert f"cols <= {held} * G * V" in source or q.passes != 1
     for v in {q.vec, 1}:  # the point's width and the fallback for x, y aligned differently
+        if q.aligned_rows and v > 1 and (cols % v or misalign % v):
+            continue   # not whole aligned vectors: the kernel takes the scalar path
         head = 0 if v == 1 else min(cols, (-misalign) % v)
         nv = (cols - head) // v
         tail = head + nv * v
@@ -633,7 +639,7 @@ def test_row_partition_covers_every_element_once(p: SoftmaxParams, cols: int,
         slots = q.chunks + q.staged   # registers, then the staged vectors in shared memory
         if q.passes == 1 and cols <= slots * g_threads * v:
             assert nv <= slots * g_threads  # every vector has a register or a staged slot
-            assert nextra <= q.extra_slots * g_threads  # every scalar has a register
+            assert nextra <= extra * g_threads  # every scalar has a register
 
 
 def test_a_cta_alone_on_its_sm_is_offered_two_passes_from_l2() -> None:
@@ -695,28 +701,38 @@ def test_a_cta_alone_at_the_largest_cluster_is_offered_twice_the_threads() -> No
                 if destination(r, t).block_threads == 1024]
 
 
-def row_a_cta_point(threads: int, chunks: int, code: bool = True) -> SoftmaxParams:
+def row_a_cta_point(threads: int, chunks: int, code: bool = True, aligned: bool = False
+                    ) -> SoftmaxParams:
     """One row a CTA of ``threads``, ``chunks`` float4 a thread; ``code``: with Triton's order
-    of the reductions and whole vector stores, as the rule book offers it."""
+    of the reductions and whole vector stores, as the rule book offers it; ``aligned``: without
+    a row's head and tail or a grid-stride loop, as it offers it at short rows of whole
+    float4."""
     return SoftmaxParams(block_threads=threads, row_threads=threads, vec=4, passes=1,
-                         chunks=chunks, max_first=code, ptx_stores=code)
+                         chunks=chunks, max_first=code, ptx_stores=code, aligned_rows=aligned,
+                         one_pass_grid=aligned)
 
 
 def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
     """Right after the plan: one row a CTA of Triton's warp count, then half and twice it, the
     row in registers as float4 with Triton's code (max first, whole vector stores: the
-    arrangements of 2026-12-04's peers record); from a point already one row a CTA, its own
-    half and double."""
+    arrangements of 2026-12-04's peers record; at rows of whole float4 up to 4096 columns
+    without the row's head and tail or the grid-stride loop); from a point already one row a
+    CTA, its own half and double."""
     assert [triton_warps(c) for c in (128, 1024, 2048, 4096, 32768)] == [4, 4, 8, 16, 16]
     p = plan(16384, 1024)
     found = moves(p, 16384, 1024)
     assert [destination(p, t) for t, _ in found[:3]] == [
-        row_a_cta_point(128, 2), row_a_cta_point(64, 4), row_a_cta_point(256, 1)]
+        row_a_cta_point(128, 2, aligned=True), row_a_cta_point(64, 4, aligned=True),
+        row_a_cta_point(256, 1, aligned=True)]
     assert all("Triton" in r and "one row a CTA" in r for _, r in found[:3])
+    # cols % 4 != 0: Triton's code without the aligned rows
+    odd = plan(16384, 1022)
+    assert next(destination(odd, t) for t, r in moves(odd, 16384, 1022)
+                if "Triton's warp count" in r) == row_a_cta_point(128, 2)
     # from two warps a row, one warp holding 32 floats a thread
     w2 = row_a_cta_point(64, 4, code=False)
     walk = [destination(w2, t) for t, r in moves(w2, 16384, 1024) if "one row a CTA" in r]
-    assert row_a_cta_point(32, 8) in walk
+    assert row_a_cta_point(32, 8, aligned=True) in walk
     assert w2 not in walk
     # 4096x32768: sixteen warps at 64 floats a thread, then 32 at 32; eight would hold 128
     p = plan(4096, 32768)
@@ -733,8 +749,8 @@ def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
     first = next(destination(hinted, t) for t, r in moves(hinted, 16384, 1024)
                  if "Triton's warp count" in r)
     # (a store hint and PTX stores do not go together: the hint's stores stay)
-    assert first == replace(row_a_cta_point(128, 2), load_hint=1, store_hint=True,
-                            ptx_stores=False)
+    assert first == replace(row_a_cta_point(128, 2, aligned=True), load_hint=1,
+                            store_hint=True, ptx_stores=False)
 
 
 def test_rows_a_cta_compile_within_their_registers(compiler: Compiler) -> None:
@@ -744,15 +760,19 @@ def test_rows_a_cta_compile_within_their_registers(compiler: Compiler) -> None:
     beat the campaigns on the H200 (2 warps at 1024 columns, 16 at 32768) spill nothing (a
     few CTAs of 64 and 128 threads holding 32 or 64 floats spill 16-24 bytes: the campaign's
     spill rule answers them)."""
-    def coded(q: SoftmaxParams) -> SoftmaxParams:  # as the rule book offers it
-        return replace(q, max_first=True, ptx_stores=True)
+    def coded(q: SoftmaxParams, cols: int) -> SoftmaxParams:  # as the rule book offers it
+        aligned = cols % 4 == 0 and cols <= ALIGNED_MAX_COLS
+        return replace(q, max_first=True, ptx_stores=True, aligned_rows=aligned,
+                       one_pass_grid=aligned)
 
-    points = sorted({coded(q) for _rows, cols in SWEEP for w in (1, 2, 4, 8, 16, 32)
+    points = sorted({coded(q, cols) for _rows, cols in SWEEP for w in (1, 2, 4, 8, 16, 32)
                      if (q := row_a_cta(cols, w)) is not None},
-                    key=lambda q: (q.block_threads, q.chunks))
+                    key=lambda q: (q.block_threads, q.chunks, q.aligned_rows))
     assert len(points) >= 12
-    clean = {coded(q) for _rows, cols in SWEEP if (q := row_a_cta(cols, triton_warps(cols)))}
-    clean |= {row_a_cta_point(64, 4), row_a_cta_point(512, 16)}
+    assert any(q.aligned_rows for q in points)
+    clean = {coded(q, cols) for _rows, cols in SWEEP
+             if (q := row_a_cta(cols, triton_warps(cols)))}
+    clean |= {row_a_cta_point(64, 4, aligned=True), row_a_cta_point(512, 16)}
     assert clean <= set(points)
     for p, f in [(p, submit(compiler, p)) for p in points]:
         result = f.result()
@@ -975,3 +995,174 @@ def test_min_ctas_caps_the_registers_and_renders_the_launch_bounds() -> None:
                     "set_min_ctas(3)")   # 32 floats a thread in 42 registers
     assert isinstance(tight, Rejection)
     assert tight.reason == "registers_over_limit"
+
+
+# ---- aligned rows and a CTA a row unit ---------------------------------------------------
+#: Triton's arrangement at 16384x1024 with Triton's code (max first, whole vector stores)
+TRITON_1024 = row_a_cta_point(128, 2)
+
+
+def test_aligned_rows_and_one_pass_grid_validity_canonical_and_keys() -> None:
+    """Both moves off by default and out of every older point's JSON and key; on, each is in
+    both. ``aligned_rows`` needs vector accesses without bulk copies or ``pipeline``,
+    ``one_pass_grid`` a launch that is not persistent (no bulk copies, no spread group):
+    elsewhere the move is rejected with the fields' values and canonical() drops the field."""
+    from agent.policies.base import key_of
+
+    for name, reason in (("aligned_rows", "aligned_rows_needs_vectors"),
+                         ("one_pass_grid", "one_pass_grid_needs_plain_launch")):
+        move = f"apply_{name}"
+        assert name not in TRITON_1024.to_dict()
+        on = applied(TRITON_1024, f"{move}(true)")
+        assert isinstance(on, Candidate), on
+        assert getattr(on.params, name) is True
+        assert on.params.to_dict()[name] is True
+        assert on.params.canonical() == on.params
+        assert key_of(on.params) != key_of(TRITON_1024)
+        assert FAMILY.validate(on.params) is None
+        back = FAMILY.apply(on, f"{move}(false)")
+        assert isinstance(back, Candidate)
+        assert back.params == TRITON_1024
+        assert key_of(back.params) == key_of(TRITON_1024)
+        same = applied(TRITON_1024, f"{move}(false)")
+        assert isinstance(same, Rejection)
+        assert same.reason == "no_change"
+        bulky = replace(BLOCK_ROW, cluster=4, bulk=4).canonical()
+        for start in (bulky, *((FAMILY.baseline,) if name == "aligned_rows" else ()),
+                      *((replace(BLOCK_ROW, cluster=4, spread=True),)
+                        if name == "one_pass_grid" else ())):
+            rejected = applied(start, f"{move}(true)")
+            assert isinstance(rejected, Rejection), (name, start)
+            assert rejected.reason == reason
+            assert rejected.figures
+            raw = replace(start, **{name: True})
+            rejection = FAMILY.validate(raw)
+            assert isinstance(rejection, Rejection)
+            assert rejection.reason == reason
+            assert raw.canonical() == start.canonical()
+    # a pipelined spread group keeps its own row split
+    piped = SoftmaxParams(block_threads=64, row_threads=64, cluster=4, vec=4, passes=1,
+                          chunks=2, spread=True, pipeline=True)
+    assert FAMILY.validate(replace(piped, aligned_rows=True)).reason == (  # type: ignore[union-attr]
+        "aligned_rows_needs_vectors")
+    # the sampler and the seed space draw neither (every seed keeps its points)
+    assert not any(p.aligned_rows or p.one_pass_grid
+                   for p in FAMILY.sample(random.Random(5), 200))
+    assert not any(p.aligned_rows or p.one_pass_grid for p in FAMILY.space())
+
+
+def test_old_points_render_as_before_the_two_moves() -> None:
+    """The replay dataset's points, 300 samples and every seventh seed point render byte for
+    byte as at 68c0dcf (before ``aligned_rows`` and ``one_pass_grid``), under the same keys."""
+    import gzip
+    import hashlib
+    import json
+
+    from agent.policies.base import key_of
+
+    [dataset] = FAMILY.replay_datasets()
+    with gzip.open(str(dataset), "rt") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    points = {FAMILY.params_from_dict(r["params"]): None for r in records
+              if isinstance(r.get("params"), dict)}
+    points.update(dict.fromkeys(FAMILY.sample(random.Random(3), 300)))
+    points.update(dict.fromkeys(FAMILY.space()[::7]))
+    digest = hashlib.sha256()
+    for p in sorted(points, key=lambda q: json.dumps(q.to_dict(), sort_keys=True)):
+        digest.update(json.dumps(p.to_dict(), sort_keys=True).encode())
+        digest.update(key_of(p).encode())
+        digest.update(FAMILY.render(p).encode())
+    assert digest.hexdigest() == OLD_POINTS_DIGEST
+
+
+#: sha256 of :func:`test_old_points_render_as_before_the_two_moves`'s points (JSON, key,
+#: source), taken at 68c0dcf
+OLD_POINTS_DIGEST = "a3d49c35bcbc822290baf76111b23e7ce74e9472b19dfc9c341bc881599b89c7"
+
+
+def test_one_pass_grid_launch_covers_every_row() -> None:
+    """A ``one_pass_grid`` launch has a CTA (a cluster) for every row unit, past the
+    :data:`MAX_UNITS` cap of the grid-stride launch; refused past 2^31 elements (its 32-bit
+    offsets) or 2^31 - 1 CTAs."""
+    packed = replace(plan(32768, 512), max_first=True, one_pass_grid=True)
+    assert packed.rows_per_cta == 8
+    for rows in (1, 9, 32768, 8 * MAX_UNITS + 5):
+        cols = min(512, MAX_ELEMENTS // rows)
+        launch = FAMILY.launch(packed, dims(rows, cols))
+        assert isinstance(launch, LaunchConfig)
+        assert launch.grid == (-(-rows // 8), 1, 1)
+        looped = FAMILY.launch(replace(packed, one_pass_grid=False), dims(rows, cols))
+        assert isinstance(looped, LaunchConfig)
+        assert looped.grid == (min(-(-rows // 8), MAX_UNITS), 1, 1)
+    clustered = SoftmaxParams(block_threads=64, row_threads=64, cluster=2, vec=4, passes=1,
+                              chunks=2, one_pass_grid=True)
+    launch = FAMILY.launch(clustered, dims(7, 1000))
+    assert isinstance(launch, LaunchConfig)
+    assert launch.grid == (14, 1, 1)
+    over = FAMILY.launch(packed, dims(1 << 28, 9))
+    assert isinstance(over, Rejection)
+    assert over.reason == "one_pass_grid_over_limit"
+    assert over.figures["elements"] == 9 << 28
+
+
+def test_the_two_moves_follow_tritons_code_where_rows_are_whole_float4() -> None:
+    """From a point with Triton's code (max first, whole vector stores) at rows of whole float4,
+    the rule book offers both moves in one; not at cols % 4 != 0, not again once both are on,
+    and not from a point without that code (the replay datasets hold none with it, so their
+    campaigns never see the move)."""
+    for start, rows, cols in ((TRITON_1024, 16384, 1024),
+                              (replace(plan(32768, 512), max_first=True, ptx_stores=True),
+                               32768, 512)):
+        found = [(destination(start, t), r) for t, r in moves(start, rows, cols)
+                 if "head and tail" in r]
+        assert [q for q, _ in found] == [replace(start, aligned_rows=True,
+                                                 one_pass_grid=True)]
+        assert str(cols) in found[0][1]
+    assert not [r for _, r in moves(TRITON_1024, 16384, 1022) if "head and tail" in r]
+    done = replace(TRITON_1024, aligned_rows=True, one_pass_grid=True)
+    assert not [r for _, r in moves(done, 16384, 1024) if "head and tail" in r]
+    plain = plan(16384, 1024)
+    assert not [r for _, r in moves(plain, 16384, 1024) if "32-bit row offsets" in r]
+    # the plan move keeps both on (a move back to the plan does not drop them)
+    walked = [destination(done, t) for t, r in moves(done, 16384, 1024) if r.startswith("plan")]
+    assert all(q.aligned_rows and q.one_pass_grid for q in walked)
+
+
+def test_the_two_moves_take_the_head_tail_and_split_stores_out_of_the_sass(
+        compiler: Compiler) -> None:
+    """Triton's arrangement at 16384x1024 with Triton's code, through nvcc for sm_90, without
+    and with the two moves: no spills, no more registers, and (with a ``cuobjdump``) a fifth
+    fewer instructions in the whole kernel, the vector path's scalar head/tail loads and
+    stores gone (those left are the scalar path's), and every vector store whole."""
+    import re
+    import subprocess
+
+    from sass_support import cuobjdump
+
+    moved = replace(TRITON_1024, aligned_rows=True, one_pass_grid=True)
+    before, after = (submit(compiler, p).result() for p in (TRITON_1024, moved))
+    for r in (before, after):
+        assert r.status == "ok", r.error
+        assert not r.spill_bytes
+    assert after.regs_per_thread is not None
+    assert before.regs_per_thread is not None
+    assert after.regs_per_thread <= before.regs_per_thread
+    tool = cuobjdump()
+    if tool is None:
+        return
+    counts = []
+    for r in (before, after):
+        assert r.cubin_path is not None
+        sass = subprocess.run([tool, "-sass", r.cubin_path], capture_output=True, text=True,
+                              check=True).stdout
+        ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", sass)]
+        ops = [o for o in ops if not o.startswith("NOP")]
+        counts.append({"all": len(ops),
+                       "STG.E": sum(bool(re.search(r"STG\.E(?!\.128|\.64)", o)) for o in ops),
+                       "LDG.E": sum(bool(re.search(r"LDG\.E(?!\.128|\.64)", o)) for o in ops),
+                       "STG.E.128": sum("STG.E.128" in o for o in ops)})
+    old, new = counts
+    assert new["all"] <= 0.8 * old["all"], counts
+    assert new["STG.E"] < old["STG.E"], counts
+    assert new["LDG.E"] < old["LDG.E"], counts
+    assert new["STG.E.128"] >= 2, counts

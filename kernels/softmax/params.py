@@ -54,6 +54,20 @@ SM's loads do not stop at every row's wait. Its group meets without a fence, thr
 slots (each CTA's partial stored relaxed with the round's tag, polled by warp 0; a release
 would wait for the next row's loads) rather than the counter. Rows longer than the ``chunks``
 vectors take the plain loop.
+
+``aligned_rows`` (a vector point without bulk copies or ``pipeline``) takes every row to start
+on a vector boundary where it can: where ``cols`` is a multiple of ``vec`` and x and y are
+``vec``-float aligned (torch's allocations are 256-byte aligned), checked once a launch, the
+vector path has no scalar head or tail (the row is whole vectors from its first element), so
+that its loads and stores are whole vectors and nothing else; any other shape or alignment
+runs the scalar path of the same kernel (correct at every shape, slower where ``cols % vec``
+is not 0: the rule book offers the move only where it is).
+
+``one_pass_grid`` (a point without bulk copies or ``spread``) gives every row unit (its
+``rows_per_cta`` rows) its own CTA, or ``cluster`` CTAs: the launch's grid covers all the rows
+(no :data:`MAX_UNITS` cap; rows are at most 2^28) and the kernel has no grid-stride loop, the
+row's offset a 32-bit product (``rows * cols`` is at most :data:`MAX_ELEMENTS`, checked at the
+launch).
 """
 
 from __future__ import annotations
@@ -78,6 +92,11 @@ REGISTER_OVERHEAD = 28
 #: row units (groups of CTAs on the same rows) a launch has at most; a grid-stride loop takes
 #: the rest, so grid x stays far below 2^31 - 1 for any cluster size
 MAX_UNITS = 1 << 24
+#: elements a launch of ``one_pass_grid`` may have: its rows' offsets are 32-bit unsigned
+#: products (the family's own bound on a shape, ``kernels.softmax.MAX_ELEMENTS``)
+MAX_ELEMENTS = 1 << 31
+#: grid x a launch may have (CUDA's limit)
+MAX_GRID_X = (1 << 31) - 1
 #: most CTAs of a thread-block cluster (sm_90, 16 a non-portable size); a spread group may
 #: have twice as many
 MAX_HW_CLUSTER = 16
@@ -104,6 +123,8 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "pipeline": (False, True),
     "max_first": (False, True),
     "ptx_stores": (False, True),
+    "aligned_rows": (False, True),
+    "one_pass_grid": (False, True),
 }
 #: Fields added after the replay dataset and the first campaigns were recorded: left out of
 #: :meth:`SoftmaxParams.to_dict` (and so of every key) while at these values, so that the points
@@ -111,19 +132,21 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 KEY_OMITTED_DEFAULTS: dict[str, Any] = {"bulk": 0, "push": False, "prefetch": False,
                                          "staged": 0, "min_ctas": 0, "spread": False,
                                          "pipeline": False, "max_first": False,
-                                         "ptx_stores": False}
+                                         "ptx_stores": False, "aligned_rows": False,
+                                         "one_pass_grid": False}
 #: Fields the policies' point keys (``agent.policies.base.key_of``, every field of the canonical
 #: point) leave out at these values: those added after the campaigns' keys were recorded, so
 #: that every earlier point keeps its key (the fields before them were in the keys from the start)
-KEY_OF_OMITTED: dict[str, Any] = {"max_first": False, "ptx_stores": False}
+KEY_OF_OMITTED: dict[str, Any] = {"max_first": False, "ptx_stores": False,
+                                   "aligned_rows": False, "one_pass_grid": False}
 #: the domains a random sample draws from: clusters the sizes the sampler drew before 16
 #: (non-portable) joined, and no ``prefetch``, ``staged``, ``min_ctas``, ``spread``,
-#: ``pipeline``, ``max_first`` or ``ptx_stores`` (added later), so that every seed keeps the
-#: points it drew; transforms and the rule book reach them
+#: ``pipeline``, ``max_first``, ``ptx_stores``, ``aligned_rows`` or ``one_pass_grid`` (added
+#: later), so that every seed keeps the points it drew; transforms and the rule book reach them
 SAMPLED_DOMAINS: dict[str, tuple[Any, ...]] = {
     **{k: v for k, v in DOMAINS.items()
        if k not in ("prefetch", "staged", "min_ctas", "spread", "pipeline", "max_first",
-                    "ptx_stores")},
+                    "ptx_stores", "aligned_rows", "one_pass_grid")},
     "cluster": (1, 2, 4, 8)}
 #: the part :meth:`~kernels.softmax.Softmax.space` lists (no clusters, no cache hints)
 SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
@@ -131,6 +154,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "load_hint": (0,), "store_hint": (False,), "bulk": (0,), "push": (False,),
     "prefetch": (False,), "staged": (0,), "min_ctas": (0,), "spread": (False,),
     "pipeline": (False,), "max_first": (False,), "ptx_stores": (False,),
+    "aligned_rows": (False,), "one_pass_grid": (False,),
 }
 LOAD_HINTS = {0: "plain loads", 1: "__ldg (read-only path)",
               2: "ld.global.nc.L1::no_allocate", 3: "__ldcs on the last read (evict first)"}
@@ -160,6 +184,8 @@ class SoftmaxParams:
     pipeline: bool = False
     max_first: bool = False
     ptx_stores: bool = False
+    aligned_rows: bool = False
+    one_pass_grid: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the late fields of :data:`KEY_OMITTED_DEFAULTS` only when set."""
@@ -187,7 +213,13 @@ class SoftmaxParams:
         kernel; ``spread`` only to a group of CTAs on a row, where it replaces the cluster's
         ``push``; ``pipeline`` only to a one-pass spread point without a staged part;
         ``max_first`` only to a one-pass point of one CTA a row without bulk copies;
-        ``ptx_stores`` only to vector stores without ``store_hint``)."""
+        ``ptx_stores`` only to vector stores without ``store_hint``; ``aligned_rows`` only to
+        a vector point without bulk copies or ``pipeline``; ``one_pass_grid`` only to a point
+        without bulk copies or ``spread``)."""
+        if self.aligned_rows and not self.aligned_rows_fits:
+            return replace(self, aligned_rows=False).canonical()
+        if self.one_pass_grid and not self.one_pass_grid_fits:
+            return replace(self, one_pass_grid=False).canonical()
         if self.max_first and not self.max_first_fits:
             return replace(self, max_first=False).canonical()
         if self.ptx_stores and (self.store_hint or (self.vec == 1 and not self.bulk)):
@@ -225,6 +257,18 @@ class SoftmaxParams:
         """Whether ``max_first`` can apply: a one-pass point of one CTA a row (no cluster, no
         spread group), without bulk copies."""
         return self.passes == 1 and self.cluster == 1 and not self.bulk
+
+    @property
+    def aligned_rows_fits(self) -> bool:
+        """Whether ``aligned_rows`` can apply: vector accesses (``vec`` > 1) on the register
+        and streaming paths (no bulk copies, no ``pipeline``)."""
+        return self.vec > 1 and not self.bulk and not self.pipeline
+
+    @property
+    def one_pass_grid_fits(self) -> bool:
+        """Whether ``one_pass_grid`` can apply: a launch of a CTA (or a cluster) a row unit,
+        not a persistent one (no bulk copies, no ``spread`` group)."""
+        return not self.bulk and not self.spread
 
     @property
     def rows_per_cta(self) -> int:
@@ -368,6 +412,18 @@ def validate(params: SoftmaxParams, arch: str = "sm_90") -> Rejection | None:
             "reducing the max first, then the sum, needs a one-pass point of one CTA a row "
             f"without bulk copies (passes={p.passes}, cluster={p.cluster}, bulk={p.bulk})",
             {"passes": p.passes, "cluster": p.cluster, "bulk": p.bulk})
+    if p.aligned_rows and not p.aligned_rows_fits:
+        return Rejection(
+            "aligned_rows_needs_vectors",
+            "rows starting on a vector boundary need vector accesses on the register or "
+            f"streaming path (vec={p.vec}, bulk={p.bulk}, pipeline={p.pipeline})",
+            {"vec": p.vec, "bulk": p.bulk, "pipeline": p.pipeline})
+    if p.one_pass_grid and not p.one_pass_grid_fits:
+        return Rejection(
+            "one_pass_grid_needs_plain_launch",
+            "a CTA a row unit with no grid-stride loop needs a launch that covers every row, "
+            f"not a persistent grid (bulk={p.bulk}, spread={p.spread})",
+            {"bulk": p.bulk, "spread": p.spread})
     if p.prefetch and not p.bulk:
         return Rejection("prefetch_needs_bulk",
                          "prefetching the next tile needs the bulk-copy path (bulk is 0)",
@@ -433,12 +489,25 @@ def launch_config(params: SoftmaxParams, dims: Dims,
     launch: the launcher cuts grid x to the CTAs resident at once. ``sm_count`` does not change
     the grid. A ``spread`` point's launch is persistent too, its CTAs grouped by ``cluster``
     (``LaunchConfig.group``: the grid is cut to a whole number of groups) and no hardware
-    cluster."""
+    cluster. A ``one_pass_grid`` point's grid covers every row unit (no cap, no loop): refused
+    past :data:`MAX_GRID_X` CTAs or :data:`MAX_ELEMENTS` elements (its 32-bit offsets)."""
     rejection = validate(params)
     if rejection is not None:
         return rejection
     p = params.canonical()
-    units = min(-(-dims["rows"] // p.rows_per_cta), MAX_UNITS)
+    units = -(-dims["rows"] // p.rows_per_cta)
+    if p.one_pass_grid:
+        elements = dims["rows"] * dims["cols"]
+        if units * p.cluster > MAX_GRID_X or elements > MAX_ELEMENTS:
+            return Rejection(
+                "one_pass_grid_over_limit",
+                f"{dims['rows']} rows in units of {p.rows_per_cta} x {p.cluster} CTA(s) = "
+                f"{units * p.cluster} CTAs (at most {MAX_GRID_X}), {elements} elements (at "
+                f"most {MAX_ELEMENTS} for 32-bit offsets): a CTA a row unit cannot cover them",
+                {"ctas": units * p.cluster, "max_grid_x": MAX_GRID_X, "elements": elements,
+                 "max_elements": MAX_ELEMENTS})
+    else:
+        units = min(units, MAX_UNITS)
     smem = 0
     if p.bulk:
         need = bulk_smem_bytes(p, dims["cols"])
@@ -458,11 +527,11 @@ def launch_config(params: SoftmaxParams, dims: Dims,
 PATH_FIELDS: dict[int, tuple[str, ...]] = {
     1: ("block_threads", "row_threads", "cluster", "vec", "chunks", "unroll", "load_hint",
         "store_hint", "push", "staged", "min_ctas", "spread", "pipeline", "max_first",
-        "ptx_stores"),
+        "ptx_stores", "aligned_rows", "one_pass_grid"),
     2: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas", "spread", "ptx_stores"),
+        "push", "min_ctas", "spread", "ptx_stores", "aligned_rows", "one_pass_grid"),
     3: ("block_threads", "row_threads", "cluster", "vec", "unroll", "load_hint", "store_hint",
-        "push", "min_ctas", "spread", "ptx_stores"),
+        "push", "min_ctas", "spread", "ptx_stores", "aligned_rows", "one_pass_grid"),
 }
 #: the fields the bulk-copy kernel reads (``vec`` and ``unroll`` also shape its two-pass loop;
 #: ``chunks`` only with ``prefetch``)

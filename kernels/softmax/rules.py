@@ -25,7 +25,9 @@ In order:
    a shuffle and a max or an add a step, not two shuffles and two exponentials), and the vector
    stores as PTX (``apply_ptx_stores``: the compiler splits the first float4 of a held row into
    four scalar stores); the SASS beside Triton's row kernel:
-   docs/GPU.md#the-softmax-gap-to-triton-in-the-sass;
+   docs/GPU.md#the-softmax-gap-to-triton-in-the-sass; from a point with both, where ``cols %
+   4 == 0``, the row's head and tail and the grid-stride loop taken out (``apply_aligned_rows``
+   and ``apply_one_pass_grid``, together);
 7. the unroll of the streaming loops (two-pass points), then cache hints last.
 
 Right after the plan, Triton's arrangement (:func:`row_a_cta`):
@@ -34,7 +36,11 @@ the row in registers as float4, its max reduced first and its vectors stored who
 code: 37.9 against 40.6 µs without at 16384x1024, docs/GPU.md), then the same with half and
 with twice the warps, for rows that
 fill every thread with a float4 and need at most :data:`MAX_FLOATS_PER_THREAD` floats a thread;
-from a point that is already one row a CTA, its half and double warp counts in turn.
+from a point that is already one row a CTA, its half and double warp counts in turn. Rows of at
+most :data:`ALIGNED_MAX_COLS` columns with ``cols % 4 == 0`` get the arrangement with no head
+or tail and no grid-stride loop as well (``aligned_rows``, ``one_pass_grid``: the held path of
+Triton's length, docs/GPU.md); the longer rows' Triton arrangements stay as they were, so that
+the recorded replay campaigns (8192x8192) decide as before.
 
 Then, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
 :data:`BULK_MAX_SHORT_COLS`, the bulk-copy point of the shape (:func:`bulk_plan`): the CTA's
@@ -94,10 +100,16 @@ L2_BYTES = 50 * 1024 * 1024
 
 
 #: the fields Triton's arrangement (:func:`row_a_cta`) sets besides the threads and the floats
-#: a thread: one CTA a row, one pass, float4, none of the late moves (the hints stay)
+#: a thread: one CTA a row, one pass, float4, none of the late moves (the hints stay; its code,
+#: max_first, ptx_stores, aligned_rows and one_pass_grid, is set by the move)
 ROW_A_CTA_RESET: dict[str, Any] = {"cluster": 1, "vec": 4, "passes": 1, "bulk": 0, "staged": 0,
                                    "min_ctas": 0, "spread": False, "pipeline": False,
                                    "prefetch": False, "push": False}
+
+#: rows of at most this many columns (and ``cols % 4 == 0``) are offered Triton's arrangement
+#: with ``aligned_rows`` and ``one_pass_grid`` (the short rows where the head, the tail and the
+#: grid-stride loop are a part of the row's work that shows)
+ALIGNED_MAX_COLS = 4096
 
 #: rows of at least this many columns are offered the bulk-copy point, right after the plan
 #: (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
@@ -233,6 +245,10 @@ def _steps(params: SoftmaxParams, want: SoftmaxParams, registers_first: bool
               if want.max_first != params.max_first else None),
              (Action("apply_ptx_stores", (want.ptx_stores,))
               if want.ptx_stores != params.ptx_stores else None),
+             (Action("apply_aligned_rows", (want.aligned_rows,))
+              if want.aligned_rows != params.aligned_rows else None),
+             (Action("apply_one_pass_grid", (want.one_pass_grid,))
+              if want.one_pass_grid != params.one_pass_grid else None),
              Action("apply_bulk_copy", (want.bulk,)) if want.bulk else None,
              (Action("apply_prefetch", (want.chunks if want.prefetch else 0,))
               if want.bulk and (want.prefetch or params.prefetch) else None)]
@@ -291,7 +307,8 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     else:
         held = (f"the row of {cols} floats is longer than a cluster of {MAX_CLUSTER} CTAs holds "
                 f"in registers: online max and sum in one read, then a re-read (mostly from L2)")
-    add({**asdict(goal), "push": p.push, "max_first": p.max_first, "ptx_stores": p.ptx_stores},
+    add({**asdict(goal), "push": p.push, "max_first": p.max_first, "ptx_stores": p.ptx_stores,
+         "aligned_rows": p.aligned_rows, "one_pass_grid": p.one_pass_grid},
         f"plan for {rows}x{cols}: {held}")
     # Triton's arrangement (one row a CTA, warps by row length), the warp counts beside it, and
     # from a point already one row a CTA, its own neighbours
@@ -305,15 +322,17 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     counts: dict[int, str] = {}
     for warps, why in tried:
         counts.setdefault(warps, why)
+    aligned = cols % 4 == 0 and cols <= ALIGNED_MAX_COLS
     for warps, why in counts.items():
         row = row_a_cta(cols, warps)
         if row is not None:
             add({**ROW_A_CTA_RESET, "block_threads": row.block_threads,
                  "row_threads": row.row_threads, "chunks": row.chunks, "max_first": True,
-                 "ptx_stores": True},
+                 "ptx_stores": True, "aligned_rows": aligned, "one_pass_grid": aligned},
                 f"one row a CTA of {warps} warp(s) ({why}), {row.chunks * 4} floats a thread "
                 f"in registers for {rows}x{cols}: Triton's row kernel's arrangement and order "
-                "(its max first, then the sum; whole vector stores)")
+                "(its max first, then the sum; whole vector stores"
+                + ("; no head or tail, a CTA a row, no grid-stride loop)" if aligned else ")"))
 
     staged = bulk_plan(rows, cols, sms)
     if staged is not None and p.bulk == 0:
@@ -433,6 +452,16 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
             "the compiler splits a float4 store into four scalar stores where it loses the "
             "pointer's alignment (the first vector of a held row): st.global.v4 PTX keeps "
             "each one 16-byte store")
+    # with Triton's code in place, what is left beside its held path: the row's head and tail
+    # and the grid-stride loop (never reached in the replay datasets, which hold no max_first
+    # point)
+    if (p.max_first and p.ptx_stores and cols % p.vec == 0 and p.aligned_rows_fits
+            and p.one_pass_grid_fits and not (p.aligned_rows and p.one_pass_grid)):
+        add({"aligned_rows": True, "one_pass_grid": True},
+            f"{cols} columns are whole float{p.vec} vectors from every row's start: no scalar "
+            "head and tail (a predicated load and store a thread, their 64-bit addresses), and "
+            f"a CTA for every {p.rows_per_cta}-row unit with no grid-stride loop and 32-bit "
+            "row offsets: the held path at Triton's length")
     # the two-pass loops' loads in flight, then cache hints
     if p.passes != 1 and p.unroll < 4:
         add({"unroll": 4}, f"{p.unroll} vector(s) in flight a thread in the streaming loops: "

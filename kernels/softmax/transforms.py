@@ -330,6 +330,57 @@ def apply_ptx_stores(candidate: Candidate, on: bool) -> Candidate | Rejection:
     return _step(candidate, Action("apply_ptx_stores", (on,)), ptx_stores=on)
 
 
+@TRANSFORMS.register(
+    "apply_aligned_rows",
+    ArgSpec("on", DOMAINS["aligned_rows"],
+            "every row starts on a vector boundary where cols is a multiple of vec and x, y are "
+            "vector-aligned (checked once a launch): the vector path has no scalar head or "
+            "tail; other shapes take the scalar path; false: a head and a tail a row",
+            "aligned_rows"),
+    origin="expert",
+)
+def apply_aligned_rows(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Take the row to be whole vectors from its first element: where ``cols % vec == 0`` and
+    x and y are ``vec``-float aligned (the kernel checks both once a launch; torch's
+    allocations are 256-byte aligned), the vector path drops the scalar head and tail (a
+    predicated load and store a thread and their addresses) and its accesses are aligned
+    vectors the compiler keeps whole; any other shape or alignment runs the kernel's scalar
+    path (correct, slower). Needs vector accesses (``vec`` > 1) without bulk copies or
+    ``pipeline``."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_aligned_rows", (on,))
+    if on and not p.aligned_rows_fits:
+        return Rejection("aligned_rows_needs_vectors",
+                         "apply_aligned_rows(true) needs vector accesses without bulk copies "
+                         "or a pipelined group: apply_vectorize(4), apply_bulk_copy(0) and "
+                         "apply_row_pipeline(false) first",
+                         {"vec": p.vec, "bulk": p.bulk, "pipeline": p.pipeline})
+    return _step(candidate, action, aligned_rows=on)
+
+
+@TRANSFORMS.register(
+    "apply_one_pass_grid",
+    ArgSpec("on", DOMAINS["one_pass_grid"],
+            "a CTA (or a cluster) for every row unit, the grid covering all the rows: no "
+            "grid-stride loop, 32-bit row offsets; false: a grid of at most 2^24 units and a "
+            "loop over the rest", "one_pass_grid"),
+    origin="expert",
+)
+def apply_one_pass_grid(candidate: Candidate, on: bool) -> Candidate | Rejection:
+    """Give every row unit (the ``rows_per_cta`` rows of a CTA, or a cluster's row) its own CTA
+    or cluster, so that the kernel has no grid-stride loop and its row offset is a 32-bit
+    product (the launch refuses past 2^31 elements or 2^31 - 1 CTAs). Needs a launch that is
+    not persistent: no bulk copies, no ``spread`` group."""
+    p: SoftmaxParams = candidate.params
+    action = Action("apply_one_pass_grid", (on,))
+    if on and not p.one_pass_grid_fits:
+        return Rejection("one_pass_grid_needs_plain_launch",
+                         "apply_one_pass_grid(true) needs a launch of a CTA a row unit: "
+                         "apply_bulk_copy(0) and apply_spread(false) first",
+                         {"bulk": p.bulk, "spread": p.spread})
+    return _step(candidate, action, one_pass_grid=on)
+
+
 @TRANSFORMS.register("revert_last")
 def revert_last(candidate: Candidate) -> Candidate | Rejection:
     """Return to the parent candidate (its own lineage intact, so the chain replays)."""
