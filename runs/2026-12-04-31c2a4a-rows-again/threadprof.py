@@ -1,7 +1,9 @@
 """Run ``python -m cli.main ARGS`` with every thread under cProfile; the merged statistics to
 ``$PROFILE_OUT`` (default ``/tmp/all.prof``). Used to see where a re-submitted shape set's
 wall time goes on the GPU host (the campaign loop runs in worker threads, which a plain
-``python -m cProfile`` does not see)."""
+``python -m cProfile`` does not see). Python 3.11 only: from 3.12 one ``cProfile`` may be
+active at a time, and the H200's Python 3.12 refused the second thread's (this run's
+``set-3.json`` stopped at 0 evaluations)."""
 
 import cProfile
 import os

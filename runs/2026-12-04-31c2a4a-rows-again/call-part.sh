@@ -1,6 +1,6 @@
 # (sourced by a call script, with $r the output folder) a 2-shape GEMM set of 60 on the GPU,
 # then the same set again under every thread's cProfile: where a served evaluation's time goes
-mkdir -p $r/again; rec=runs/2026-12-04-again-profile
+mkdir -p $r/again; rec=runs/2026-12-04-31c2a4a-rows-again
 S=2048x2048x2048,1024x1024x1024
 timeout -s KILL 90 python3 -m cli.main tune --backend gpu --kernel gemm_bias_relu --shapes $S \
   --budget 60 --db /tmp/again.db --out /tmp/again-o --json 2>/dev/null | tail -1 > $r/again/set-1.json
