@@ -16,7 +16,7 @@ profiles = []
 _run = threading.Thread.run
 
 
-def _profiled(self):  # type: ignore[no-untyped-def]
+def _profiled(self: threading.Thread) -> None:
     profile = cProfile.Profile()
     profiles.append(profile)
     profile.enable()
