@@ -169,7 +169,7 @@ class Softmax(FamilyBase):
         """Deterministic CUDA source of ``params`` (same params, same bytes)."""
         p = params.canonical()
         return _environment().get_template("softmax.cu.j2").render(
-            p=p, kernel_name=KERNEL_NAME, extra_slots=0 if p.aligned_rows else p.extra_slots,
+            p=p, kernel_name=KERNEL_NAME, extra_slots=p.extra_slots,
             hw_cluster=p.cluster > 1 and not p.spread,
             params_json=json.dumps(p.to_dict(), sort_keys=True))
 

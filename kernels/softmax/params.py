@@ -290,7 +290,10 @@ class SoftmaxParams:
 
     @property
     def extra_slots(self) -> int:
-        """Scalar registers a thread keeps for the row's unaligned head and tail (< 2 vec)."""
+        """Scalar registers a thread keeps for the row's unaligned head and tail (< 2 vec);
+        none for ``aligned_rows``, whose held rows have neither."""
+        if self.aligned_rows:
+            return 0
         return max(1, -(-(2 * self.vec - 2) // self.group_threads))
 
     @property
