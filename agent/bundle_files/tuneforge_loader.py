@@ -305,6 +305,8 @@ SCRATCH_BYTES = 1 << 20
 #: streams a kernel keeps a workspace for (then it forgets them all and starts again)
 MAX_SCRATCH_STREAMS = 64
 _IS_COMPILING = torch.compiler.is_compiling
+_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                     torch.cuda.is_current_stream_capturing)
 
 
 def _seen_key(inputs: Sequence[Any], index: int) -> tuple[Any, ...]:
@@ -312,8 +314,6 @@ def _seen_key(inputs: Sequence[Any], index: int) -> tuple[Any, ...]:
     if len(inputs) == 1:
         return (inputs[0].shape, index)
     return (*[t.shape for t in inputs], index)
-_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
-                     torch.cuda.is_current_stream_capturing)
 
 
 class _Plan:
@@ -528,9 +528,8 @@ class Kernel:
         call and pass the checks that depend on more than their shape (dtype, contiguity,
         device); None sends the call to the full check."""
         try:
-            index = inputs[0].get_device()  # the key of _seen_key, built here (hot path)
-            run = self._plans.get((inputs[0].shape, index) if len(inputs) == 1
-                                  else (*[t.shape for t in inputs], index))
+            index = inputs[0].get_device()
+            run = self._plans.get(_seen_key(inputs, index))
         except (AttributeError, IndexError, TypeError):
             return None
         if run is None:
