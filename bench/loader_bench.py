@@ -18,9 +18,7 @@ most 2^28 elements). For every shape:
 - the dispatch overhead: back-to-back calls at a small shape with an entry, wall time a call,
   the loader against the direct launch of the same cubin (bare, and with its outputs
   allocated), in nine rounds that time each in turn: the median over the rounds of the
-  difference within a round. The direct launch is made two ways, through the bindings'
-  ``cuLaunchKernel`` and through the driver library's own entry called with ctypes; the
-  headline overhead is taken over the faster of the two in each round.
+  difference within a round.
 
 Prints a table and writes ``loader_bench.json`` under ``--out`` (default ``$OUT`` or ``.``)::
 
@@ -136,20 +134,10 @@ def build(work: Path, family_name: str, entries: list[BundleEntry], arch: str, s
 
 
 # ---- the cubin launched directly ---------------------------------------------------------
-def driver_launch() -> Any:
-    """``cuLaunchKernel`` of the driver library, called through ctypes (arguments declared)."""
-    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    uint, ptr = ctypes.c_uint, ctypes.c_void_p
-    fn.argtypes = [ptr, uint, uint, uint, uint, uint, uint, uint, ptr, ptr, ptr]
-    fn.restype = ctypes.c_int
-    return fn
-
-
 class DirectLaunch:
     """An entry's cubin launched with the CUDA driver bindings and nothing else: its module,
     functions, arguments and output packed once; a call is its launches on torch's current
-    stream (the baseline of the dispatch overhead), through the bindings' ``cuLaunchKernel``
-    or (:meth:`raw`) the driver's own entry through ctypes."""
+    stream (the baseline of the dispatch overhead)."""
 
     def __init__(self, torch: Any, bundle: Path, entry: dict[str, Any], args: Sequence[Any],
                  loader: Any) -> None:
@@ -207,8 +195,6 @@ class DirectLaunch:
                 grid[0] = int(loader._persistent_x(cu, fn, 0, launch))
             self.steps.append((fn, *grid, *step["block"], smem, ctypes.addressof(array)))
         self.stream = torch.cuda.current_stream().cuda_stream
-        self.raw_launch = driver_launch()
-        self.raw_steps = [(int(fn), *rest) for fn, *rest in self.steps]
         self.torch = torch
         self.out_counts = [eval_count(b["count"], shape) for b in sig["buffers"]
                            if b["role"] != "in"]
@@ -218,27 +204,13 @@ class DirectLaunch:
         for fn, gx, gy, gz, bx, by, bz, smem, params in self.steps:
             launch(fn, gx, gy, gz, bx, by, bz, smem, self.stream, params, 0)
 
-    def raw(self) -> None:
-        launch, stream = self.raw_launch, self.stream
-        for step in self.raw_steps:
-            assert launch(*step[:8], stream, step[8], None) == 0
-
     def allocating(self) -> None:
         """The launches after allocating a fresh output of each output buffer, as any
         operator returning new tensors does (they are not written)."""
-        outs = self.outputs()
+        empty, torch = self.torch.empty, self.torch
+        outs = [empty(count, dtype=torch.float32, device="cuda") for count in self.out_counts]
         self()
         del outs
-
-    def raw_allocating(self) -> None:
-        """:meth:`raw` after allocating the outputs as :meth:`allocating` does."""
-        outs = self.outputs()
-        self.raw()
-        del outs
-
-    def outputs(self) -> list[Any]:
-        empty, torch = self.torch.empty, self.torch
-        return [empty(count, dtype=torch.float32, device="cuda") for count in self.out_counts]
 
 
 def eval_count(count: str, shape: dict[str, int]) -> int:
@@ -312,23 +284,15 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     direct = DirectLaunch(torch, bundle, entry, args, loader)
     rounds = interleaved_us(torch, {"loader": partial(kernel, *args), "direct": direct,
                                     "direct_allocating": direct.allocating,
-                                    "direct_raw": direct.raw,
-                                    "direct_raw_allocating": direct.raw_allocating,
                                     "vendor": partial(ven, *args)})
     overhead: dict[str, Any] = {"shape": str(small), "rounds": rounds}
     for name, times in rounds.items():
         overhead[f"{name}_us"] = statistics.median(times)
-
-    def over(*baselines: str) -> float:
-        """The loader over the fastest of ``baselines`` within each round, the median over
-        the rounds."""
-        return statistics.median(
-            loader - min(rounds[b][i] for b in baselines)
-            for i, loader in enumerate(rounds["loader"]))
-    overhead["added_us"] = over("direct", "direct_raw")
-    overhead["dispatch_us"] = over("direct_allocating", "direct_raw_allocating")
-    overhead["dispatch_bindings_us"] = over("direct_allocating")
-    overhead["dispatch_raw_us"] = over("direct_raw_allocating")
+    # the differences within a round, their median over the rounds
+    overhead["added_us"] = statistics.median(
+        a - b for a, b in zip(rounds["loader"], rounds["direct"], strict=True))
+    overhead["dispatch_us"] = statistics.median(
+        a - b for a, b in zip(rounds["loader"], rounds["direct_allocating"], strict=True))
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
     fallback = [r for r in rows if r["entry"] is None]
     return {"rows": rows, "overhead": overhead,
@@ -390,8 +354,7 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"{'family':16} {'shapes':>6} {'wrong':>5} {'tuned x direct (min/med)':>25} "
           f"{'vs library (max)':>16} {'overhead us':>12} {'untuned x vendor (gm/min)':>26}")
     print("  (overhead: a call's wall time over the cubin launched directly / over the direct "
-          "launch with its outputs allocated, the faster of the bindings' and the driver's "
-          "entry in each round; untuned: flushed, then back to back, and the "
+          "launch with its outputs allocated; untuned: flushed, then back to back, and the "
           "median µs the fallback adds back to back)")
     for name, fam in report["families"].items():
         rows = fam["rows"]

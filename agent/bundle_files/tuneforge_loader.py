@@ -32,7 +32,6 @@ import json
 import logging
 import math
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -175,8 +174,6 @@ VENDOR_OPS: dict[str, Callable[..., tuple[torch.Tensor, ...]]] = {
 
 # ---- the CUDA driver -----------------------------------------------------------------------
 _DRIVER: Any = None
-#: the driver's ``cuLaunchKernel`` called through ctypes (set with :data:`_DRIVER`)
-_LAUNCH: Any = None
 _DRIVER_LOCK = threading.Lock()
 _PRIMARY: dict[int, Any] = {}
 
@@ -189,23 +186,8 @@ def _driver() -> Any:
                 from cuda.bindings import driver
 
                 _check(driver, driver.cuInit(0), "cuInit")
-                global _LAUNCH
-                _LAUNCH = _launch_entry()
                 _DRIVER = driver
     return _DRIVER
-
-
-def _launch_entry() -> Any:
-    """``cuLaunchKernel`` of the driver library the bindings load (``libcuda.so.1``,
-    ``nvcuda.dll``), called through ctypes with its arguments declared: a launch's host cost
-    is then the driver's own and ctypes' conversion of eleven integers, without the bindings'
-    handle objects and result enum (prepared launches hold plain integers)."""
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    fn = ctypes.CDLL(name).cuLaunchKernel
-    uint, ptr = ctypes.c_uint, ctypes.c_void_p
-    fn.argtypes = [ptr, uint, uint, uint, uint, uint, uint, uint, ptr, ptr, ptr]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def _check(cu: Any, result: Any, call: str) -> Any:
@@ -261,16 +243,16 @@ class _Launches:
     into one array of the call's pointers (inputs, then outputs, then the workspace), which a
     call fills with one slice assignment before launching the steps in order."""
 
-    __slots__ = ("steps", "pointers", "storage", "lock")
+    __slots__ = ("steps", "pointers", "storage", "lock", "ok")
 
-    def __init__(self, positions: int) -> None:
-        #: ((function handle, grid x, y, z, block x, y, z, shared memory), argument array,
-        #: name), all integers but the name
-        self.steps: list[tuple[tuple[int, ...], int, str]] = []
+    def __init__(self, cu: Any, positions: int) -> None:
+        #: ((function, grid x, y, z, block x, y, z, shared memory), argument array, name)
+        self.steps: list[tuple[tuple[Any, ...], int, str]] = []
         #: the call's pointers, by position
         self.pointers = (ctypes.c_void_p * positions)()
         self.storage: list[Any] = []
         self.lock = threading.Lock()
+        self.ok = cu.CUresult.CUDA_SUCCESS
 
     def add(self, fn: Any, name: str, grid: Sequence[int], block: Sequence[int], smem: int,
             args: Sequence[tuple[str, Any]]) -> None:
@@ -289,36 +271,27 @@ class _Launches:
                 addresses.append(ctypes.addressof(cell))
         params = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
         self.storage.append(params)
-        head = (int(fn), *(int(v) for v in grid), *(int(v) for v in block), int(smem))
+        head = (fn, *(int(v) for v in grid), *(int(v) for v in block), int(smem))
         self.steps.append((head, ctypes.addressof(params), name))
 
-    def launch(self, pointers: list[Any], stream: int) -> tuple[int, int] | None:
+    def launch(self, cu: Any, pointers: list[Any], stream: int) -> tuple[Any, int] | None:
         """Every step on ``stream`` with ``pointers`` (one for each position); None, or the
-        failing CUresult (an int) and the failing step's number (the steps before it were
-        launched)."""
-        call = _LAUNCH
+        failing result and the failing step's number (the steps before it were launched)."""
+        call = cu.cuLaunchKernel
+        ok = self.ok
         with self.lock:
             self.pointers[:] = pointers
             for number, (head, params, _name) in enumerate(self.steps):
-                err = call(*head, stream, params, None)
-                if err:
-                    return err, number
+                result = call(*head, stream, params, 0)
+                if result[0] != ok:
+                    return result[0], number
         return None
 
-    def failure(self, failed: tuple[int, int]) -> RuntimeError:
+    def failure(self, failed: tuple[Any, int]) -> RuntimeError:
         err, number = failed
         head, _params, name = self.steps[number]
         return RuntimeError(f"cuLaunchKernel of {name} grid {head[1:4]} block {head[4:7]} "
-                            f"smem {head[7]}: {_result(err)!r}")
-
-
-def _result(err: int) -> Any:
-    """The bindings' CUresult of a driver call's integer result (the integer where the
-    bindings do not know it)."""
-    try:
-        return _DRIVER.CUresult(err)
-    except ValueError:
-        return err
+                            f"smem {head[7]}: {err!r}")
 
 
 #: launch results that say the thread's current context is not the one the cubins were loaded
@@ -343,28 +316,11 @@ def _seen_key(inputs: Sequence[Any], index: int) -> tuple[Any, ...]:
     return (*[t.shape for t in inputs], index)
 
 
-def _matches(inputs: Sequence[Any], dtypes: Sequence[Any], index: int) -> bool:
-    """Whether inputs of a shape already checked pass the checks that depend on more than
-    their shape: each one's dtype, contiguity and device (the plan's key has them all)."""
-    for t, dtype in zip(inputs, dtypes, strict=False):
-        if t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index:
-            return False
-    return True
-
-
-def _checked(fn: Callable[[Sequence[Any]], tuple[Any, ...]], dtypes: Sequence[Any],
-             index: int) -> Callable[[Sequence[Any]], tuple[Any, ...] | None]:
-    """``fn`` behind :func:`_matches`: None where the inputs do not pass."""
-    def call(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
-        return fn(inputs) if _matches(inputs, dtypes, index) else None
-    return call
-
-
 class _Plan:
     """What a call at one shape on one device runs, prepared once: the outputs to allocate,
     and the entry's launches or the fallback. A call on inputs of a shape already seen (their
     dtype, contiguity and device checked again, the rest of the checks being the shape's) goes
-    straight to :meth:`repeat`'s function, which makes those checks itself."""
+    straight to :meth:`repeat`'s function."""
 
     __slots__ = ("kernel", "dims", "index", "device", "outs", "inouts", "workspace",
                  "launches", "in_shapes", "out_shapes")
@@ -384,30 +340,26 @@ class _Plan:
         self.in_shapes = [kernel._shape(b, dims) for b in kernel.inputs]
         self.out_shapes = [shape for shape, _d, _p in self.outs]
 
-    def repeat(self) -> Callable[[Sequence[Any]], tuple[Any, ...] | None]:
-        """What runs a repeat call at this plan with its launches, given inputs of the plan's
-        shapes: None where they fail :func:`_matches`, else :meth:`run`'s work in one
+    def repeat(self) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """What runs a repeat call at this plan with its launches: :meth:`run`'s work in one
         function with everything it reads bound once (outputs allocated, pointers filled,
         the stream's kept workspace, the launches; a failed launch retried or raised as
         :meth:`run` does). The fallback, an inout buffer or a workspace over
-        :data:`SCRATCH_BYTES` take :meth:`run` itself behind :func:`_checked`."""
+        :data:`SCRATCH_BYTES` take :meth:`run` itself."""
         launches = self.launches
-        dtypes, index = self.kernel._input_dtypes, self.index
         if launches is None or self.inouts or self.workspace > SCRATCH_BYTES:
-            return _checked(self.run, dtypes, index)
-        empty, device, size = torch.empty, self.device, self.workspace
+            return self.run
+        empty, device, index, size = torch.empty, self.device, self.index, self.workspace
         outs = [(shape, dtype) for shape, dtype, _position in self.outs]
         scratch, kernel, launch = self.kernel._scratch, self.kernel, launches.launch
-        stream_of = _RAW_STREAM if _RAW_STREAM is not None else _stream
-        capturing, matches = _CAPTURING, _matches
+        raw = _RAW_STREAM
+        capturing = _CAPTURING
 
-        def repeat(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
-            if not matches(inputs, dtypes, index):
-                return None
+        def repeat(inputs: Sequence[Any]) -> tuple[Any, ...]:
             made = tuple([empty(shape, dtype=dtype, device=device) for shape, dtype in outs])
             pointers = [t.data_ptr() for t in inputs]
             pointers += [o.data_ptr() for o in made]
-            stream = stream_of(index)
+            stream = raw(index) if raw is not None else _stream(index)
             if size:
                 kept = None if capturing() else scratch.get((index, stream))
                 if kept is None or kept.numel() < size:
@@ -415,7 +367,7 @@ class _Plan:
                 pointers.append(kept.data_ptr())
             else:
                 pointers.append(0)
-            failed = launch(pointers, stream)
+            failed = launch(_DRIVER, pointers, stream)
             if failed is not None:
                 _retry(launches, failed, pointers, stream, index)
             return made
@@ -448,20 +400,20 @@ class _Plan:
             pointers.append(workspace.data_ptr())
         else:
             pointers.append(0)
-        failed = launches.launch(pointers, stream)
+        failed = launches.launch(_DRIVER, pointers, stream)
         if failed is not None:
             _retry(launches, failed, pointers, stream, index)
         return tuple(outs)
 
 
-def _retry(launches: _Launches, failed: tuple[int, int], pointers: list[Any], stream: int,
+def _retry(launches: _Launches, failed: tuple[Any, int], pointers: list[Any], stream: int,
            index: int) -> None:
     """After ``failed`` (a launch's result and step): the launches made again with device
     ``index``'s primary context current where the first step was refused for the thread's
     context; else, or when that fails too, the RuntimeError naming the step."""
-    if failed[1] == 0 and getattr(_result(failed[0]), "name", "") in _CONTEXT_ERRORS:
+    if failed[1] == 0 and getattr(failed[0], "name", "") in _CONTEXT_ERRORS:
         with _Current(_DRIVER, index):
-            again = launches.launch(pointers, stream)
+            again = launches.launch(_DRIVER, pointers, stream)
         if again is None:
             return
         failed = again
@@ -514,8 +466,7 @@ class Kernel:
         #: what a call on inputs of each (input shapes, device index) seen runs, given the
         #: inputs: its plan's repeat function, or the vendor operator itself for a fallback
         #: needing no view (:meth:`_runner`); a repeat skips the shape's checks
-        self._plans: dict[tuple[Any, ...],
-                          Callable[[Sequence[Any]], tuple[Any, ...] | None]] = {}
+        self._plans: dict[tuple[Any, ...], Callable[[Sequence[Any]], tuple[Any, ...]]] = {}
         #: the plan of each (device index, dims)
         self._by_dims: dict[tuple[int, tuple[int, ...]], _Plan] = {}
         self._input_dtypes = [TORCH_DTYPES[b["dtype"]] for b in self.inputs]
@@ -544,8 +495,7 @@ class Kernel:
             run = self._seen(inputs)
             if run is not None:
                 outs = run(inputs)
-                if outs is not None:
-                    return outs[0] if len(outs) == 1 else outs
+                return outs[0] if len(outs) == 1 else outs
         if _IS_COMPILING():
             return self._call_op(inputs, scalars)
         outs = self.run(inputs, scalars)
@@ -567,22 +517,27 @@ class Kernel:
     def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
         """Check, dispatch and launch; the outputs in signature order."""
         run = self._seen(inputs) if not scalars else None
-        outs = run(inputs) if run is not None else None
-        if outs is None:
+        if run is None:
             dims, key = self._check(inputs, scalars)
-            outs = self._plan(inputs, dims, key, remember=not scalars).run(inputs)
-        return outs
+            run = self._plan(inputs, dims, key, remember=not scalars).run
+        return run(inputs)
 
     def _seen(self, inputs: Sequence[Any]
-              ) -> Callable[[Sequence[Any]], tuple[Any, ...] | None] | None:
+              ) -> Callable[[Sequence[Any]], tuple[Any, ...]] | None:
         """What runs a call whose inputs have the shapes and device of an earlier checked
-        call, given the inputs: their outputs, or None where they fail the checks that
-        depend on more than their shape (:func:`_matches`). None where no call was seen at
-        those shapes: the call takes the full check."""
+        call and pass the checks that depend on more than their shape (dtype, contiguity,
+        device); None sends the call to the full check."""
         try:
-            return self._plans.get(_seen_key(inputs, inputs[0].get_device()))
+            index = inputs[0].get_device()
+            run = self._plans.get(_seen_key(inputs, index))
         except (AttributeError, IndexError, TypeError):
             return None
+        if run is None:
+            return None
+        for t, dtype in zip(inputs, self._input_dtypes, strict=False):  # the key has them all
+            if t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index:
+                return None
+        return run
 
     def _plan(self, inputs: Sequence[Any], dims: dict[str, int], key: tuple[int, ...],
               remember: bool) -> _Plan:
@@ -611,17 +566,16 @@ class Kernel:
         return plan
 
     def _runner(self, inputs: Sequence[Any], plan: _Plan
-                ) -> Callable[[Sequence[Any]], tuple[Any, ...] | None]:
+                ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
         """What runs a repeat call on inputs of these shapes at ``plan``: the vendor operator
         itself where the plan is the vendor fallback and the inputs have the family's shapes
-        (its outputs then have them too), else the plan's repeat function; either gives None
-        where the inputs fail :func:`_matches`."""
+        (its outputs then have them too), else the plan's repeat function."""
         if (plan.launches is None and self.fallback == "vendor" and self.vendor is not None
                 and all(t.shape == s for t, s in zip(inputs, plan.in_shapes, strict=True))):
-            op, dtypes, index = VENDOR_OPS[self.vendor["op"]], self._input_dtypes, plan.index
+            op = VENDOR_OPS[self.vendor["op"]]
 
-            def vendor(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
-                return op(*inputs) if _matches(inputs, dtypes, index) else None
+            def vendor(inputs: Sequence[Any]) -> tuple[Any, ...]:
+                return op(*inputs)
             return vendor
         return plan.repeat()
 
@@ -813,7 +767,7 @@ class Kernel:
             main_args += [("value", resolved[s["name"]]) for s in self.scalars]
             if int(launch.get("workspace_bytes") or 0):
                 main_args.append(("pointer", position[WORKSPACE]))
-            launches = _Launches(len(self.inputs) + len(self.outputs) + 1)
+            launches = _Launches(cu, len(self.inputs) + len(self.outputs) + 1)
             if launch.get("prologue"):
                 self._aux_step(cu, module, launch["prologue"], resolved, launches)
             fn = _function(cu, module, launch["kernel_name"])
@@ -917,11 +871,11 @@ class Kernel:
         for sc in self.scalars:
             args.append(("value", (C_TYPES[sc["dtype"]], evaluate(sc["value"], dims))))
         order = {name: i for i, name in enumerate(pointers)}
-        launches = _Launches(max(1, len(order)))
+        launches = _Launches(cu, max(1, len(order)))
         launches.add(fn, ref["kernel_name"], grid, block, smem,
                      [(kind, order[value]) if kind == "pointer" else (kind, value)
                       for kind, value in args])
-        failed = launches.launch(list(pointers.values()), _stream(index))
+        failed = launches.launch(cu, list(pointers.values()), _stream(index))
         if failed is not None:
             raise launches.failure(failed)
         return tuple(written[b["name"]].to(TORCH_DTYPES[b["dtype"]]) for b in self.outputs)
