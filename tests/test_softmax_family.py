@@ -26,6 +26,7 @@ from kernels.softmax.rules import (
     ALIGNED_MAX_COLS,
     BULK_MIN_COLS,
     bulk_plan,
+    packed_rows,
     plan,
     row_a_cta,
     triton_warps,
@@ -751,6 +752,41 @@ def test_the_plan_is_followed_by_one_row_a_cta_in_tritons_warps() -> None:
     # (a store hint and PTX stores do not go together: the hint's stores stay)
     assert first == replace(row_a_cta_point(128, 2, aligned=True), load_hint=1,
                             store_hint=True, ptx_stores=False)
+
+
+def test_short_rows_are_offered_packed_small_ctas_with_the_code_moves(
+        compiler: Compiler) -> None:
+    """Rows of 16..512 columns (a multiple of 16): 64-thread CTAs of several rows, cols / 16
+    threads a row holding 16 floats each, with the four code moves (the fastest of the 56
+    held-row arrangements timed at 65536x128 and 32768x512 on the H200); offered from the
+    baseline, the plan and the bulk point alike, and compiled without spills."""
+    want = {128: (8, 8), 512: (32, 2), 16: (1, 64)}
+    for cols, (row_threads, rows_a_cta) in want.items():
+        for start in (FAMILY.baseline, plan(65536, cols)):
+            found = [destination(start, t) for t, r in moves(start, 65536, cols)
+                     if "small CTAs" in r]
+            assert len(found) == 1, (cols, start)
+            q = found[0]
+            assert (q.block_threads, q.row_threads, q.chunks, q.vec, q.passes) == (
+                64, row_threads, 4, 4, 1)
+            assert q.rows_per_cta == rows_a_cta
+            assert q.max_first
+            assert q.ptx_stores
+            assert q.aligned_rows
+            assert q.one_pass_grid
+    staged = bulk_plan(65536, 128)
+    assert staged is not None
+    assert any("small CTAs" in r for _t, r in moves(staged, 65536, 128))
+    # no packed rows where a row needs a whole CTA, or the columns are no multiple of 16
+    for cols in (1024, 4096, 100, 8, 520):
+        assert packed_rows(cols) is None
+        assert not [r for _t, r in moves(plan(4096, cols), 4096, cols) if "small CTAs" in r]
+    for cols in (128, 512):
+        q = next(destination(FAMILY.baseline, t) for t, r in moves(FAMILY.baseline, 65536, cols)
+                 if "small CTAs" in r)
+        result = submit(compiler, q).result()
+        assert result.status == "ok", result.error
+        assert not result.spill_bytes
 
 
 def test_rows_a_cta_compile_within_their_registers(compiler: Compiler) -> None:

@@ -40,7 +40,9 @@ from a point that is already one row a CTA, its half and double warp counts in t
 most :data:`ALIGNED_MAX_COLS` columns with ``cols % 4 == 0`` get the arrangement with no head
 or tail and no grid-stride loop as well (``aligned_rows``, ``one_pass_grid``: the held path of
 Triton's length, docs/GPU.md); the longer rows' Triton arrangements stay as they were, so that
-the recorded replay campaigns (8192x8192) decide as before.
+the recorded replay campaigns (8192x8192) decide as before. Rows of at most 512 columns
+(a multiple of 16) are offered the packed arrangement too (:func:`packed_rows`: 64-thread CTAs
+of several rows, 16 floats a thread, with the four code moves).
 
 Then, for rows of :data:`BULK_MIN_COLS` columns and more and rows of at most
 :data:`BULK_MAX_SHORT_COLS`, the bulk-copy point of the shape (:func:`bulk_plan`): the CTA's
@@ -111,6 +113,11 @@ ROW_A_CTA_RESET: dict[str, Any] = {"cluster": 1, "vec": 4, "passes": 1, "bulk": 
 #: grid-stride loop are a part of the row's work that shows)
 ALIGNED_MAX_COLS = 4096
 
+#: the packed short rows' arrangement (:func:`packed_rows`): CTAs of this many threads (the
+#: SM's 2048 threads in 32 CTAs, its CTA limit) and this many floats a thread, as float4s
+PACKED_BLOCK_THREADS = 64
+PACKED_FLOATS = 16
+
 #: rows of at least this many columns are offered the bulk-copy point, right after the plan
 #: (docs/GPU.md#why-the-softmax-rule-book-is-what-it-is)
 BULK_MIN_COLS = 32768
@@ -140,6 +147,19 @@ def row_a_cta(cols: int, warps: int) -> SoftmaxParams | None:
     if chunks * 4 > MAX_FLOATS_PER_THREAD or validate(point) is not None:
         return None
     return point
+
+
+def packed_rows(cols: int) -> SoftmaxParams | None:
+    """Short rows packed into small CTAs: ``cols / 16`` threads a row holding 16 floats each
+    (four float4s), :data:`PACKED_BLOCK_THREADS`-thread CTAs of several rows; None unless
+    ``cols`` is a multiple of 16 that leaves at least two rows a CTA. At the short rows on the
+    H200 it was the fastest of 56 held-row arrangements (threads a row x floats a thread x
+    CTA size, each with the four code moves; docs/GPU.md)."""
+    if cols % PACKED_FLOATS or not 0 < cols // PACKED_FLOATS <= PACKED_BLOCK_THREADS // 2:
+        return None
+    point = SoftmaxParams(block_threads=PACKED_BLOCK_THREADS, row_threads=cols // PACKED_FLOATS,
+                          vec=4, passes=1, chunks=PACKED_FLOATS // 4)
+    return point if validate(point) is None else None
 
 
 def pow2_at_least(n: float) -> int:
@@ -333,6 +353,16 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
                 f"in registers for {rows}x{cols}: Triton's row kernel's arrangement and order "
                 "(its max first, then the sum; whole vector stores"
                 + ("; no head or tail, a CTA a row, no grid-stride loop)" if aligned else ")"))
+
+    packed = packed_rows(cols)
+    if packed is not None:
+        add({**ROW_A_CTA_RESET, "block_threads": packed.block_threads,
+             "row_threads": packed.row_threads, "chunks": packed.chunks, "max_first": True,
+             "ptx_stores": True, "aligned_rows": True, "one_pass_grid": True},
+            f"{packed.rows_per_cta} rows of {cols} a CTA of {packed.block_threads} threads, "
+            f"{packed.row_threads} a row with {PACKED_FLOATS} floats each in registers for "
+            f"{rows}x{cols}: the SM's 2048 threads in 32 small CTAs, the most loads in flight "
+            "a thread, Triton's code, no head or tail, no grid-stride loop")
 
     staged = bulk_plan(rows, cols, sms)
     if staged is not None and p.bulk == 0:
