@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from agent import driver
 from agent.driver import Plan
@@ -38,6 +38,11 @@ from kernels import get_family
 from worker import jobs
 
 ProgressFn = Callable[[Campaign, Candidate | None], None]
+#: What a progress callback gets of the candidate at once: the kilobytes of text and JSON of a
+#: row (its source, compile log, records) are loaded only when read (inside the callback).
+_PROGRESS_LOAD = [defer(c) for c in (Candidate.source, Candidate.compile_log,
+                                     Candidate.feedback, Candidate.profile,
+                                     Candidate.correctness, Candidate.compile)]
 T = TypeVar("T")
 
 
@@ -235,10 +240,9 @@ class EmbeddedRunner:
         if job is not None and result is not None:
             if result.status != "ok":
                 return self._step(lambda s: driver.on_compiled(s, cid, result, self.fleet))
-            key, served = self._step(lambda s: jobs.evaluation_of(s, job, result))
-            self._step(lambda s: jobs.record_compiled(s, job, result, key))
-            if served is not None:  # the history holds this evaluation: no GPU
-                return self._step(lambda s: driver.on_measured(s, cid, served, self.fleet))
+            served = self._step(lambda s: self._record_compiled(s, cid, job, result))
+            if served is not None:  # the history held this evaluation: recorded, no GPU
+                return served
         evaluation = self._step(lambda s: jobs.start_evaluation(s, cid, self.node))
         if evaluation is None:
             return Plan()  # recorded already
@@ -247,6 +251,17 @@ class EmbeddedRunner:
         except Exception as exc:  # a failure of the candidate is a recorded status
             m = Measurement("crashed", error=f"evaluation error: {exc!r}"[:500])
         return self._step(lambda s: driver.on_measured(s, cid, m, self.fleet))
+
+    def _record_compiled(self, s: Session, cid: str, job: jobs.CompileJob,
+                         result: CompileResult) -> Plan | None:
+        """Record a successful compile with the key of its evaluation; when the team's history
+        holds that evaluation, record it as served and the driver's next plan, in the same
+        transaction (None: the candidate is to be measured)."""
+        key, served = jobs.evaluation_of(s, job, result)
+        jobs.record_compiled(s, job, result, key)
+        if served is None:
+            return None
+        return driver.on_measured(s, cid, served, self.fleet)
 
     def _finished(self, campaign_id: str) -> bool:
         with self.sessions() as s:
@@ -258,6 +273,7 @@ class EmbeddedRunner:
             return
         with self.sessions() as s:
             campaign = s.get(Campaign, campaign_id)
-            cand = s.get(Candidate, candidate_id)
+            # its source, logs and records load when the callback reads them (rarely)
+            cand = s.get(Candidate, candidate_id, options=_PROGRESS_LOAD)
             assert campaign is not None
             self.on_progress(campaign, cand)

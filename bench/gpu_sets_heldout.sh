@@ -18,7 +18,14 @@
 # expected to need; each writes its JSON as it goes. PROBED_S: the probed held-out step's cap
 # (100 s softmax, 110 s GEMM; the probe measures every pick before the export).
 # SEPARATE_FROM: an earlier run's shape-sets.json whose separate campaigns the set step takes
-# (bench/shape_sets.py --separate-from; the same family and budget).
+# (bench/shape_sets.py --separate-from; the same family and budget). AGAIN_RUNS: how many
+# times the set is submitted again, each on the history its first submission left (median
+# and the set's own seconds in shape-sets.json; bench/shape_sets.py --again-runs). HELD_OUT=0:
+# the set steps only, no held-out library.
+#
+#   SEPARATE_FROM=$PWD/runs/2026-12-04-23167d9-gemm-set/a/sets-gemm/shape-sets.json \
+#     GEMM_BUDGET=160 GEMM_SET_BUDGET=440 AGAIN_RUNS=5 HELD_OUT=0 bash bench/gpu_sets_heldout.sh gemm
+#                                             # the 440-evaluation GEMM set, then 5 times again
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1
 
 OUT=${OUT:-/tmp/out}
@@ -37,17 +44,22 @@ else
   SOFTMAX_BUDGET=${SOFTMAX_BUDGET:-60} SOFTMAX_SET_BUDGET=${SOFTMAX_SET_BUDGET:-330} softmax_s=280
 fi
 HELD_OUT=${HELD_OUT:-16}
+AGAIN_RUNS=${AGAIN_RUNS:-1}
 BACKEND=${BACKEND:-gpu}  # replay: the flow on a machine without a GPU (softmax, replay shapes)
 
 # name | cap (s) | expected (s) | command
 steps=()
 if [[ $which == all || $which == gemm ]]; then
-  steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
+  steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm --again-runs $AGAIN_RUNS${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
+fi
+if [[ ($which == all || $which == gemm) && $HELD_OUT != 0 ]]; then
   steps+=("heldout-gemm|110|35|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
   steps+=("heldout-gemm-probed|${PROBED_S:-110}|50|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
 fi
 if [[ $which == all || $which == softmax ]]; then
-  steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
+  steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax --again-runs $AGAIN_RUNS${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
+fi
+if [[ ($which == all || $which == softmax) && $HELD_OUT != 0 ]]; then
   steps+=("heldout-softmax-probed|${PROBED_S:-100}|55|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
 fi
 
@@ -89,6 +101,12 @@ for fam in ("gemm", "softmax"):
     r = json.loads(p.read_text()); t = r["totals"]
     sep, st, ag = t.get("separate", {}), t.get("set", {}), t.get("set_again", {})
     again = f"{ag['wall_s']:.1f} / {ag['gpu_seconds']:.2f}" if ag else "-"
+    if ag.get("repeats"):
+        rep = ag["repeats"]
+        again = f"{rep['median_wall_s']:.1f} / {ag['gpu_seconds']:.2f}"
+        print(f"  {r['kernel']} again {len(rep['runs'])} times: median {rep['median_wall_s']} s "
+              f"wall, the set's own {rep['median_set_s']} s, "
+              f"{rep['median_ms_per_evaluation']} ms a served evaluation")
     targets = ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in r["targets"].items())
     print(f"{r['kernel']:16} {len(r['shapes']) or len(r['separate']):>6} "
           f"{r['worst_set_over_separate']:>13.3f} "

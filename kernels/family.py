@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -724,10 +725,30 @@ def describe(family: KernelFamily) -> dict[str, Any]:
     }
 
 
+#: family object -> (the object, its contract hash): what :func:`contract_hash` computed, the
+#: object held so that its ``id`` is not reused; the oldest go beyond 64 objects
+_CONTRACTS: dict[int, tuple[Any, str]] = {}
+_CONTRACTS_LOCK = threading.Lock()
+
+
 def contract_hash(family: KernelFamily) -> str:
     """A hash of everything in ``family`` that changes what a measurement of one compiled
     kernel means: its name, signature, metric, correctness rule, input distributions, edge
-    shapes and reference kernel (its description and transforms do not)."""
+    shapes and reference kernel (its description and transforms do not). Computed once per
+    family object (a family does not change once built: another version is another object),
+    not at each evaluation, which read the reference's file each time."""
+    found = _CONTRACTS.get(id(family))
+    if found is not None and found[0] is family:
+        return found[1]
+    digest = _contract_hash(family)
+    with _CONTRACTS_LOCK:
+        _CONTRACTS[id(family)] = (family, digest)
+        while len(_CONTRACTS) > 64:
+            del _CONTRACTS[next(iter(_CONTRACTS))]
+    return digest
+
+
+def _contract_hash(family: KernelFamily) -> str:
     blob = json.dumps({
         "name": family.name,
         "signature": describe(family)["signature"],

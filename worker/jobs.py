@@ -354,15 +354,17 @@ def evaluation_of(session: Session, job: CompileJob, compiled: CompileResult
     key in any campaign of the team (none of another team's), with no GPU time and a link to
     it; None when there is none, or when the campaign measures afresh (``reuse`` false). Its
     interleaved incumbent runs come along when the incumbent is the same point."""
-    ctx = session.execute(_SERVE_CONTEXT, {"campaign_id": job.campaign_id}).one()
+    # Core statements on the transaction's connection: no ORM step (nothing to flush before)
+    connection = session.connection()
+    ctx = connection.execute(_SERVE_CONTEXT, {"campaign_id": job.campaign_id}).one()
     family = get_family(job.kernel)
     key = evaluation_key(contract=contract_hash(family), compiled=compiled,
                          shape=str(family.make_dims(ctx.dims)), backend=ctx.backend,
                          device=ctx.device, tolerance=ctx.tolerance, profile=ctx.profile)
     if not ctx.reuse:
         return key, None
-    row = (session.execute(_TEAM_HISTORY, {"key": key, "team_id": ctx.team_id})
-           if ctx.team_id is not None else session.execute(_LOCAL_HISTORY, {"key": key})
+    row = (connection.execute(_TEAM_HISTORY, {"key": key, "team_id": ctx.team_id})
+           if ctx.team_id is not None else connection.execute(_LOCAL_HISTORY, {"key": key})
            ).first()
     if row is None:
         return key, None

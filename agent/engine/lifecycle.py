@@ -5,6 +5,7 @@ finish, cancel, and the actions a user injects into a running campaign.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,7 +83,9 @@ def new_candidate(session: Session, campaign: Campaign, family: Any, params: Any
         campaign_id=campaign.id, iteration=campaign.next_iteration, parent_id=parent_id,
         action=action, proposed_by=proposed_by, reason=reason, params=params.to_dict(),
         params_key=key_of(params), source=source,
-        source_hash=family.source_hash(params) if source else None, status="pending",
+        # the family's source_hash: the SHA-256 of the source just rendered (not rendered again)
+        source_hash=hashlib.sha256(source.encode()).hexdigest() if source else None,
+        status="pending",
     )
     campaign.next_iteration += 1
     session.add(cand)

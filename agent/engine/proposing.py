@@ -37,31 +37,35 @@ def propose_candidates(session: Session, campaign_id: str, *, policy: Policy,
     found at its other shapes (the policy's context carries it)."""
     if top_up_to is None:
         return _propose(session, campaign_id, policy=policy, space=space, slots=slots,
-                        settings=settings, cache=cache, other_shapes=other_shapes)
+                        settings=settings, cache=cache, other_shapes=other_shapes)[0]
     created: list[Candidate] = []
     while True:
-        more = _propose(session, campaign_id, policy=policy, space=space, top_up_to=top_up_to,
-                        settings=settings, cache=cache, at_most=1, other_shapes=other_shapes)
-        if not more:
-            return created
+        more, free = _propose(session, campaign_id, policy=policy, space=space,
+                              top_up_to=top_up_to, settings=settings, cache=cache, at_most=1,
+                              other_shapes=other_shapes)
         created += more
+        if not more or free <= 0:
+            # no slot left: the next round would read the history again to find none
+            return created
         session.flush()  # the next round's history read finds the new candidate in flight
 
 
 def _propose(session: Session, campaign_id: str, *, policy: Policy, space: SearchSpace,
              slots: int | None = None, top_up_to: int | None = None, settings: Any = None,
              cache: HistoryCache | None = HISTORY, at_most: int | None = None,
-             other_shapes: tuple[ShapeOutcome, ...] = ()) -> list[Candidate]:
-    """One round of :func:`propose_candidates` (at most ``at_most`` new candidates)."""
+             other_shapes: tuple[ShapeOutcome, ...] = ()) -> tuple[list[Candidate], int]:
+    """One round of :func:`propose_candidates` (at most ``at_most`` new candidates): the new
+    candidates and the slots of ``top_up_to`` still free after them (0 when none is, or
+    nothing more may be proposed now)."""
     campaign = lock_campaign(session, campaign_id)
     if campaign.status != "running":
-        return []
+        return [], 0
     family = get_family(campaign.kernel)
     left, spent = budget_left(campaign)
     if spent is not None:
         if in_flight(session, campaign.id) == 0:
             finish_campaign(session, campaign, "done", spent)
-        return []
+        return [], 0
     with session.no_autoflush:  # this transaction's changes are written once, at its end;
         # the rows it changed are read from the session, where they hold the new state
         items = (cache.read(session, campaign) if cache is not None
@@ -72,10 +76,10 @@ def _propose(session: Session, campaign_id: str, *, policy: Policy, space: Searc
     if slots is not None and at_most is not None:
         slots = min(slots, at_most)
     if slots is None or slots <= 0:
-        return []
+        return [], 0
     incumbent = next((h for h in items if h.id == campaign.incumbent_id), None)
     if incumbent is None:
-        return []  # the baseline is still being measured
+        return [], 0  # the baseline is still being measured
     ctx = PolicyContext(
         family=family, space=space, arch=campaign.arch, incumbent=incumbent, history=items,
         seed=campaign.seed, iteration=campaign.next_iteration,
@@ -89,7 +93,7 @@ def _propose(session: Session, campaign_id: str, *, policy: Policy, space: Searc
     if why is not None:  # nothing more is proposed; it ends once the last result is in
         if pending == 0:
             finish_campaign(session, campaign, "done", why)
-        return []
+        return [], 0
     wanted = min(slots, left)
     # injected actions first, whatever the policy (only the expert read them: a random or optuna
     # campaign took them and never tried them); one that cannot be tried is said so
@@ -119,7 +123,8 @@ def _propose(session: Session, campaign_id: str, *, policy: Policy, space: Searc
     scratch(session).setdefault("waiting", {})[campaign.id] = [
         *((h.id, h.status) for h in items if h.status in ("pending", "compiled")),
         *((c.id, c.status) for c in created)]
-    return created
+    free = top_up_to - pending - len(created) if top_up_to is not None else 0
+    return created, free
 
 
 def waiting(session: Session, campaign_id: str) -> list[tuple[str, str]] | None:
