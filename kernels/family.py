@@ -668,7 +668,7 @@ class FamilyBase:
 
     def source_hash(self, params: Any) -> str:
         """SHA-256 of the rendered source."""
-        return hashlib.sha256(self.render(params).encode()).hexdigest()
+        return source_digest(self.render(params))
 
     def apply(self, candidate: Candidate, action: Action | str) -> Candidate | Rejection:
         """Apply one action (object or text like ``"apply_vectorize(4)"``)."""
@@ -723,6 +723,11 @@ def describe(family: KernelFamily) -> dict[str, Any]:
                    and family.vendor.doc else family.vendor.name if family.vendor else None),
         "transforms": family.transforms.names(),
     }
+
+
+def source_digest(source: str) -> str:
+    """A rendered source's hash, as :meth:`KernelFamily.source_hash` gives it."""
+    return hashlib.sha256(source.encode()).hexdigest()
 
 
 #: family object -> (the object, its contract hash): what :func:`contract_hash` computed, the

@@ -5,7 +5,6 @@ finish, cancel, and the actions a user injects into a running campaign.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from core.settings import get_settings
 from core.version import commit
 from kernels import get_family
 from kernels.base import Action, UnknownAction
-from kernels.family import DEFAULT_TOLERANCE
+from kernels.family import DEFAULT_TOLERANCE, source_digest
 
 #: The ``settle_after`` of a campaign that gives none: evaluations without an accepted
 #: improvement after which a campaign whose incumbent's neighbourhood is explored has settled and
@@ -83,8 +82,8 @@ def new_candidate(session: Session, campaign: Campaign, family: Any, params: Any
         campaign_id=campaign.id, iteration=campaign.next_iteration, parent_id=parent_id,
         action=action, proposed_by=proposed_by, reason=reason, params=params.to_dict(),
         params_key=key_of(params), source=source,
-        # the family's source_hash: the SHA-256 of the source just rendered (not rendered again)
-        source_hash=hashlib.sha256(source.encode()).hexdigest() if source else None,
+        # the family's source_hash of the source just rendered (not rendered again)
+        source_hash=source_digest(source) if source else None,
         status="pending",
     )
     campaign.next_iteration += 1
