@@ -15,7 +15,7 @@ timeout -s KILL 100 python3 -m cli.main tune --backend gpu --budget 200 --db /tm
   --out /tmp/r/o --json 2>/tmp/r/tune-err.txt > $r/tune-200.json
 t1=$(date +%s%N)
 python3 -c "
-import json; t = open('$r/tune-200.json').read(); r = json.loads(t[t.index('{'):])
+import json; t = open('$r/tune-200.json').read(); r = json.JSONDecoder().raw_decode(t[t.index('{'):])[0]
 w = ($t1 - $t0) / 1e9; b = r['best'] or {}
 print('tune 200: %s evals in %.1f s wall (%.0f/min), best %s us, gpu_s %s' % (r['evaluations'], w, 60 * r['evaluations'] / w, b.get('avg_us'), r['gpu_seconds']))" 2>&1 | tee -a $log
 tar czf $OUT/r.tgz -C $OUT r && rm -rf $r
