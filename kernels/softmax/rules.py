@@ -291,6 +291,15 @@ def _text(actions: list[Action]) -> str:
     return " ; ".join(str(a) for a in actions)
 
 
+def _coded(held: SoftmaxParams, aligned: bool) -> dict[str, Any]:
+    """The move's target for a held-row arrangement (:func:`row_a_cta`, :func:`packed_rows`):
+    its threads and floats, :data:`ROW_A_CTA_RESET`, Triton's code (max first, whole vector
+    stores) and, where ``aligned``, no head or tail and no grid-stride loop."""
+    return {**ROW_A_CTA_RESET, "block_threads": held.block_threads,
+            "row_threads": held.row_threads, "chunks": held.chunks, "max_first": True,
+            "ptx_stores": True, "aligned_rows": aligned, "one_pass_grid": aligned}
+
+
 def _feedback(inc: Any) -> dict[str, Any]:
     fb = getattr(inc, "feedback", None)
     if isinstance(fb, dict):
@@ -346,9 +355,7 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
     for warps, why in counts.items():
         row = row_a_cta(cols, warps)
         if row is not None:
-            add({**ROW_A_CTA_RESET, "block_threads": row.block_threads,
-                 "row_threads": row.row_threads, "chunks": row.chunks, "max_first": True,
-                 "ptx_stores": True, "aligned_rows": aligned, "one_pass_grid": aligned},
+            add(_coded(row, aligned),
                 f"one row a CTA of {warps} warp(s) ({why}), {row.chunks * 4} floats a thread "
                 f"in registers for {rows}x{cols}: Triton's row kernel's arrangement and order "
                 "(its max first, then the sum; whole vector stores"
@@ -356,9 +363,7 @@ def expert_moves(ctx: RuleContext) -> list[tuple[str, str]]:  # noqa: C901 - one
 
     packed = packed_rows(cols)
     if packed is not None:
-        add({**ROW_A_CTA_RESET, "block_threads": packed.block_threads,
-             "row_threads": packed.row_threads, "chunks": packed.chunks, "max_first": True,
-             "ptx_stores": True, "aligned_rows": True, "one_pass_grid": True},
+        add(_coded(packed, True),
             f"{packed.rows_per_cta} rows of {cols} a CTA of {packed.block_threads} threads, "
             f"{packed.row_threads} a row with {PACKED_FLOATS} floats each in registers for "
             f"{rows}x{cols}: the SM's 2048 threads in 32 small CTAs, the most loads in flight "
