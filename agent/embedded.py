@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import Session, defer, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from agent import driver
 from agent.driver import Plan
@@ -32,17 +32,13 @@ from agent.policies import make_policy
 from agent.policies.base import Policy, SearchSpace
 from agent.spaces import FullSpace, ReplaySpace
 from core.evaluation import CompileResult, Evaluator, Measurement
-from core.models import Campaign, Candidate
+from core.models import Campaign
 from core.settings import get_settings
 from kernels import get_family
 from worker import jobs
 
-ProgressFn = Callable[[Campaign, Candidate | None], None]
-#: What a progress callback gets of the candidate at once: the kilobytes of text and JSON of a
-#: row (its source, compile log, records) are loaded only when read (inside the callback).
-_PROGRESS_LOAD = [defer(c) for c in (Candidate.source, Candidate.compile_log,
-                                     Candidate.feedback, Candidate.profile,
-                                     Candidate.correctness, Candidate.compile)]
+#: called with the campaign (as committed) after each candidate's result is recorded
+ProgressFn = Callable[[Campaign], None]
 T = TypeVar("T")
 
 
@@ -232,7 +228,7 @@ class EmbeddedRunner:
             plan = self._carry_on(cid, job, future.result() if future is not None else None,
                                   runtime)
             self._take(plan)
-            self._progress(campaign_id, cid)
+            self._progress(campaign_id)
 
     def _carry_on(self, cid: str, job: jobs.CompileJob | None, result: CompileResult | None,
                   runtime: jobs.WorkerRuntime) -> Plan:
@@ -268,12 +264,10 @@ class EmbeddedRunner:
             campaign = s.get(Campaign, campaign_id)
             return campaign is None or campaign.status != "running"
 
-    def _progress(self, campaign_id: str, candidate_id: str) -> None:
+    def _progress(self, campaign_id: str) -> None:
         if self.on_progress is None:
             return
         with self.sessions() as s:
             campaign = s.get(Campaign, campaign_id)
-            # its source, logs and records load when the callback reads them (rarely)
-            cand = s.get(Candidate, candidate_id, options=_PROGRESS_LOAD)
             assert campaign is not None
-            self.on_progress(campaign, cand)
+            self.on_progress(campaign)

@@ -140,7 +140,7 @@ def run_tuneforge(policy: str, seed: int, budget: int) -> dict[str, Any]:
         trace: list[tuple[int, float, float, float]] = []
         runner: EmbeddedRunner
 
-        def on_progress(camp: Any, _cand: Any) -> None:
+        def on_progress(camp: Any) -> None:
             best = flops / (camp.best_us * 1e-6) / 1e12 if camp.best_us else 0.0
             trace.append((camp.evaluations, best, time.perf_counter() - start, camp.gpu_seconds))
             if camp.best_us is not None and camp.best_us <= st["optimum_us"] and \

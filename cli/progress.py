@@ -33,7 +33,7 @@ def best_text(family: Any, problem: Any, best_us: float | None,
 
 
 def campaign_progress(family: Any, problem: Any, total: int, quiet: bool
-                      ) -> tuple[Progress, Callable[[Any, Any], None]]:
+                      ) -> tuple[Progress, Callable[[Any], None]]:
     """The progress line of one campaign (``tuning ━━ 138/600 best … 0:00:09``) and the function
     that updates it after each result. The bar takes what the count, the best and the clock
     leave of the terminal's width, down to :data:`MIN_BAR`: they are never cut."""
@@ -53,7 +53,7 @@ def campaign_progress(family: Any, problem: Any, total: int, quiet: bool
 
     fit("")
 
-    def on_progress(camp: Any, _cand: Any) -> None:
+    def on_progress(camp: Any) -> None:
         text = best_text(family, problem, camp.best_us, camp.vendor_us)
         fit(text)
         progress.update(task, completed=camp.evaluations, best=text)

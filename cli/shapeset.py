@@ -82,7 +82,7 @@ def progress_of(family: Any, campaigns: list[Any], quiet: bool) -> tuple[Progres
     tasks = {c.id: progress.add_task(c.shape_text, total=c.budget_iterations, best="",
                                      start=False) for c in campaigns}
 
-    def on_progress(camp: Any, _cand: Any) -> None:
+    def on_progress(camp: Any) -> None:
         task = tasks.get(camp.id)
         if task is None:
             return

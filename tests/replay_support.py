@@ -100,7 +100,7 @@ def _shape() -> Any:
     return Shape.parse(SHAPE)
 
 
-ProgressHook = Callable[[EmbeddedRunner, Campaign, Candidate | None], None]
+ProgressHook = Callable[[EmbeddedRunner, Campaign], None]
 
 
 def run(sessions: sessionmaker[Session], campaign_id: str, *, policy: Policy | None = None,
@@ -112,9 +112,9 @@ def run(sessions: sessionmaker[Session], campaign_id: str, *, policy: Policy | N
         name = s.get(Campaign, campaign_id).policy  # type: ignore[union-attr]
     runner: EmbeddedRunner | None = None
 
-    def on_progress(camp: Campaign, cand: Candidate | None) -> None:
+    def on_progress(camp: Campaign) -> None:
         if hook is not None and runner is not None:
-            hook(runner, camp, cand)
+            hook(runner, camp)
 
     runner = EmbeddedRunner(sessions, [ReplayEvaluator(rp.family, rp.dataset)],
                             policy=policy or make_policy(name), space=rp.space,

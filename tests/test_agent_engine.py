@@ -375,7 +375,7 @@ def test_injected_action_is_proposed_next_and_becomes_allowed(tmp_path: Path) ->
     cid = create(sessions, policy="expert", budget_iterations=30, allowed_actions=allowed)
     injected_at: list[int] = []
 
-    def inject(runner: EmbeddedRunner, camp: Campaign, _cand: Candidate | None) -> None:
+    def inject(runner: EmbeddedRunner, camp: Campaign) -> None:
         if camp.evaluations == 12 and not injected_at:
             with runner.lock, sessions.begin() as s:
                 lifecycle.inject_actions(s, cid, ["apply_register_block(4, 4)"])
@@ -412,7 +412,7 @@ def test_injected_actions_are_tried_whatever_the_policy(tmp_path: Path, policy: 
 
     rp = replay()
 
-    def inject(runner: EmbeddedRunner, camp: Campaign, _cand: Candidate | None) -> None:
+    def inject(runner: EmbeddedRunner, camp: Campaign) -> None:
         if camp.evaluations == 4 and not done:
             with runner.lock, sessions.begin() as s:
                 rows = s.scalars(select(Candidate).where(Candidate.campaign_id == cid)).all()
