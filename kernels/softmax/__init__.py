@@ -41,6 +41,7 @@ from kernels.softmax.params import (
     BULK_SMEM_CAP,
     DOMAINS,
     KERNEL_NAME,
+    MAX_ELEMENTS,
     SEED_DOMAINS,
     SoftmaxParams,
     enumerate_space,
@@ -55,9 +56,6 @@ from kernels.templates import package_environment
 __all__ = ["BASELINE", "DIMS", "DOMAINS", "FAMILY", "Softmax", "SoftmaxParams", "TRANSFORMS"]
 
 REFERENCE_KERNEL_NAME = "reference_softmax"
-#: elements a shape may have: buffers and the check's float64 copies must fit one GPU, and
-#: ``row * cols`` is a 64-bit offset in the kernels
-MAX_ELEMENTS = 1 << 31
 #: rows and columns; ``rows * cols`` at most :data:`MAX_ELEMENTS`
 DIMS: tuple[Dim, ...] = (
     Dim("rows", "rows of x and y (independent softmaxes)", 1, 1 << 28),

@@ -92,8 +92,8 @@ REGISTER_OVERHEAD = 28
 #: row units (groups of CTAs on the same rows) a launch has at most; a grid-stride loop takes
 #: the rest, so grid x stays far below 2^31 - 1 for any cluster size
 MAX_UNITS = 1 << 24
-#: elements a launch of ``one_pass_grid`` may have: its rows' offsets are 32-bit unsigned
-#: products (the family's own bound on a shape, ``kernels.softmax.MAX_ELEMENTS``)
+#: elements a shape may have: buffers and the check's float64 copies must fit one GPU; the
+#: family's bound on a shape, and the reach of ``one_pass_grid``'s 32-bit unsigned row offsets
 MAX_ELEMENTS = 1 << 31
 #: grid x a launch may have (CUDA's limit)
 MAX_GRID_X = (1 << 31) - 1
