@@ -83,17 +83,20 @@ def flushed_us(torch: Any, fn: Callable[[], Any], flush: Any, reps: int) -> floa
     return statistics.median(times)
 
 
+def _run_us(torch: Any, fn: Callable[[], Any], calls: int) -> float:
+    """Wall time a call of one run of ``calls`` back-to-back calls, the GPU idle before and
+    finished after."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
 def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
     """Wall time a call of ``calls`` back-to-back calls (the best of three runs)."""
-    best = math.inf
-    for _ in range(3):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
+    return min(_run_us(torch, fn, calls) for _ in range(3))
 
 
 def interleaved_us(torch: Any, fns: Mapping[str, Callable[[], Any]], rounds: int = 9,
@@ -107,13 +110,7 @@ def interleaved_us(torch: Any, fns: Mapping[str, Callable[[], Any]], rounds: int
     found: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            fn = fns[name]
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-            found[name].append((time.perf_counter() - start) / calls * 1e6)
+            found[name].append(_run_us(torch, fns[name], calls))
     return found
 
 
