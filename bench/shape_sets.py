@@ -116,10 +116,11 @@ def again_figures(runs: list[tuple[dict[str, Any], float]]) -> dict[str, Any]:
 
 def summary(kernel: str, backend: str, budget: int, set_budget: int, shapes: list[str],
             separate: dict[str, Any], first: dict[str, Any] | None, first_wall: float,
-            again: dict[str, Any] | None, again_wall: float,
-            again_runs: list[tuple[dict[str, Any], float]] | None = None) -> dict[str, Any]:
-    """The record of what has run so far: the rows, the totals and the targets (with
-    ``again_runs``, every submission after the first: the target holds their median)."""
+            again_runs: list[tuple[dict[str, Any], float]]) -> dict[str, Any]:
+    """The record of what has run so far: the rows, the totals and the targets
+    (``again_runs``: the result and wall seconds of every submission after the first; the
+    target holds their median)."""
+    again, again_wall = again_runs[0] if again_runs else (None, 0.0)
     rows = []
     for row in (first or {}).get("shapes", []):
         sep = separate.get(row["shape"], {})
@@ -150,7 +151,7 @@ def summary(kernel: str, backend: str, budget: int, set_budget: int, shapes: lis
                                               for r in again["shapes"]]
                                == [(r["shape"], (r["best"] or {}).get("avg_us"))
                                    for r in (first or {}).get("shapes", [])]}
-        if again_runs:
+        if len(again_runs) > 1:
             totals["set_again"]["repeats"] = again_figures(again_runs)
     reach = [r["set_over_separate"] for r in rows]
     worst = min((v for v in reach if v is not None), default=math.nan)
@@ -161,9 +162,8 @@ def summary(kernel: str, backend: str, budget: int, set_budget: int, shapes: lis
         targets["reach"] = bool(rows) and all(v is not None and v >= REACH for v in reach)
         targets["gpu_share"] = ratio is not None and ratio <= GPU_SHARE
     if again is not None:
-        walls = [wall for _r, wall in again_runs] if again_runs else [again_wall]
-        targets["again"] = all(r["gpu_seconds"] == 0.0 for r, _w in again_runs or [(again, 0)]) \
-            and statistics.median(walls) < AGAIN_WALL_S
+        targets["again"] = (all(r["gpu_seconds"] == 0.0 for r, _w in again_runs)
+                            and statistics.median(w for _r, w in again_runs) < AGAIN_WALL_S)
     return {"kernel": kernel, "backend": backend, "budget": budget, "set_budget": set_budget,
             "set_shapes": shapes, "complete": again is not None, "shapes": rows,
             "separate": separate, "totals": totals, "worst_set_over_separate": worst,
@@ -261,14 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         separate = earlier_separate(parser, args.separate_from, args.kernel, args.backend,
                                     args.budget, [bare(s) for s in shapes])
     first: dict[str, Any] | None = None
-    again: dict[str, Any] | None = None
-    first_wall = again_wall = 0.0
+    first_wall = 0.0
     again_runs: list[tuple[dict[str, Any], float]] = []
 
     def record() -> dict[str, Any]:
         found = summary(args.kernel, args.backend, args.budget, set_budget, shapes, separate,
-                        first, first_wall, again, again_wall,
-                        again_runs if args.again_runs > 1 else None)
+                        first, first_wall, again_runs)
         if args.keep is not None:
             found["kept"] = {"home": str(home), "set_db": str(home / "set.db")}
         if args.out:
@@ -314,8 +312,6 @@ def main(argv: list[str] | None = None) -> int:
                 copy_database(home / "set-first.db", home / f"set-again{i}.db")
             db = home / ("set.db" if not i else f"set-again{i}.db")
             result, wall = tune(home, *set_args(db), timeout=args.run_timeout)
-            if not i:
-                again, again_wall = result, wall
             again_runs.append((result, wall))
             say(f"set again: {result['evaluations']} evaluations, "
                 f"{result['gpu_seconds']:.2f} GPU-s, {result['served_from_history']} served, "
