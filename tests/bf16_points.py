@@ -1,7 +1,7 @@
 """The bf16 split kernels the CPU and GPU tests share: every tile, both pipelines (lockstep and
 warp-specialized with one or two producer warpgroups, loading into registers or staging by
-cp.async, or copying the stages a split pass wrote, A's parts made in registers or not),
-windows, stages, swizzle, split-K and a specialized shape, for bf16x3 and bf16x6."""
+cp.async, or copying the stages a split pass wrote), windows, stages, swizzle, split-K and a
+specialized shape, for bf16x3 and bf16x6."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ BF6 = replace(BF3, bf16_split=6, producers=1, stages=1).canonical()
 BF3_PASS = replace(BF3, producers=1, split_pass=True).canonical()
 #: the same in clusters of two CTAs along N, each copying half the shared A block multicast
 BF3_CLUSTER = replace(BF3_PASS, pass_cluster=2).canonical()
-#: the split pass of B alone, A copied as fp32 by cp.async and split in the consumers' registers
-BF3_AREG = replace(BF3_PASS, a_registers=True).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -52,8 +50,4 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_PASS, shape_m=4096, shape_n=4096, shape_k=4096)]
     out += [BF3_CLUSTER, replace(BF3_CLUSTER, swizzle=4), replace(BF3_CLUSTER, stages=1),
             replace(BF3_CLUSTER, block_y=1, wgmma=64), replace(BF3_CLUSTER, bf16_split=6, stages=1)]
-    out += [BF3_AREG, replace(BF3_AREG, stages=1), replace(BF3_AREG, block_y=1),
-            replace(BF3_AREG, wgmma=64), replace(BF3_AREG, mma_window=2),
-            replace(BF3_AREG, swizzle=8), replace(BF3_AREG, block_y=1, wgmma=64, mma_window=2),
-            replace(BF3_AREG, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))

@@ -56,7 +56,6 @@ DOCUMENTED_DOMAINS: dict[str, list[tuple[str, tuple[int | bool, ...]]]] = {
     "apply_precision_split": [("scheme", (0, 3, 6))],
     "apply_split_pass": [("on", (False, True))],
     "apply_pass_cluster": [("ctas", (1, 2))],
-    "apply_a_registers": [("on", (False, True))],
 }
 
 

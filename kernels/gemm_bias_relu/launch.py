@@ -129,10 +129,7 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
             block=(params.block_x, params.block_y + params.producers, 1),
             dynamic_smem_bytes=params.smem_bytes,
             workspace_bytes=split_pass_workspace_bytes(params, shape),
-            # one block a (tile, K tile) of each operand the pass splits (B's alone when A's
-            # parts are made in the GEMM's registers)
-            prologue=AuxLaunch(SPLIT_PASS_NAME,
-                               ((grid_x + (0 if params.a_registers else grid_y)) * k_tiles, 1, 1),
+            prologue=AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
                                (SPLIT_PASS_THREADS, 1, 1), ("A", "B", "workspace", "M", "N", "K")),
         )
     if params.split_k == 1:

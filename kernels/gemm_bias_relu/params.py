@@ -73,10 +73,6 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the split pass's GEMM in clusters of this many CTAs along N, the A block they share
     # copied once, a part by each CTA multicast into all of them (1: no cluster)
     "pass_cluster": (1, 2),
-    # the split pass's bf16x3 GEMM reading A as fp32: the producers copy A's tile by cp.async,
-    # each consumer thread splits its own rows into registers and the MMAs take A from there
-    # (wgmma's register operand); the pass splits B alone
-    "a_registers": (False, True),
 }
 
 #: The precision-split schemes by name, and the ``bf16_split`` value of each.
@@ -90,7 +86,7 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
                                          "lane_quads": False, "stream_k": 0,
                                          "bf16_split": 0, "split_pass": False,
-                                         "pass_cluster": 1, "a_registers": False}
+                                         "pass_cluster": 1}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -130,9 +126,6 @@ BF16_WS_CONSUMER_REGISTERS = 160
 #: The same for bf16x6, whose six products a k16 step take more descriptor registers (ptxas 13.0
 #: spills its consumers at 160).
 BF16X6_WS_CONSUMER_REGISTERS = 184
-#: The same for bf16x3 with A's parts made in registers (``a_registers``): beside the
-#: accumulators and partial sums, two k16 steps' hi and lo fragments and a step's fp32 values.
-A_REGISTERS_CONSUMER_REGISTERS = 192
 #: Largest number of 16-byte chunks whose fp32 loads a splitting thread has in flight at once
 #: (8 floats each in registers).
 BF16_CHUNKS_IN_FLIGHT = 8
@@ -168,10 +161,10 @@ _CANONICAL_BF16: dict[str, Any] = {**TC_FIXED, **BF16_FIXED}
 _CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED}
 _CANONICAL_TC: dict[str, Any] = {**TC_FIXED, "frag_global": False, "mma_window": 1,
                                  "producers": 0, "bf16_split": 0, "split_pass": False,
-                                 "pass_cluster": 1, "a_registers": False}
+                                 "pass_cluster": 1}
 _CANONICAL_SIMT: dict[str, Any] = {**TC_ONLY_DEFAULTS, "wgmma": 0, "frag_global": False,
                                    "mma_window": 1, "producers": 0, "bf16_split": 0,
-                                   "split_pass": False, "pass_cluster": 1, "a_registers": False}
+                                   "split_pass": False, "pass_cluster": 1}
 _CANONICAL_PREFETCH: dict[str, Any] = {**_CANONICAL_SIMT, "unroll": 1}
 _CANONICAL_DIRECT: dict[str, Any] = {**_CANONICAL_SIMT, **SMEM_ONLY_DEFAULTS}
 
@@ -281,14 +274,6 @@ class GemmParams:
     #: block alone), and each consumer warp releases a stage to every producer of the cluster.
     #: Half the A traffic from L2; the grid's columns are padded to whole clusters.
     pass_cluster: int = 1
-    #: the split pass's bf16x3 kernel with A's parts made in registers: the pass splits B alone
-    #: (its k order within each 16 permuted to match), the producer warpgroup copies A's fp32
-    #: tile by 16-byte ``cp.async`` (zeros past the edges) into the stage beside B's parts, and
-    #: each consumer thread reads its own rows of it, four consecutive k a row per k16 step,
-    #: splits them into hi and lo fragments and issues the MMAs with A from registers
-    #: (wgmma's RS form). A's half of the pass's reads and writes is gone, and the MMAs read
-    #: only B from shared memory.
-    a_registers: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -379,8 +364,6 @@ class GemmParams:
             return (0, 0, 0)
         consumer = {0: WS_CONSUMER_REGISTERS, 3: BF16_WS_CONSUMER_REGISTERS,
                     6: BF16X6_WS_CONSUMER_REGISTERS}[self.bf16_split]
-        if self.a_registers:
-            consumer = A_REGISTERS_CONSUMER_REGISTERS
         return (ws_launch_registers(self.threads),
                 ws_producer_registers(self.block_y, self.producers, consumer), consumer)
 

@@ -303,13 +303,6 @@ def _tensor_core_moves(ctx: RuleContext, inc: EvaluatedPoint) -> list[Move]:
                              "128x128x64 step for ~1536 cycles of bf16 MMA) bound the split-pass "
                              "kernel: the two CTAs of a cluster along N read the same A block, "
                              "so copy it once, half by each, multicast"))
-        if split_pass and p.bf16_split == 3 and not getattr(p, "a_registers", False) \
-                and "apply_a_registers" in ctx.family.transforms:
-            moves.insert(0, ("apply_a_registers(true)", "the pass writes A's parts and the "
-                             "GEMM reads them back (8 bytes a value through HBM besides the "
-                             "GEMM's own read), and each of the three MMAs a k16 step reads its "
-                             "A block from shared memory: copy A's fp32 tile, split each "
-                             "thread's fragment rows in registers, pass B alone"))
         if producers and p.bf16_split and not p.async_copy and not split_pass:
             moves.append(("apply_async_copy(true)", "the register-loading producers keep two "
                           "32-byte chunks a thread in flight (ptxas spills past that at their "

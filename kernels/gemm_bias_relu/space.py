@@ -42,7 +42,6 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "stream_k": (0,),
     "bf16_split": (0,),
     "split_pass": (False,),
-    "a_registers": (False,),
 }
 
 
@@ -82,7 +81,6 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "stream_k": (0,),
     "bf16_split": (0,),
     "split_pass": (False,),
-    "a_registers": (False,),
 }
 
 #: Fields a path's points take beside :data:`PATH_FIELDS`, valid for few of its points (the

@@ -450,30 +450,6 @@ def apply_pass_cluster(candidate: Candidate, ctas: int) -> Candidate | Rejection
 
 
 @TRANSFORMS.register(
-    "apply_a_registers",
-    ArgSpec("on", DOMAINS["a_registers"], "make A's bf16x3 parts in the consumers' registers "
-            "from its fp32 tile, the split pass splitting B alone (true), or copy both "
-            "operands' parts from the pass (false)", "a_registers"),
-    origin="expert",
-)
-def apply_a_registers(candidate: Candidate, on: bool) -> Candidate | Rejection:
-    """Feed the split-pass bf16x3 kernel's MMAs A from registers: the pass splits B alone, the
-    producer warpgroup copies A's fp32 tile into each stage by ``cp.async``, and each consumer
-    thread splits the rows of its own MMA fragment (wgmma's register operand) into hi and lo.
-    A's half of the pass's traffic goes, and the MMAs read only B from shared memory. On, it
-    sets the split pass and its one producer warpgroup without clusters (A is not copied from
-    the pass to be shared)."""
-    action = Action("apply_a_registers", (on,))
-    rejection = _needs_wgmma(candidate, action)
-    if rejection is not None:
-        return rejection
-    if not on:
-        return _step(candidate, action, a_registers=False)
-    return _step(candidate, action, a_registers=True, split_pass=True, producers=1,
-                 async_copy=False, pass_cluster=1)
-
-
-@TRANSFORMS.register(
     "apply_split_k",
     ArgSpec("splits", DOMAINS["split_k"], "CTAs sharing the K tiles of one output tile (grid z); "
             "1 = no split", "split_k"),

@@ -109,15 +109,6 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             f"pass_cluster={params.pass_cluster} shares the split pass's A blocks in a cluster, "
             "and split_pass is off: apply_split_pass(true) first",
             {"pass_cluster": params.pass_cluster, "split_pass": False})
-    if params.a_registers and not (params.split_pass and params.bf16_split == 3
-                                   and params.pass_cluster == 1):
-        return Rejection(
-            "a_registers_needs_split_pass",
-            "a_registers makes A's bf16x3 parts in the consumers' registers beside a split pass "
-            f"of B alone: it needs split_pass on (is {params.split_pass}), bf16_split 3 (is "
-            f"{params.bf16_split}) and pass_cluster 1 (is {params.pass_cluster})",
-            {"a_registers": True, "split_pass": params.split_pass,
-             "bf16_split": params.bf16_split, "pass_cluster": params.pass_cluster})
     if params.split_pass:
         rejection = _validate_split_pass(params)
         if rejection is not None:
@@ -220,8 +211,7 @@ def split_pass_workspace_bytes(params: GemmParams, shape: Shape) -> int:
     whole tiles (``bf16_parts`` x 2 bytes x 64-deep K tiles x (A's rows + B's columns), the
     columns to whole clusters)."""
     k_pad = params.k_tiles(shape.k) * params.tile_k
-    # A's parts are made in the GEMM's registers (a_registers): the pass writes B's alone
-    m_pad = 0 if params.a_registers else -(-shape.m // params.tc_block_m) * params.tc_block_m
+    m_pad = -(-shape.m // params.tc_block_m) * params.tc_block_m
     cluster_n = params.tc_block_n * params.pass_cluster  # whole clusters of column tiles
     n_pad = -(-shape.n // cluster_n) * cluster_n
     return params.bf16_parts * 2 * k_pad * (m_pad + n_pad)
