@@ -1,0 +1,79 @@
+"""What a long-row softmax can reach beside a copy of its bytes: the copy, its read half alone
+and its write half alone, timed the same way.
+
+    python bench/long_rows_bound.py --shapes 16x262144,256x262144 --out out/
+
+A softmax row cannot write one output before every value of the row has been read (the max
+and the sum need them all), so when a shape's rows all fit in one wave of CTAs the kernel's
+time is at least its reading, the rows' exchange of partial (max, sum) and its writing, one
+after the other, where a copy overlaps reading and writing throughout. For each shape (fp32,
+rows x columns) this times, on one GPU with L2 flushed before every timed launch (CUDA
+events, median of ``--reps``): ``y.copy_(x)`` (both halves overlapped), ``torch.amax(x, 1)``
+(the read half: every byte read, one float a row written) and ``y.fill_(0)`` (the write
+half), and prints the copy beside read + write. Writes ``long_rows_bound.json`` under
+``--out``. Run on a GPU host; imports nothing of tuneforge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+
+#: bytes written between timed launches to push the inputs out of L2 (the H200's is 60 MB)
+FLUSH_BYTES = 256 << 20
+
+
+def flushed_us(fn: Any, flush: torch.Tensor, reps: int) -> float:
+    """Median time of ``fn`` in µs over ``reps`` launches, L2 flushed before each."""
+    fn()
+    times = []
+    for _ in range(reps):
+        flush.fill_(1)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def measure(rows: int, cols: int, reps: int) -> dict[str, Any]:
+    """The three timings of one shape, and what they add up to."""
+    x = torch.randn(rows, cols, device="cuda")
+    y = torch.empty_like(x)
+    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
+    copy = flushed_us(lambda: y.copy_(x), flush, reps)
+    read = flushed_us(lambda: torch.amax(x, 1), flush, reps)
+    write = flushed_us(lambda: y.fill_(0.0), flush, reps)
+    return {"shape": f"{rows}x{cols}", "bytes": 2 * x.numel() * 4, "copy_us": round(copy, 2),
+            "read_us": round(read, 2), "write_us": round(write, 2),
+            "read_plus_write_us": round(read + write, 2),
+            "copy_over_read_plus_write": round(copy / (read + write), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="16x262144,256x262144")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    rows = [measure(*(int(v) for v in s.split("x")), args.reps) for s in args.shapes.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "long_rows_bound.json").write_text(json.dumps(
+        {"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    print(f"{'shape':>12} {'MB':>6} {'copy us':>8} {'read us':>8} {'write us':>9} "
+          f"{'read+write':>11}")
+    for r in rows:
+        print(f"{r['shape']:>12} {r['bytes'] / 1e6:6.1f} {r['copy_us']:8.2f} {r['read_us']:8.2f} "
+              f"{r['write_us']:9.2f} {r['read_plus_write_us']:11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
