@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    rows = [measure(*(int(v) for v in s.split("x")), args.reps) for s in args.shapes.split(",")]
+    rows = []
+    for text in args.shapes.split(","):
+        n_rows, n_cols = (int(v) for v in text.split("x"))
+        rows.append(measure(n_rows, n_cols, args.reps))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "long_rows_bound.json").write_text(json.dumps(
         {"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
