@@ -7,23 +7,29 @@ A softmax row cannot write one output before every value of the row has been rea
 and the sum need them all), so when a shape's rows all fit in one wave of CTAs the kernel's
 time is at least its reading, the rows' exchange of partial (max, sum) and its writing, one
 after the other, where a copy overlaps reading and writing throughout. For each shape (fp32,
-rows x columns) this times, on one GPU with L2 flushed before every timed launch (CUDA
-events, median of ``--reps``): ``y.copy_(x)`` (both halves overlapped), ``torch.amax(x, 1)``
-(the read half: every byte read, one float a row written) and ``y.fill_(0)`` (the write
-half), and prints the copy beside read + write. Writes ``long_rows_bound.json`` under
-``--out``. Run on a GPU host; imports nothing of tuneforge.
+rows x columns) this times, on one GPU with L2 flushed before every timed launch (CUDA events
+around the GPU's work, median of ``--reps``; ``bench/loader_timing.flushed_us``):
+``y.copy_(x)`` (both halves overlapped); the read half, a kernel written here that loads every
+float4 (four a thread) and stores nothing (``torch.amax`` over the rows beside it, which
+torch's reduction, not the memory, holds back); and ``y.fill_(0)``, the write half. It prints
+the copy beside read + write and writes ``long_rows_bound.json`` under ``--out``. Run on a GPU
+host (torch and cupy); of this repository it imports the timer alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 import cupy
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.loader_timing import flushed_us  # noqa: E402  (torch passed in; no tuneforge import)
 
 #: the read half: every float4 of ``x`` loaded (four a thread), nothing written
 READ_HALF = cupy.RawKernel(r"""
@@ -43,34 +49,19 @@ extern "C" __global__ void read_half(const float4* __restrict__ x, long long n4,
 FLUSH_BYTES = 256 << 20
 
 
-def flushed_us(fn: Any, flush: torch.Tensor, reps: int) -> float:
-    """Median time of ``fn`` in µs over ``reps`` launches, L2 flushed before each."""
-    fn()
-    times = []
-    for _ in range(reps):
-        flush.fill_(1)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
 def measure(rows: int, cols: int, reps: int) -> dict[str, Any]:
     """The three timings of one shape, and what they add up to."""
     x = torch.randn(rows, cols, device="cuda")
     y = torch.empty_like(x)
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
-    copy = flushed_us(lambda: y.copy_(x), flush, reps)
-    read_rows = flushed_us(lambda: torch.amax(x, 1), flush, reps)
+    copy = flushed_us(torch, lambda: y.copy_(x), flush, reps)
+    read_rows = flushed_us(torch, lambda: torch.amax(x, 1), flush, reps)
     n4 = x.numel() // 4
     blocks = -(-n4 // (256 * 4))
     xs, sink = cupy.from_dlpack(x), cupy.empty(blocks, dtype=cupy.float32)
-    read = flushed_us(lambda: READ_HALF((blocks,), (256,), (xs, cupy.int64(n4), sink)),
+    read = flushed_us(torch, lambda: READ_HALF((blocks,), (256,), (xs, cupy.int64(n4), sink)),
                       flush, reps)
-    write = flushed_us(lambda: y.fill_(0.0), flush, reps)
+    write = flushed_us(torch, lambda: y.fill_(0.0), flush, reps)
     return {"shape": f"{rows}x{cols}", "bytes": 2 * x.numel() * 4, "copy_us": round(copy, 2),
             "amax_rows_us": round(read_rows, 2), "read_us": round(read, 2),
             "write_us": round(write, 2),
