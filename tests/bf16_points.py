@@ -1,7 +1,7 @@
 """The bf16 split kernels the CPU and GPU tests share: every tile, both pipelines (lockstep and
 warp-specialized with one or two producer warpgroups, loading into registers or staging by
-cp.async, or copying the stages a split pass wrote), windows, stages, swizzle, split-K and a
-specialized shape, for bf16x3 and bf16x6."""
+cp.async, or copying the stages a split pass wrote or the GEMM split on demand), windows,
+stages, swizzle, split-K and a specialized shape, for bf16x3 and bf16x6."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ BF6 = replace(BF3, bf16_split=6, producers=1, stages=1).canonical()
 BF3_PASS = replace(BF3, producers=1, split_pass=True).canonical()
 #: the same in clusters of two CTAs along N, each copying half the shared A block multicast
 BF3_CLUSTER = replace(BF3_PASS, pass_cluster=2).canonical()
+#: the split pass's blocks made by the GEMM's own producer warps, on demand (no pass kernel)
+BF3_ON_DEMAND = replace(BF3_PASS, split_on_demand=True).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -50,4 +52,8 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_PASS, shape_m=4096, shape_n=4096, shape_k=4096)]
     out += [BF3_CLUSTER, replace(BF3_CLUSTER, swizzle=4), replace(BF3_CLUSTER, stages=1),
             replace(BF3_CLUSTER, block_y=1, wgmma=64), replace(BF3_CLUSTER, bf16_split=6, stages=1)]
+    out += [BF3_ON_DEMAND, replace(BF3_ON_DEMAND, stages=1), replace(BF3_ON_DEMAND, block_y=1),
+            replace(BF3_ON_DEMAND, wgmma=64), replace(BF3_ON_DEMAND, block_y=1, wgmma=64),
+            replace(BF3_ON_DEMAND, swizzle=8), replace(BF3_ON_DEMAND, bf16_split=6, stages=1),
+            replace(BF3_ON_DEMAND, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))

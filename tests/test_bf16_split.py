@@ -10,13 +10,21 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from bf16_points import BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, bf16_variants
+from bf16_points import (
+    BF3,
+    BF3_LOCKSTEP,
+    BF3_ON_DEMAND,
+    BF3_PASS,
+    BF3_STAGED,
+    BF6,
+    bf16_variants,
+)
 from sampling import param_values, stratified
 from sass_support import cuobjdump
 
 from agent.policies.base import key_of
 from kernels.base import Candidate, LaunchConfig, Rejection
-from kernels.gemm_bias_relu import FAMILY
+from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.params import PRECISION_SCHEMES, ws_launch_registers
 from kernels.gemm_bias_relu.shape import Shape
 from kernels.gemm_bias_relu.validity import validate
@@ -124,6 +132,39 @@ def test_the_rendered_kernel_splits_once_per_tile_and_issues_bf16_wgmma() -> Non
     assert "constexpr int LOOK = NBUF - 2;" in lock
     # the tf32x3 template is untouched by the scheme
     assert "bf16" not in FAMILY.render(TF)
+
+
+def test_the_on_demand_split_is_the_pass_made_by_the_gemm_itself() -> None:
+    # a variant of the split pass without clusters, refused elsewhere with the fields named
+    cases: list[tuple[GemmParams, dict[str, object]]] = [
+        (replace(BF3, split_on_demand=True), {"split_pass": False}),
+        (replace(BF3_ON_DEMAND, pass_cluster=2), {"pass_cluster": 2})]
+    for bad, figures in cases:
+        raw = validate(bad.canonical())
+        assert raw is not None
+        assert raw.reason == "split_on_demand_needs_split_pass"
+        assert figures.items() <= raw.figures.items()
+    # a late field: the pass's points keep their keys and bytes, the new one is distinct
+    assert "split_on_demand" not in BF3_PASS.to_dict()
+    assert BF3_ON_DEMAND.to_dict()["split_on_demand"] is True
+    assert key_of(BF3_ON_DEMAND) != key_of(BF3_PASS)
+    source, before = FAMILY.render(BF3_ON_DEMAND), FAMILY.render(BF3_PASS)
+    assert "split_on_demand" not in before
+    assert "od_wait" not in before
+    # no pass kernel: the reset of the counters, the slices claimed by an atomic, their stores
+    # published by a release, and the copy waiting on them (acquire) before cp.async.bulk
+    assert "gemm_bias_relu_split_pass(" not in source
+    assert "gemm_bias_relu_split_reset(" in source
+    assert "atomicAdd(claimed + id, 1u)" in source
+    assert "red.release.gpu.global.add.u32" in source
+    assert "ld.acquire.gpu.global.u32" in source
+    assert source.count("od_wait(done + ") == 2
+    assert "#define A_SLICES (BM * 8 / (32 * A_U))" in source
+    assert "#define A_U 8" in source
+    assert "#define B_U 8" in source
+    narrow = FAMILY.render(replace(BF3_ON_DEMAND, block_y=1, wgmma=64).canonical())
+    assert "#define A_U 4" in narrow
+    assert "#define B_U 4" in narrow
 
 
 def test_staged_producers_copy_by_cp_async_into_a_staging_buffer() -> None:

@@ -17,7 +17,7 @@ from core.evaluation import CompileResult, EvalOptions
 from kernels.base import Dims, LaunchConfig, Rejection
 from kernels.family import DTYPES, FILL_KINDS, Buffer, Distribution, Fill, Scalar, Signature
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.launch import SPLIT_PASS_NAME, SPLITK_REDUCE_NAME
+from kernels.gemm_bias_relu.launch import SPLIT_PASS_NAME, SPLIT_RESET_NAME, SPLITK_REDUCE_NAME
 from kernels.gemm_bias_relu.shape import Shape
 from worker import gpu_child
 from worker import launch_contract as lc
@@ -216,6 +216,37 @@ def test_a_split_pass_launch_is_its_prologue_then_the_kernel_on_the_workspace() 
     assert main["args"] == ("A", "B", "bias", "C", 300, 200, 1000, "WS")
     assert main["grid"] == (2, 3, 1)
     assert main["block"] == (128, 3, 1)
+
+
+def test_an_on_demand_split_launch_zeroes_its_counters_then_runs_the_kernel() -> None:
+    """With ``split_on_demand`` the GEMM makes the pass's blocks itself: its prologue is the
+    reset of the two counters a block that follow the blocks in the workspace, on the workspace
+    and the shape only."""
+    log: list[tuple[str, Any]] = []
+    point = GemmParams(tf32x3=True, wgmma=128, block_x=128, block_y=2, stages=2, mma_window=4,
+                       producers=1, bf16_split=3, split_pass=True, split_on_demand=True)
+    shape = Shape(300, 200, 1000)
+    launch = FAMILY.launch(point, shape)
+    assert not isinstance(launch, Rejection)
+    d = launch.to_dict()
+    blocks = (3 + 2) * 16  # (3 row tiles + 2 column tiles) x 16 K tiles
+    assert d["workspace_bytes"] == 2 * 2 * 16 * 64 * (3 * 128 + 2 * 128) + 2 * 4 * blocks
+    assert d["prologue"]["grid"] == [1, 1, 1]  # 160 counters, one block of 256 threads
+    sig = FAMILY.signature.resolve(shape)
+    rt = runtime(log, d["workspace_bytes"])
+    rt.launch(main_kernel(log, True, sig), d, dict(BUFS), sig)
+    assert [name for name, _ in log] == [SPLIT_RESET_NAME, "gemm_bias_relu"]
+    pro, main = log[0][1], log[1][1]
+    assert pro["args"] == ("WS", 300, 200, 1000)
+    assert pro["format"] == "Piii"
+    assert main["args"] == ("A", "B", "bias", "C", 300, 200, 1000, "WS")
+    assert (main["grid"], main["block"]) == ((2, 3, 1), (128, 3, 1))
+    # the reset's grid grows with the counters: a thread each (a grid-stride loop past 1024
+    # blocks, more than the largest workspace allowed holds)
+    big = FAMILY.launch(point, Shape(8192, 8192, 8192))
+    assert not isinstance(big, Rejection)
+    assert big.prologue is not None
+    assert big.prologue.grid == (2 * (64 + 64) * 128 // 256, 1, 1)
 
 
 def test_the_launchers_enqueue_a_split_pass_launch_through_their_module() -> None:

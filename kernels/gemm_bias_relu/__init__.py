@@ -36,6 +36,8 @@ from kernels.gemm_bias_relu.launch import (
     SK_HEADER_FLOATS,
     SPLIT_PASS_NAME,
     SPLIT_PASS_THREADS,
+    SPLIT_RESET_NAME,
+    SPLIT_RESET_THREADS,
     SPLITK_REDUCE_NAME,
     compile_arch,
     launch_config,
@@ -230,6 +232,8 @@ class GemmBiasRelu(FamilyBase):
             batches=p.bf16_batches,
             split_pass_name=SPLIT_PASS_NAME,
             split_pass_threads=SPLIT_PASS_THREADS,
+            split_reset_name=SPLIT_RESET_NAME,
+            split_reset_threads=SPLIT_RESET_THREADS,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

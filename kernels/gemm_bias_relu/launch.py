@@ -10,6 +10,7 @@ from kernels.gemm_bias_relu.params import KERNEL_NAME, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
 from kernels.gemm_bias_relu.validity import (
     shape_mismatch,
+    split_blocks,
     split_pass_limit,
     split_pass_workspace_bytes,
     workspace_bytes,
@@ -31,6 +32,11 @@ SK_HEADER_FLOATS = 32
 SPLIT_PASS_NAME = "gemm_bias_relu_split_pass"
 #: Threads per block of the split pass (one block per (tile, K tile) of A or of B^T).
 SPLIT_PASS_THREADS = 256
+#: The on-demand split's prologue (same module): zeroes the workspace's counters.
+SPLIT_RESET_NAME = "gemm_bias_relu_split_reset"
+#: Threads per block of the reset, and its blocks at most (a grid-stride loop past that).
+SPLIT_RESET_THREADS = 256
+SPLIT_RESET_MAX_BLOCKS = 1024
 #: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
 #: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
 SK_MAX_PARTS = 8
@@ -97,10 +103,12 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
     ``splits x M x N`` fp32 workspace, and the epilogue kernel sums them in split order, adds the
     bias and applies ReLU. The bf16 split pass (``split_pass``): the prologue kernel splits A
     and B into a workspace of ``(row tiles + column tiles) x K tiles`` blocks, one CTA a block,
-    and the GEMM copies its stages from there. Stream-K (``stream_k``): grid (S, R) with S the
-    CTAs ``sm_count`` SMs hold at once (:func:`stream_k_slots`), R - 1 rows of whole tiles and
-    one row that shares the rest's K iterations, then the fix-up kernel (see
-    :class:`GemmParams`). A shape-specialized kernel is refused at any other shape.
+    and the GEMM copies its stages from there; with ``split_on_demand`` the GEMM splits the
+    blocks itself and the prologue only zeroes the workspace's counters. Stream-K
+    (``stream_k``): grid (S, R) with S the CTAs ``sm_count`` SMs hold at once
+    (:func:`stream_k_slots`), R - 1 rows of whole tiles and one row that shares the rest's K
+    iterations, then the fix-up kernel (see :class:`GemmParams`). A shape-specialized kernel
+    is refused at any other shape.
     """
     fixed = params.fixed_shape
     if fixed is not None and fixed != shape:
@@ -123,14 +131,23 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
             return rejection
         k_tiles = params.k_tiles(shape.k)
         grid_x = -(-grid_x // params.pass_cluster) * params.pass_cluster  # whole clusters
+        if params.split_on_demand:  # the GEMM splits; its counters zeroed before it
+            counters = 2 * split_blocks(params, shape)
+            prologue = AuxLaunch(SPLIT_RESET_NAME,
+                                 (max(1, min(-(-counters // SPLIT_RESET_THREADS),
+                                             SPLIT_RESET_MAX_BLOCKS)), 1, 1),
+                                 (SPLIT_RESET_THREADS, 1, 1), ("workspace", "M", "N", "K"))
+        else:
+            prologue = AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
+                                 (SPLIT_PASS_THREADS, 1, 1),
+                                 ("A", "B", "workspace", "M", "N", "K"))
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
             grid=(grid_x, grid_y, 1),
             block=(params.block_x, params.block_y + params.producers, 1),
             dynamic_smem_bytes=params.smem_bytes,
             workspace_bytes=split_pass_workspace_bytes(params, shape),
-            prologue=AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
-                               (SPLIT_PASS_THREADS, 1, 1), ("A", "B", "workspace", "M", "N", "K")),
+            prologue=prologue,
         )
     if params.split_k == 1:
         return LaunchConfig(

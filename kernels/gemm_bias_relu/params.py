@@ -73,6 +73,10 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # the split pass's GEMM in clusters of this many CTAs along N, the A block they share
     # copied once, a part by each CTA multicast into all of them (1: no cluster)
     "pass_cluster": (1, 2),
+    # the split pass's work done inside the GEMM, on demand: no prologue kernel; the producer
+    # warps split each (tile, K tile) block slice by slice as the CTAs that read it come to it,
+    # each slice once, and the copying thread waits for a block's slices before copying it
+    "split_on_demand": (False, True),
 }
 
 #: The precision-split schemes by name, and the ``bf16_split`` value of each.
@@ -86,7 +90,7 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
                                          "lane_quads": False, "stream_k": 0,
                                          "bf16_split": 0, "split_pass": False,
-                                         "pass_cluster": 1}
+                                         "pass_cluster": 1, "split_on_demand": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -161,10 +165,11 @@ _CANONICAL_BF16: dict[str, Any] = {**TC_FIXED, **BF16_FIXED}
 _CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED}
 _CANONICAL_TC: dict[str, Any] = {**TC_FIXED, "frag_global": False, "mma_window": 1,
                                  "producers": 0, "bf16_split": 0, "split_pass": False,
-                                 "pass_cluster": 1}
+                                 "pass_cluster": 1, "split_on_demand": False}
 _CANONICAL_SIMT: dict[str, Any] = {**TC_ONLY_DEFAULTS, "wgmma": 0, "frag_global": False,
                                    "mma_window": 1, "producers": 0, "bf16_split": 0,
-                                   "split_pass": False, "pass_cluster": 1}
+                                   "split_pass": False, "pass_cluster": 1,
+                                   "split_on_demand": False}
 _CANONICAL_PREFETCH: dict[str, Any] = {**_CANONICAL_SIMT, "unroll": 1}
 _CANONICAL_DIRECT: dict[str, Any] = {**_CANONICAL_SIMT, **SMEM_ONLY_DEFAULTS}
 
@@ -274,6 +279,16 @@ class GemmParams:
     #: block alone), and each consumer warp releases a stage to every producer of the cluster.
     #: Half the A traffic from L2; the grid's columns are padded to whole clusters.
     pass_cluster: int = 1
+    #: the split pass's work done by the GEMM itself, overlapped with its MMAs (no prologue
+    #: kernel but a reset of the workspace's counters): the producer warpgroup's warps 1-3
+    #: walk this CTA's K tiles and split the A and B^T blocks it will copy, a slice of 128
+    #: chunks at a time, each slice claimed by one warp of whichever CTA needing the block comes
+    #: first (an atomic counter a block) and counted done once its stores are visible (a second
+    #: counter); the copying thread waits for a block's slices before its ``cp.async.bulk``.
+    #: Every value is split once, as by the pass, and the split's memory traffic runs beside the
+    #: tensor cores instead of before them. A warp never waits for another, so every claimed
+    #: slice completes and every wait ends.
+    split_on_demand: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1

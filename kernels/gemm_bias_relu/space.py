@@ -42,6 +42,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "stream_k": (0,),
     "bf16_split": (0,),
     "split_pass": (False,),
+    "split_on_demand": (False,),
 }
 
 
@@ -81,6 +82,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "stream_k": (0,),
     "bf16_split": (0,),
     "split_pass": (False,),
+    "split_on_demand": (False,),
 }
 
 #: Fields a path's points take beside :data:`PATH_FIELDS`, valid for few of its points (the

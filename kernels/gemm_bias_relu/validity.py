@@ -109,6 +109,14 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
             f"pass_cluster={params.pass_cluster} shares the split pass's A blocks in a cluster, "
             "and split_pass is off: apply_split_pass(true) first",
             {"pass_cluster": params.pass_cluster, "split_pass": False})
+    if params.split_on_demand and not (params.split_pass and params.pass_cluster == 1):
+        return Rejection(
+            "split_on_demand_needs_split_pass",
+            "split_on_demand does the split pass's work inside the GEMM, block by block into "
+            f"the pass's workspace: it needs split_pass on (is {params.split_pass}) and no "
+            f"cluster (pass_cluster 1, is {params.pass_cluster})",
+            {"split_on_demand": True, "split_pass": params.split_pass,
+             "pass_cluster": params.pass_cluster})
     if params.split_pass:
         rejection = _validate_split_pass(params)
         if rejection is not None:
@@ -209,12 +217,23 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
 def split_pass_workspace_bytes(params: GemmParams, shape: Shape) -> int:
     """Bytes of the bf16 split pass's workspace: each operand's parts, tile by tile, padded to
     whole tiles (``bf16_parts`` x 2 bytes x 64-deep K tiles x (A's rows + B's columns), the
-    columns to whole clusters)."""
+    columns to whole clusters); with ``split_on_demand`` two 4-byte counters a block after
+    them."""
     k_pad = params.k_tiles(shape.k) * params.tile_k
     m_pad = -(-shape.m // params.tc_block_m) * params.tc_block_m
     cluster_n = params.tc_block_n * params.pass_cluster  # whole clusters of column tiles
     n_pad = -(-shape.n // cluster_n) * cluster_n
-    return params.bf16_parts * 2 * k_pad * (m_pad + n_pad)
+    blocks = params.bf16_parts * 2 * k_pad * (m_pad + n_pad)
+    if params.split_on_demand:  # two counters a block: slices claimed, slices done
+        return blocks + 2 * 4 * split_blocks(params, shape)
+    return blocks
+
+
+def split_blocks(params: GemmParams, shape: Shape) -> int:
+    """The split pass's blocks at ``shape``: one a (row tile, K tile) of A and a (column tile,
+    K tile) of B^T."""
+    n_tiles = -(-shape.n // (params.tc_block_n * params.pass_cluster)) * params.pass_cluster
+    return (-(-shape.m // params.tc_block_m) + n_tiles) * params.k_tiles(shape.k)
 
 
 def split_pass_limit(params: GemmParams, shape: Shape) -> Rejection | None:
