@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import loader_timing  # noqa: E402
 from kernels.gemm_bias_relu import FAMILY  # noqa: E402
 from kernels.gemm_bias_relu.shape import Shape  # noqa: E402
 from kernels.gemm_bias_relu.vendor import inputs as vendor_inputs  # noqa: E402
@@ -40,31 +41,10 @@ _MODE: dict[str, str] = {}
 
 
 def composition_of(torch: Any, a: Any, b: Any, bias: Any) -> Callable[[], Any]:
-    """``a`` and ``b`` split into bf16 parts (once, here), and one run of the three-GEMM
-    composition on them, returning its fresh fp32 output."""
-    a_hi = a.to(torch.bfloat16)
-    a_lo = (a - a_hi.float()).to(torch.bfloat16)
-    b_hi = b.to(torch.bfloat16)
-    b_lo = (b - b_hi.float()).to(torch.bfloat16)
-    f32 = torch.float32
-    try:
-        torch.mm(a_hi[:16, :16], b_hi[:16, :16], out_dtype=f32)
-        _MODE["mode"] = "torch.mm(out_dtype=float32)"
-    except (TypeError, RuntimeError):
-        _MODE["mode"] = "bf16 torch.mm, then .float() sums"
-
-    if _MODE["mode"].startswith("torch.mm(out_dtype"):
-        def once() -> Any:
-            y = torch.mm(a_hi, b_hi, out_dtype=f32)
-            y += torch.mm(a_hi, b_lo, out_dtype=f32)
-            y += torch.mm(a_lo, b_hi, out_dtype=f32)
-            return y.add_(bias).relu_()
-    else:
-        def once() -> Any:
-            y = torch.mm(a_hi, b_hi).float()
-            y += torch.mm(a_hi, b_lo).float()
-            y += torch.mm(a_lo, b_hi).float()
-            return y.add_(bias).relu_()
+    """One run of the three-GEMM composition on ``a``, ``b`` (split into bf16 parts once,
+    here) and ``bias`` (:func:`bench.loader_timing.composition_of`); notes its mode."""
+    once = loader_timing.composition_of(torch, a, b, bias)
+    _MODE["mode"] = once.mode  # type: ignore[attr-defined]
     return once
 
 

@@ -19,17 +19,20 @@ score of a tuned shape set.
 4. In a fresh process that imports nothing of tuneforge (checked: it fails otherwise), the
    bundle is loaded as a user loads it (its folder on ``sys.path``, ``import
    tuneforge_loader``) and called at every shape, in-set and held-out: each output checked
-   against float64 by the family's rule (``scaled``, tolerance 1e-4), the loader and the vendor
-   timed with the L2 flushed (median) and sustained (back-to-back calls for at least 200 ms,
-   wall time: the headline). The helpers (inputs, the check, the vendor, the flushed timing)
-   are ``bench/loader_timing.py``'s, which imports only the standard library (and the torch
-   it is handed), as ``bench/loader_bench.py`` does.
+   against float64 by the family's rule (``scaled``, tolerance 1e-4), the loader, the vendor
+   and the strongest peer of the peers' run timed with the L2 flushed (median) and sustained
+   (back-to-back calls for at least 200 ms, wall time: the headline). The peer, checked by
+   the same rule: softmax's ``torch.compile`` (one compiled function for every shape, as a
+   program of many shapes has it), the GEMM's three cuBLAS bf16 GEMMs composed. The helpers
+   (inputs, the check, the vendor, the peer, the flushed timing) are
+   ``bench/loader_timing.py``'s, which imports only the standard library (and the torch it is
+   handed), as ``bench/loader_bench.py`` does.
 
 Prints per shape its class, distance to the set, the entry's source (``tuned``, ``nearest``,
 ``rule_book``, ``fallback``: no entry, the vendor runs) and the loader's speed over the
-vendor's; then the geometric means in the set and held out. Writes ``held-out.json`` (and
-``dispatch.json``) under ``--out``; the measuring process writes ``measure.json`` after every
-shape, so a run cut short keeps what it measured.
+vendor's and the peer's; then the geometric means in the set and held out. Writes
+``held-out.json`` (and ``dispatch.json``) under ``--out``; the measuring process writes
+``measure.json`` after every shape, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -196,15 +199,37 @@ def tuneforge_modules() -> list[str]:
     return sorted({name.split(".")[0] for name in sys.modules} & own)
 
 
+def timed_peer(torch: Any, family: str, peer_of: Any, args: list[Any], flush: Any, reps: int,
+               loader_us: float, loader_sustained_us: float) -> dict[str, Any]:
+    """The strongest peer at one case (``bench.loader_timing.peer``): checked by the family's
+    rule, timed as the loader is; ``peer_error`` where it could not build or run."""
+    from bench.loader_timing import TOLERANCE, flushed_us, scaled_error
+
+    try:
+        once = peer_of(*args)
+        check = scaled_error(torch, family, once(), args)  # built (compiled) here, untimed
+        peer_us = flushed_us(torch, once, flush, reps)
+        peer_s = sustained_us(torch, once)
+    except Exception as exc:  # the row keeps the loader's figures and says why
+        return {"peer_error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"peer_passed": check["rel_err"] <= TOLERANCE
+            and check["max_scaled_err"] <= TOLERANCE,
+            "peer_max_scaled_err": check["max_scaled_err"], "peer_us": peer_us,
+            "x_peer": peer_us / loader_us, "peer_sustained_us": peer_s["us"],
+            "x_peer_sustained": peer_s["us"] / loader_sustained_us}
+
+
 def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
     """Every case's correctness and times, the loader against the vendor; ``measure.json``
     under ``out`` after each."""
     import torch
 
     from bench.loader_timing import (
+        PEER_NAMES,
         TOLERANCE,
         flushed_us,
         inputs,
+        peer,
         reps_for,
         scaled_error,
         vendor,
@@ -218,10 +243,12 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
     kernel = lib.kernels[next(iter(lib.kernels))]
     family = json.loads((bundle / "dispatch.json").read_text())["family"]["name"]
     ven = vendor(torch, family)
+    peer_of = peer(torch, family, {})
     flush = torch.empty(64 << 20, device="cuda")  # 256 MiB: four H200 L2s
     cases = json.loads(cases_path.read_text())
     record: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                              "loader": tuneforge_loader.__file__, "rows": []}
+                              "loader": tuneforge_loader.__file__,
+                              "peer": PEER_NAMES[family], "rows": []}
     out.mkdir(parents=True, exist_ok=True)
     for number, case in enumerate(cases):
         args = inputs(torch, family, case["shape"], seed + number)
@@ -237,6 +264,8 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
             loader_us = flushed_us(torch, call, flush, reps)
             loader_s = sustained_us(torch, call)
             vendor_s = sustained_us(torch, base)
+            beside = timed_peer(torch, family, peer_of, args, flush, reps, loader_us,
+                                loader_s["us"])
         row = {**case, "runs": looked.runs,
                "source_seen": looked.entry["source"] if looked.entry else "fallback",
                "passed": check["rel_err"] <= TOLERANCE and check["max_scaled_err"] <= TOLERANCE,
@@ -244,11 +273,14 @@ def measure(bundle: Path, cases_path: Path, out: Path, seed: int) -> int:
                "x_vendor": vendor_us / loader_us, "loader_sustained_us": loader_s["us"],
                "vendor_sustained_us": vendor_s["us"],
                "x_vendor_sustained": vendor_s["us"] / loader_s["us"],
-               "sustained_calls": [loader_s["calls"], vendor_s["calls"]]}
+               "sustained_calls": [loader_s["calls"], vendor_s["calls"]],
+               "peer": PEER_NAMES[family], **beside}
         record["rows"].append(row)
         print(f"{row['class']:>6} {text_of(row['shape']):>16} {row['source_seen']:>9} "
               f"{'ok' if row['passed'] else 'WRONG':>5} x vendor {row['x_vendor']:.3f} "
-              f"flushed, {row['x_vendor_sustained']:.3f} sustained", flush=True)
+              f"flushed, {row['x_vendor_sustained']:.3f} sustained; x peer "
+              f"{row.get('x_peer', math.nan):.3f} / {row.get('x_peer_sustained', math.nan):.3f}"
+              f"{' ' + row['peer_error'] if 'peer_error' in row else ''}", flush=True)
         del args, call, base
         record["tuneforge_modules"] = tuneforge_modules()
         (out / "measure.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -281,6 +313,10 @@ def report(found: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str
                 "shapes": len(group), "wrong": sum(not r["passed"] for r in group),
                 "gm_x_vendor_sustained": gm([r["x_vendor_sustained"] for r in group]),
                 "gm_x_vendor_flushed": gm([r["x_vendor"] for r in group]),
+                "gm_x_peer_sustained": gm([r["x_peer_sustained"] for r in group
+                                           if "x_peer_sustained" in r]),
+                "gm_x_peer_flushed": gm([r["x_peer"] for r in group if "x_peer" in r]),
+                "peer_rows": sum("x_peer" in r for r in group),
                 "with_entry": sum(r["source_seen"] != "fallback" for r in group)}
     return summary
 
@@ -302,7 +338,9 @@ def print_report(found: dict[str, Any], rows: list[dict[str, Any]] | None,
     for name, s in summary.items():
         print(f"{name:>8}: {s['shapes']} shapes, {s['with_entry']} with an entry, {s['wrong']} "
               f"wrong; x vendor gm {s['gm_x_vendor_sustained']:.3f} sustained, "
-              f"{s['gm_x_vendor_flushed']:.3f} flushed")
+              f"{s['gm_x_vendor_flushed']:.3f} flushed; x {found.get('peer', 'peer')} gm "
+              f"{s['gm_x_peer_sustained']:.3f} / {s['gm_x_peer_flushed']:.3f} "
+              f"({s['peer_rows']} shapes)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """What the loader benches time and check with, on torch alone (nothing of tuneforge, so a
 measuring process that must import none of it can use them): the families' inputs, their
-``scaled`` check against float64, the vendor's operator, and the flushed and back-to-back
-timings."""
+``scaled`` check against float64, the vendor's operator, the strongest peer's, and the flushed
+and back-to-back timings."""
 
 from __future__ import annotations
 
@@ -56,6 +56,58 @@ def vendor(torch: Any, family: str) -> Callable[..., Any]:
         torch.backends.cuda.matmul.allow_tf32 = False
         return torch.relu_(torch.addmm(bias, a, b))  # as the family's vendor and the fallback
     return gemm
+
+
+def composition_of(torch: Any, a: Any, b: Any, bias: Any) -> Callable[[], Any]:
+    """``a`` and ``b`` split into bf16 parts (once, here), and one run of the composition a
+    user can write from three cuBLAS bf16 GEMMs with fp32 outputs, relu(a_hi·b_hi + a_hi·b_lo
+    + a_lo·b_hi + bias), returning its fresh fp32 output; its ``mode`` says how the products
+    are summed (``torch.mm(..., out_dtype=torch.float32)`` where torch has it, else bf16
+    GEMMs summed in fp32)."""
+    a_hi = a.to(torch.bfloat16)
+    a_lo = (a - a_hi.float()).to(torch.bfloat16)
+    b_hi = b.to(torch.bfloat16)
+    b_lo = (b - b_hi.float()).to(torch.bfloat16)
+    f32 = torch.float32
+    try:
+        torch.mm(a_hi[:16, :16], b_hi[:16, :16], out_dtype=f32)
+        mode = "torch.mm(out_dtype=float32)"
+    except (TypeError, RuntimeError):
+        mode = "bf16 torch.mm, then .float() sums"
+
+    if mode.startswith("torch.mm(out_dtype"):
+        def once() -> Any:
+            y = torch.mm(a_hi, b_hi, out_dtype=f32)
+            y += torch.mm(a_hi, b_lo, out_dtype=f32)
+            y += torch.mm(a_lo, b_hi, out_dtype=f32)
+            return y.add_(bias).relu_()
+    else:
+        def once() -> Any:
+            y = torch.mm(a_hi, b_hi).float()
+            y += torch.mm(a_hi, b_lo).float()
+            y += torch.mm(a_lo, b_hi).float()
+            return y.add_(bias).relu_()
+    once.mode = mode  # type: ignore[attr-defined]
+    return once
+
+
+#: what :func:`peer` runs for each family, as its rows name it
+PEER_NAMES = {"softmax": "torch.compile", "gemm_bias_relu": "cuBLAS bf16x3 composed"}
+
+
+def peer(torch: Any, family: str, compiled: dict[str, Any]) -> Callable[..., Callable[[], Any]]:
+    """The strongest peer of the peers' run (docs/BENCHMARKS.md) for a program of many shapes:
+    ``peer(*args)`` returns one call of it on those inputs. Softmax: ``torch.compile`` of
+    ``torch.softmax`` as a user writes it, one compiled function for every shape (torch's
+    default: static at the first shape, dynamic once a second one comes; kept in
+    ``compiled``); the GEMM: three cuBLAS bf16 GEMMs composed (:func:`composition_of`, the
+    split made once, outside the call)."""
+    if family == "softmax":
+        if "softmax" not in compiled:
+            compiled["softmax"] = torch.compile(lambda x: torch.softmax(x, -1))
+        fn = compiled["softmax"]
+        return lambda x: (lambda: fn(x))
+    return lambda a, b, bias: composition_of(torch, a, b, bias)
 
 
 # ---- timing ------------------------------------------------------------------------------
