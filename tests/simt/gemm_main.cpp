@@ -1,0 +1,95 @@
+// Runs a rendered bf16 GEMM kernel of the split workspace on the host (gemm.h):
+//   gemm M N K GX GY BX BY SMEM PROLOGUE PGRID WS_BYTES IN OUT
+// IN holds A (M x K), B (K x N) and bias (N) as float32; OUT gets C (M x N). PROLOGUE is the
+// kernel launched first on the workspace ("pass": the split pass, "reset": the on-demand
+// split's counters) with PGRID CTAs of 256 threads; then the GEMM's GX x GY CTAs of BX x BY
+// threads with SMEM bytes of dynamic shared memory, one CTA after another. The workspace and
+// C start as garbage (0xff bytes: NaN), as on the GPU.
+#include <pthread.h>
+
+extern "C" void gemm_bias_relu(const float* A, const float* B, const float* bias, float* C,
+                               int M, int N, int K, unsigned char* W);
+extern "C" __attribute__((weak)) void gemm_bias_relu_split_pass(const float* A, const float* B,
+                                                                unsigned char* W, int M, int N,
+                                                                int K);
+extern "C" __attribute__((weak)) void gemm_bias_relu_split_reset(unsigned char* W, int M,
+                                                                 int N, int K);
+
+struct Job { unsigned tx, ty, cx, cy; simt::Cta* s; gemm::Cta* g; int which; };
+struct Args { const float *A, *B, *bias; float* C; unsigned char* W; int M, N, K; };
+static Args args;
+
+static void* run(void* arg)
+{
+    Job* j = static_cast<Job*>(arg);
+    threadIdx = {j->tx, j->ty, 0};
+    blockIdx = {j->cx, j->cy, 0};
+    simt::cta = j->s;
+    gemm::cta = j->g;
+    if (j->which == 0)
+        gemm_bias_relu(args.A, args.B, args.bias, args.C, args.M, args.N, args.K, args.W);
+    else if (j->which == 1)
+        gemm_bias_relu_split_pass(args.A, args.B, args.W, args.M, args.N, args.K);
+    else
+        gemm_bias_relu_split_reset(args.W, args.M, args.N, args.K);
+    return nullptr;
+}
+
+// every CTA of a grid in turn, each one's threads together
+static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem)
+{
+    gridDim = {gx, gy, 1};
+    blockDim = {bx, by, 1};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    const int threads = (int)(bx * by);
+    for (unsigned cy = 0; cy < gy; ++cy)
+        for (unsigned cx = 0; cx < gx; ++cx) {
+            simt::Cta s(threads);
+            gemm::Cta g(threads, smem);
+            std::vector<Job> jobs(threads);
+            std::vector<pthread_t> ids(threads);
+            for (int t = 0; t < threads; ++t) {
+                jobs[t] = {(unsigned)t % bx, (unsigned)t / bx, cx, cy, &s, &g, which};
+                if (pthread_create(&ids[t], &attr, run, &jobs[t]) != 0) return 4;
+            }
+            for (auto& id : ids) pthread_join(id, nullptr);
+        }
+    return 0;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc != 14) return 2;
+    const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
+    const unsigned gx = atoi(argv[4]), gy = atoi(argv[5]), bx = atoi(argv[6]), by = atoi(argv[7]);
+    const size_t smem = (size_t)atoll(argv[8]);
+    const std::string prologue = argv[9];
+    const unsigned pgrid = atoi(argv[10]);
+    const size_t ws = (size_t)atoll(argv[11]);
+    const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float* in = static_cast<float*>(aligned_alloc(64, ((na + nb + N) * 4 + 63) / 64 * 64));
+    float* C = static_cast<float*>(aligned_alloc(64, (nc * 4 + 63) / 64 * 64));
+    unsigned char* W = static_cast<unsigned char*>(aligned_alloc(256, (ws + 255) / 256 * 256));
+    FILE* f = fopen(argv[12], "rb");
+    if (!f || fread(in, 4, na + nb + N, f) != na + nb + N) return 3;
+    fclose(f);
+    std::memset(C, 0xff, nc * 4);
+    std::memset(W, 0xff, ws);
+    args = {in, in + na, in + na + nb, C, W, M, N, K};
+    int rc = 0;
+    if (prologue == "pass") {
+        if (!gemm_bias_relu_split_pass) return 6;
+        rc = launch(1, pgrid, 1, 256, 1, 0);
+    } else if (prologue == "reset") {
+        if (!gemm_bias_relu_split_reset) return 6;
+        rc = launch(2, pgrid, 1, 256, 1, 0);
+    }
+    if (rc == 0) rc = launch(0, gx, gy, bx, by, smem);
+    if (rc != 0) return rc;
+    f = fopen(argv[13], "wb");
+    fwrite(C, 4, nc, f);
+    fclose(f);
+    return 0;
+}
