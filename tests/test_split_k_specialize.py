@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Hashable
 from concurrent.futures import Future
 from dataclasses import replace
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling import param_values, stratified
 
 from agent.policies.base import key_of
 from core.evaluation import CompileResult
@@ -391,15 +393,17 @@ def test_walks_with_a_shape_end_in_launchable_points_or_reasoned_rejections(
 # ---- nvcc ----------------------------------------------------------------------------------
 
 
-def test_every_new_transform_and_argument_compiles(compiler: Compiler) -> None:
+def test_every_new_transform_and_argument_compiles(compiler: Compiler, full: bool) -> None:
     """apply_split_k(every split) and specialize_shape(on/off) from a SIMT kernel, an
     interleaved double-buffered one with a swizzle, a narrow-vector one and a 3xTF32 one, at
-    the skinny shape and at an awkward one; both kernels of a split module are in the cubin."""
+    the skinny shape and at an awkward one; both kernels of a split module are in the cubin.
+    Every point under ``--full`` (``make test-full``); else a stratified sample: each value of
+    each parameter, each start, and the specialized 3xTF32 and split kernels."""
     starts = [SIMT, replace(SIMT, reg_n=4, interleave=True, stages=2, swizzle=4),
               replace(SIMT, coalesced=False, reg_m=2, reg_n=2, vec=2, pad=1), TC]
-    jobs: dict[GemmParams, tuple[str, Future[CompileResult]]] = {}
+    points: dict[GemmParams, tuple[str, int]] = {}
     for shape in (SKINNY, Shape(131, 257, 61)):
-        for start in starts:
+        for number, start in enumerate(starts):
             node = at(start, shape)
             for spec in (FAMILY.transforms.get("apply_split_k"),
                          FAMILY.transforms.get("specialize_shape")):
@@ -412,11 +416,23 @@ def test_every_new_transform_and_argument_compiles(compiler: Compiler) -> None:
                     both = FAMILY.apply(result, "specialize_shape(true)")
                     for params in (result.params, *(
                             [both.params] if isinstance(both, Candidate) else [])):
-                        if params not in jobs:
-                            jobs[params] = (label, compiler.submit(
-                                FAMILY.render(params), entry=FAMILY.name,
-                                dynamic_smem_bytes=params.smem_bytes))
-    assert len(jobs) >= 40
+                        points.setdefault(params, (label, number))
+    assert len(points) >= 40
+
+    def strata(_: str, p: GemmParams) -> list[Hashable]:
+        fixed = p.fixed_shape is not None
+        return [*param_values(p), ("start", points[p][1]),
+                ("specialized 3xTF32", fixed and p.tf32x3), ("specialized split", fixed
+                                                              and p.split_k > 1)]
+
+    chosen = [p for _, p in stratified([(label, p) for p, (label, _) in points.items()],
+                                       strata=strata)]
+    if full:
+        chosen = list(points)
+    jobs: dict[GemmParams, tuple[str, Future[CompileResult]]] = {
+        params: (points[params][0], compiler.submit(FAMILY.render(params), entry=FAMILY.name,
+                                                    dynamic_smem_bytes=params.smem_bytes))
+        for params in chosen}
     failed = []
     for params, (label, future) in jobs.items():
         compiled = future.result()
@@ -432,3 +448,4 @@ def test_every_new_transform_and_argument_compiles(compiler: Compiler) -> None:
     assert splits == set(DOMAINS["split_k"])
     assert any(p.fixed_shape is not None and p.tf32x3 for p in jobs)
     assert any(p.fixed_shape is not None and p.split_k > 1 for p in jobs)
+    assert {points[p][1] for p in jobs} == set(range(len(starts)))
