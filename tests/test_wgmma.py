@@ -1,6 +1,7 @@
 """The wgmma 3xTF32 kernel without a GPU: its parameters, the transform and its rejections,
 canonical points and keys, launch shapes, and every variant compiled by the real nvcc for
-sm_90a with no spills (the GPU side is tests/test_gpu_wgmma.py)."""
+sm_90a with no spills (a stratified sample; all of them under ``--full``; the GPU side is
+tests/test_gpu_wgmma.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sampling import param_values, stratified
 
 from agent.policies.base import key_of
 from kernels.base import Candidate, LaunchConfig, Rejection
@@ -123,10 +125,18 @@ def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
     assert FAMILY.compile_arch(TC, "sm_90") == "sm_90"
 
 
-def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler) -> None:
+def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler, full: bool) -> None:
+    """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
+    of each parameter, with and without ``setmaxnreg`` (the GPU tests run them all)."""
+    points = variants()
+    if not full:
+        points = [p for _, p in stratified(
+            [(str(i), p) for i, p in enumerate(points)],
+            strata=lambda _, p: [*param_values(p),
+                                 ("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])]
     with ThreadPoolExecutor(compiler.workers) as pool:  # nvcc runs outside the GIL
-        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), variants()))
-    for p, r in zip(variants(), results, strict=True):
+        results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
+    for p, r in zip(points, results, strict=True):
         assert r.status == "ok", (p, r.error)
         assert r.arch == "sm_90a"
         assert any("sm_90a" in f for f in r.flags)
