@@ -55,5 +55,6 @@ def bf16_variants() -> list[GemmParams]:
     out += [BF3_ON_DEMAND, replace(BF3_ON_DEMAND, stages=1), replace(BF3_ON_DEMAND, block_y=1),
             replace(BF3_ON_DEMAND, wgmma=64), replace(BF3_ON_DEMAND, block_y=1, wgmma=64),
             replace(BF3_ON_DEMAND, swizzle=8), replace(BF3_ON_DEMAND, bf16_split=6, stages=1),
-            replace(BF3_ON_DEMAND, shape_m=4096, shape_n=4096, shape_k=4096)]
+            replace(BF3_ON_DEMAND, shape_m=4096, shape_n=4096, shape_k=4096),
+            replace(BF3_ON_DEMAND, producers=2), replace(BF3_ON_DEMAND, producers=2, swizzle=8)]
     return list(dict.fromkeys(p.canonical() for p in out))

@@ -44,6 +44,7 @@ POINTS = {
     "on demand, 64 x 64, one stage": replace(BF3_ON_DEMAND, block_y=1, wgmma=64,
                                              stages=1).canonical(),
     "on demand, bf16x6": replace(BF3_ON_DEMAND, bf16_split=6, stages=1).canonical(),
+    "on demand, two producer warpgroups": replace(BF3_ON_DEMAND, producers=2).canonical(),
 }
 #: M, N, K: tails in all three with rows of A 16-byte aligned (K % 4 == 0), and not
 SHAPES = (Shape(200, 300, 332), Shape(130, 70, 201))

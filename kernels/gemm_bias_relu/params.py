@@ -280,15 +280,15 @@ class GemmParams:
     #: Half the A traffic from L2; the grid's columns are padded to whole clusters.
     pass_cluster: int = 1
     #: the split pass's work done by the GEMM itself, overlapped with its MMAs (no prologue
-    #: kernel but a reset of the workspace's counters): the producer warpgroup's warps 1-3
-    #: walk this CTA's K tiles and split the A and B^T blocks it will copy, a slice of 128 or
-    #: 256 chunks at a time, each slice claimed by one warp of whichever CTA needing the block
-    #: comes first (an atomic counter a block) and counted done once its stores are visible (a
-    #: second counter); the copying warp reads the counters of 16 tiles at once and copies a
-    #: tile's stage once both its blocks are done.
-    #: Every value is split once, as by the pass, and the split's memory traffic runs beside the
-    #: tensor cores instead of before them. A warp never waits for another, so every claimed
-    #: slice completes and every wait ends.
+    #: kernel but a reset of the workspace's counters): the producer warps but the first (of
+    #: one or two producer warpgroups) walk this CTA's K tiles and split the A and B^T blocks
+    #: it will copy, a slice of 128 or 256 chunks at a time, each slice claimed by one warp of
+    #: whichever CTA needing the block comes first (an atomic counter a block) and counted done
+    #: once its stores are visible (a second counter); the copying warp reads the counters of
+    #: 16 tiles at once and copies a tile's stage once both its blocks are done. Every value is
+    #: split once, as by the pass, and the split's memory traffic runs beside the tensor cores
+    #: instead of before them. A warp never waits for another, so every claimed slice
+    #: completes and every wait ends.
     split_on_demand: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.

@@ -314,11 +314,14 @@ def _validate_split_pass(params: GemmParams) -> Rejection | None:
             "split_pass splits a bf16 split kernel's operands before the GEMM, and bf16_split is "
             "0 (tf32x3): apply_precision_split(3) or (6) first",
             {"split_pass": True, "bf16_split": 0})
-    if params.producers != 1 or params.async_copy:
+    # one producer warpgroup copies whole stages; split on demand, a second one splits too
+    allowed = (1, 2) if params.split_on_demand else (1,)
+    if params.producers not in allowed or params.async_copy:
         return Rejection(
             "split_pass_producer",
-            "with the split pass one producer warpgroup copies whole stages by cp.async.bulk: "
-            f"producers must be 1 (is {params.producers}) and async_copy off "
+            "with the split pass one producer warpgroup copies whole stages by cp.async.bulk "
+            "(split on demand, one or two split as well): producers must be "
+            f"{' or '.join(map(str, allowed))} (is {params.producers}) and async_copy off "
             f"(is {params.async_copy})",
             {"split_pass": True, "producers": params.producers,
              "async_copy": params.async_copy})
