@@ -58,3 +58,14 @@ def stratified(points: Sequence[tuple[str, T]],
             if kind(p):
                 chosen.add(i)
     return [points[i] for i in sorted(chosen)]
+
+
+def sample_unless_full(points: Sequence[T], full: bool,
+                       marks: Callable[[T], Iterable[Hashable]] = lambda _: ()) -> list[T]:
+    """``points`` whole under ``--full``; else a stratified sample covering each value of each
+    parameter and each of ``marks`` (strata a point's fields do not show, such as what its
+    rendered source holds)."""
+    if full:
+        return list(points)
+    return [p for _, p in stratified([(str(i), p) for i, p in enumerate(points)],
+                                     strata=lambda _, p: [*param_values(p), *marks(p)])]

@@ -19,7 +19,7 @@ from bf16_points import (
     BF6,
     bf16_variants,
 )
-from sampling import param_values, stratified
+from sampling import sample_unless_full
 from sass_support import cuobjdump
 
 from agent.policies.base import key_of
@@ -203,12 +203,8 @@ def test_every_variant_compiles_for_sm90a_with_bf16_hgmma_and_no_spills(
         compiler: Compiler, full: bool) -> None:
     """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
     of each parameter, with and without ``setmaxnreg`` (6 of 42)."""
-    points = bf16_variants()
-    if not full:
-        points = [p for _, p in stratified(
-            [(str(i), p) for i, p in enumerate(points)],
-            strata=lambda _, p: [*param_values(p),
-                                 ("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])]
+    points = sample_unless_full(
+        bf16_variants(), full, lambda p: [("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])
     with ThreadPoolExecutor(compiler.workers) as pool:  # nvcc runs outside the GIL
         results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
     tool = cuobjdump()

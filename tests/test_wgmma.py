@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sampling import param_values, stratified
+from sampling import sample_unless_full
 
 from agent.policies.base import key_of
 from kernels.base import Candidate, LaunchConfig, Rejection
@@ -128,12 +128,8 @@ def test_the_space_holds_the_wgmma_path_on_hopper_only() -> None:
 def test_every_variant_compiles_for_sm90a_without_spills(compiler: Compiler, full: bool) -> None:
     """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
     of each parameter, with and without ``setmaxnreg`` (the GPU tests run them all)."""
-    points = variants()
-    if not full:
-        points = [p for _, p in stratified(
-            [(str(i), p) for i, p in enumerate(points)],
-            strata=lambda _, p: [*param_values(p),
-                                 ("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])]
+    points = sample_unless_full(
+        variants(), full, lambda p: [("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])
     with ThreadPoolExecutor(compiler.workers) as pool:  # nvcc runs outside the GIL
         results = list(pool.map(lambda p: compile_candidate(compiler, FAMILY, p), points))
     for p, r in zip(points, results, strict=True):
