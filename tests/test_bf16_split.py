@@ -202,7 +202,7 @@ def _sass_counts(sass: str) -> dict[str, int]:
 def test_every_variant_compiles_for_sm90a_with_bf16_hgmma_and_no_spills(
         compiler: Compiler, full: bool) -> None:
     """Every variant under ``--full`` (``make test-full``); else a stratified sample: each value
-    of each parameter, with and without ``setmaxnreg`` (6 of 42)."""
+    of each parameter, with and without ``setmaxnreg`` (7 of 52)."""
     points = sample_unless_full(
         bf16_variants(), full, lambda p: [("setmaxnreg", "setmaxnreg" in FAMILY.render(p))])
     with ThreadPoolExecutor(compiler.workers) as pool:  # nvcc runs outside the GIL
