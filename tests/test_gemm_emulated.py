@@ -1,11 +1,12 @@
 """The GEMM's bf16 kernels that copy their stages from a split workspace, run on the host thread
 by thread (``tests/simt/gemm.h``): the split pass's and the split made on demand (slices claimed
-by atomics, counters read sixteen tiles at once, stages copied once both blocks are whole),
-tails in M, N and K, rows of A not 16-byte aligned, against float64 with the family's scaled
-rule. The mbarriers, bulk copies and wgmma's shared-memory layout are the host's stand-ins: the
-pass's kernels, correct on the H200 (tests/test_gpu_wgmma.py), are checked here first, so a
-stand-in that read the layout wrong fails on them too. Not a timing, and not the memory model
-(the async proxy's ordering, acquire and release across SMs): the GPU tests judge those."""
+by atomics, counters read sixteen tiles at once, stages copied once both blocks are whole; the
+whole grid at once, and one CTA after another), tails in M, N and K, rows of A not 16-byte
+aligned, against float64 with the family's scaled rule. The mbarriers, bulk copies and wgmma's
+shared-memory layout are the host's stand-ins: the pass's kernels, correct on the H200
+(tests/test_gpu_wgmma.py), are checked here first, so a stand-in that read the layout wrong
+fails on them too. Not a timing, and not the memory model (the async proxy's ordering, acquire
+and release across SMs): the GPU tests judge those."""
 
 from __future__ import annotations
 
@@ -46,8 +47,11 @@ POINTS = {
     "on demand, bf16x6": replace(BF3_ON_DEMAND, bf16_split=6, stages=1).canonical(),
     "on demand, two producer warpgroups": replace(BF3_ON_DEMAND, producers=2).canonical(),
 }
-#: M, N, K: tails in all three with rows of A 16-byte aligned (K % 4 == 0), and not
-SHAPES = (Shape(200, 300, 332), Shape(130, 70, 201))
+#: M, N, K: tails in all three with rows of A 16-byte aligned (K % 4 == 0), and not; and how
+#: many CTAs run at once: the whole grid (the CTAs that share a block claim its slices and wait
+#: on each other's, as a wave does on the GPU), then one after another (a CTA alone splits
+#: every slice it needs)
+SHAPES = ((Shape(200, 300, 332), 0), (Shape(130, 70, 201), 1))
 
 
 def emulated_source(p: GemmParams) -> str:
@@ -99,9 +103,10 @@ FLAGS = ["-std=c++20", "-O2", "-pthread", f"-I{SIMT / 'inc'}", "-include",
          str(SIMT / "gemm.h")]
 
 
-def run(gxx: str, main: Path, p: GemmParams, shape: Shape, work: Path,
+def run(gxx: str, main: Path, p: GemmParams, shape: Shape, together: int, work: Path,
         rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
-    """C from the emulated launch of ``p`` at ``shape`` (its prologue first), and the inputs."""
+    """C from the emulated launch of ``p`` at ``shape`` (its prologue first; ``together`` of
+    the GEMM's CTAs at once, 0: all), and the inputs."""
     launch = FAMILY.launch(p, shape)
     assert isinstance(launch, LaunchConfig)
     assert launch.prologue is not None
@@ -115,7 +120,8 @@ def run(gxx: str, main: Path, p: GemmParams, shape: Shape, work: Path,
                                                  *launch.block[:2], launch.dynamic_smem_bytes,
                                                  kind, launch.prologue.grid[0],
                                                  launch.workspace_bytes)),
-         str(work / "in.bin"), str(work / "out.bin")],
+         str(work / "in.bin"), str(work / "out.bin"),
+         str(together or launch.grid[0] * launch.grid[1])],
         capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     c = np.frombuffer((work / "out.bin").read_bytes(), dtype=np.float32)
@@ -132,8 +138,8 @@ def test_split_workspace_kernels_compute_the_gemm_on_the_host(
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rng = np.random.default_rng(17)
-    for shape in SHAPES:
-        c, (a, b, bias) = run(gxx, main, p, shape, tmp_path, rng)
+    for shape, together in SHAPES:
+        c, (a, b, bias) = run(gxx, main, p, shape, together, tmp_path, rng)
         a64, b64, bias64 = a.astype(np.float64), b.astype(np.float64), bias.astype(np.float64)
         ref = np.maximum(a64 @ b64 + bias64, 0.0)
         scale = np.abs(a64) @ np.abs(b64) + np.abs(bias64)

@@ -1,10 +1,11 @@
 // Runs a rendered bf16 GEMM kernel of the split workspace on the host (gemm.h):
-//   gemm M N K GX GY BX BY SMEM PROLOGUE PGRID WS_BYTES IN OUT
+//   gemm M N K GX GY BX BY SMEM PROLOGUE PGRID WS_BYTES IN OUT TOGETHER
 // IN holds A (M x K), B (K x N) and bias (N) as float32; OUT gets C (M x N). PROLOGUE is the
 // kernel launched first on the workspace ("pass": the split pass, "reset": the on-demand
-// split's counters) with PGRID CTAs of 256 threads; then the GEMM's GX x GY CTAs of BX x BY
-// threads with SMEM bytes of dynamic shared memory, one CTA after another. The workspace and
-// C start as garbage (0xff bytes: NaN), as on the GPU.
+// split's counters) with PGRID CTAs of 256 threads, one after another; then the GEMM's GX x GY
+// CTAs of BX x BY threads with SMEM bytes of dynamic shared memory, TOGETHER of them at once
+// (1: one after another; more: CTAs that share blocks claim and wait on each other's slices
+// as on the GPU). The workspace and C start as garbage (0xff bytes: NaN), as on the GPU.
 #include <pthread.h>
 
 extern "C" void gemm_bias_relu(const float* A, const float* B, const float* bias, float* C,
@@ -35,8 +36,10 @@ static void* run(void* arg)
     return nullptr;
 }
 
-// every CTA of a grid in turn, each one's threads together
-static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem)
+// a grid's CTAs, each one's threads together: `together` CTAs at a time (every CTA of a
+// wave running at once, as on the GPU), in the grid's order
+static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem,
+                  unsigned together)
 {
     gridDim = {gx, gy, 1};
     blockDim = {bx, by, 1};
@@ -44,30 +47,38 @@ static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by,
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
     const int threads = (int)(bx * by);
-    for (unsigned cy = 0; cy < gy; ++cy)
-        for (unsigned cx = 0; cx < gx; ++cx) {
-            simt::Cta s(threads);
-            gemm::Cta g(threads, smem);
-            std::vector<Job> jobs(threads);
-            std::vector<pthread_t> ids(threads);
-            for (int t = 0; t < threads; ++t) {
-                jobs[t] = {(unsigned)t % bx, (unsigned)t / bx, cx, cy, &s, &g, which};
-                if (pthread_create(&ids[t], &attr, run, &jobs[t]) != 0) return 4;
-            }
-            for (auto& id : ids) pthread_join(id, nullptr);
+    const unsigned ctas = gx * gy;
+    for (unsigned c0 = 0; c0 < ctas; c0 += together) {
+        const unsigned n = std::min(together, ctas - c0);
+        std::vector<simt::Cta*> s;
+        std::vector<gemm::Cta*> g;
+        std::vector<Job> jobs(n * threads);
+        std::vector<pthread_t> ids(n * threads);
+        for (unsigned i = 0; i < n; ++i) {
+            s.push_back(new simt::Cta(threads));
+            g.push_back(new gemm::Cta(threads, smem));
         }
+        for (unsigned i = 0; i < n * threads; ++i) {
+            const unsigned c = c0 + i / threads, t = i % threads;
+            jobs[i] = {t % bx, t / bx, c % gx, c / gx, s[i / threads], g[i / threads], which};
+            if (pthread_create(&ids[i], &attr, run, &jobs[i]) != 0) return 4;
+        }
+        for (auto& id : ids) pthread_join(id, nullptr);
+        for (unsigned i = 0; i < n; ++i) { delete s[i]; delete g[i]; }
+    }
     return 0;
 }
 
 int main(int argc, char** argv)
 {
-    if (argc != 14) return 2;
+    if (argc != 15) return 2;
     const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
     const unsigned gx = atoi(argv[4]), gy = atoi(argv[5]), bx = atoi(argv[6]), by = atoi(argv[7]);
     const size_t smem = (size_t)atoll(argv[8]);
     const std::string prologue = argv[9];
     const unsigned pgrid = atoi(argv[10]);
     const size_t ws = (size_t)atoll(argv[11]);
+    const unsigned together = (unsigned)atoi(argv[14]);
     const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     float* in = static_cast<float*>(aligned_alloc(64, ((na + nb + N) * 4 + 63) / 64 * 64));
     float* C = static_cast<float*>(aligned_alloc(64, (nc * 4 + 63) / 64 * 64));
@@ -81,12 +92,12 @@ int main(int argc, char** argv)
     int rc = 0;
     if (prologue == "pass") {
         if (!gemm_bias_relu_split_pass) return 6;
-        rc = launch(1, pgrid, 1, 256, 1, 0);
+        rc = launch(1, pgrid, 1, 256, 1, 0, 1);
     } else if (prologue == "reset") {
         if (!gemm_bias_relu_split_reset) return 6;
-        rc = launch(2, pgrid, 1, 256, 1, 0);
+        rc = launch(2, pgrid, 1, 256, 1, 0, 1);
     }
-    if (rc == 0) rc = launch(0, gx, gy, bx, by, smem);
+    if (rc == 0) rc = launch(0, gx, gy, bx, by, smem, together);
     if (rc != 0) return rc;
     f = fopen(argv[13], "wb");
     fwrite(C, 4, nc, f);
