@@ -1,7 +1,8 @@
 """The bf16 split kernels the CPU and GPU tests share: every tile, both pipelines (lockstep and
 warp-specialized with one or two producer warpgroups, loading into registers or staging by
-cp.async, or copying the stages a split pass wrote or the GEMM split on demand), windows,
-stages, swizzle, split-K and a specialized shape, for bf16x3 and bf16x6."""
+cp.async, or copying the stages a split pass wrote or the GEMM split on demand, one tile a CTA
+or stream-K), windows, stages, swizzle, split-K and a specialized shape, for bf16x3 and
+bf16x6."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ BF3_PASS = replace(BF3, producers=1, split_pass=True).canonical()
 BF3_CLUSTER = replace(BF3_PASS, pass_cluster=2).canonical()
 #: the split pass's blocks made by the GEMM's own producer warps, on demand (no pass kernel)
 BF3_ON_DEMAND = replace(BF3_PASS, split_on_demand=True).canonical()
+#: the two scheduled stream-K: the tiles past the whole waves shared by every SM's CTA, each a
+#: run of K tiles over whole and part tiles, the parts summed by the fix-up
+BF3_STREAM_K = replace(BF3_PASS, stream_k=1).canonical()
+BF3_ON_DEMAND_SK = replace(BF3_ON_DEMAND, stream_k=1).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -57,4 +62,10 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_ON_DEMAND, swizzle=8), replace(BF3_ON_DEMAND, bf16_split=6, stages=1),
             replace(BF3_ON_DEMAND, shape_m=4096, shape_n=4096, shape_k=4096),
             replace(BF3_ON_DEMAND, producers=2), replace(BF3_ON_DEMAND, producers=2, swizzle=8)]
+    out += [BF3_STREAM_K, replace(BF3_STREAM_K, stream_k=2, block_y=1, wgmma=64),
+            replace(BF3_STREAM_K, bf16_split=6, stages=1), replace(BF3_STREAM_K, swizzle=8),
+            BF3_ON_DEMAND_SK, replace(BF3_ON_DEMAND_SK, swizzle=8),
+            replace(BF3_ON_DEMAND_SK, block_y=1, wgmma=64),
+            replace(BF3_ON_DEMAND_SK, producers=2, stream_k=2),
+            replace(BF3_STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))

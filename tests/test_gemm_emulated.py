@@ -1,8 +1,9 @@
 """The GEMM's bf16 kernels that copy their stages from a split workspace, run on the host thread
 by thread (``tests/simt/gemm.h``): the split pass's and the split made on demand (slices claimed
 by atomics, counters read sixteen tiles at once, stages copied once both blocks are whole; the
-whole grid at once, and one CTA after another), tails in M, N and K, rows of A not 16-byte
-aligned, against float64 with the family's scaled rule. The mbarriers, bulk copies and wgmma's
+whole grid at once, and one CTA after another), one tile a CTA and stream-K (runs over part and
+whole tiles, the fix-up after), tails in M, N and K, rows of A not 16-byte aligned, against
+float64 with the family's scaled rule. The mbarriers, bulk copies and wgmma's
 shared-memory layout are the host's stand-ins: the pass's kernels, correct on the H200
 (tests/test_gpu_wgmma.py), are checked here first, so a stand-in that read the layout wrong
 fails on them too. Not a timing, and not the memory model (the async proxy's ordering, acquire
@@ -18,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bf16_points import BF3_ON_DEMAND, BF3_PASS
+from bf16_points import BF3_ON_DEMAND, BF3_ON_DEMAND_SK, BF3_PASS, BF3_STREAM_K
 
-from kernels.base import LaunchConfig
+from kernels.base import DEFAULT_SM_COUNT, LaunchConfig
 from kernels.gemm_bias_relu import FAMILY, GemmParams
-from kernels.gemm_bias_relu.launch import SPLIT_PASS_NAME, SPLIT_RESET_NAME
+from kernels.gemm_bias_relu.launch import SK_FIXUP_NAME, SPLIT_PASS_NAME, SPLIT_RESET_NAME
 from kernels.gemm_bias_relu.shape import Shape
 
 SIMT = Path(__file__).resolve().parent / "simt"
@@ -46,12 +47,24 @@ POINTS = {
                                              stages=1).canonical(),
     "on demand, bf16x6": replace(BF3_ON_DEMAND, bf16_split=6, stages=1).canonical(),
     "on demand, two producer warpgroups": replace(BF3_ON_DEMAND, producers=2).canonical(),
+    "pass, stream-K": BF3_STREAM_K,
+    "pass, 64 x 64, stream-K with a whole wave": replace(BF3_STREAM_K, stream_k=2, block_y=1,
+                                                         wgmma=64).canonical(),
+    "on demand, stream-K, swizzle 8": replace(BF3_ON_DEMAND_SK, swizzle=8).canonical(),
+    "on demand, 64 x 64, stream-K": replace(BF3_ON_DEMAND_SK, block_y=1, wgmma=64).canonical(),
+    "on demand, two producer warpgroups, stream-K with a whole wave":
+        replace(BF3_ON_DEMAND_SK, producers=2, stream_k=2).canonical(),
 }
 #: M, N, K: tails in all three with rows of A 16-byte aligned (K % 4 == 0), and not; and how
 #: many CTAs run at once: the whole grid (the CTAs that share a block claim its slices and wait
 #: on each other's, as a wave does on the GPU), then one after another (a CTA alone splits
 #: every slice it needs)
 SHAPES = ((Shape(200, 300, 332), 0), (Shape(130, 70, 201), 1))
+#: the SMs stream-K's grid is sized for at each shape, so that the points' runs are parts of
+#: one tile, cross from a part into the next tile, hold part, whole and part tiles (64 x 64,
+#: a whole wave in the stream-K row), or are all empty (64 x 64 at the second shape: the whole
+#: waves take every tile)
+SK_SMS = {Shape(200, 300, 332): 7, Shape(130, 70, 201): 3}
 
 
 def emulated_source(p: GemmParams) -> str:
@@ -106,11 +119,13 @@ FLAGS = ["-std=c++20", "-O2", "-pthread", f"-I{SIMT / 'inc'}", "-include",
 def run(gxx: str, main: Path, p: GemmParams, shape: Shape, together: int, work: Path,
         rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
     """C from the emulated launch of ``p`` at ``shape`` (its prologue first; ``together`` of
-    the GEMM's CTAs at once, 0: all), and the inputs."""
-    launch = FAMILY.launch(p, shape)
+    the GEMM's CTAs at once, 0: all; the stream-K fix-up after it), and the inputs. Stream-K
+    sizes its grid for a GPU of :data:`SK_SMS` SMs."""
+    launch = FAMILY.launch(p, shape, sm_count=SK_SMS[shape] if p.stream_k else DEFAULT_SM_COUNT)
     assert isinstance(launch, LaunchConfig)
     assert launch.prologue is not None
     kind = {SPLIT_PASS_NAME: "pass", SPLIT_RESET_NAME: "reset"}[launch.prologue.kernel_name]
+    assert launch.epilogue is None or launch.epilogue.kernel_name == SK_FIXUP_NAME
     a = rng.standard_normal((shape.m, shape.k)).astype(np.float32)
     b = rng.standard_normal((shape.k, shape.n)).astype(np.float32)
     bias = rng.standard_normal(shape.n).astype(np.float32)
@@ -121,7 +136,8 @@ def run(gxx: str, main: Path, p: GemmParams, shape: Shape, together: int, work: 
                                                  kind, launch.prologue.grid[0],
                                                  launch.workspace_bytes)),
          str(work / "in.bin"), str(work / "out.bin"),
-         str(together or launch.grid[0] * launch.grid[1])],
+         str(together or launch.grid[0] * launch.grid[1]),
+         str(launch.epilogue.grid[0] if launch.epilogue is not None else 0)],
         capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     c = np.frombuffer((work / "out.bin").read_bytes(), dtype=np.float32)

@@ -36,6 +36,7 @@ from kernels.gemm_bias_relu.launch import (
     SK_HEADER_FLOATS,
     SPLIT_PASS_NAME,
     SPLIT_PASS_THREADS,
+    SPLIT_REGION_ALIGN,
     SPLIT_RESET_NAME,
     SPLIT_RESET_THREADS,
     SPLITK_REDUCE_NAME,
@@ -234,6 +235,9 @@ class GemmBiasRelu(FamilyBase):
             split_pass_threads=SPLIT_PASS_THREADS,
             split_reset_name=SPLIT_RESET_NAME,
             split_reset_threads=SPLIT_RESET_THREADS,
+            sk_fixup_name=SK_FIXUP_NAME,
+            sk_header_floats=SK_HEADER_FLOATS,
+            split_region_align=SPLIT_REGION_ALIGN,
         )
 
     def compile_arch(self, params: GemmParams, arch: str) -> str:

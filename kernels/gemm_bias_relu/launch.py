@@ -40,6 +40,9 @@ SPLIT_RESET_MAX_BLOCKS = 1024
 #: Parts a stream-K tile is split into at most: the fix-up reads them all, one CTA a tile, so a
 #: rest of very few tiles takes the last whole wave with it instead (a bound, not a tuned value)
 SK_MAX_PARTS = 8
+#: Where a split workspace's stream-K region starts: past the blocks (and counters), at a
+#: multiple of this many bytes (the kernels compute the same offset)
+SPLIT_REGION_ALIGN = 256
 
 
 def compile_arch(params: GemmParams, arch: str) -> str:
@@ -52,40 +55,65 @@ def compile_arch(params: GemmParams, arch: str) -> str:
 
 def stream_k_slots(params: GemmParams, sm_count: int) -> int:
     """CTAs of ``params`` the GPU holds at once: ``sm_count`` x the CTAs an SM fits (the
-    ``__launch_bounds__`` figure ptxas builds for, fewer if shared memory runs out first)."""
+    ``__launch_bounds__`` figure ptxas builds for, fewer if shared memory runs out first); a
+    warp-specialized kernel is launched with the register file's worth, one CTA an SM."""
+    if params.producers:
+        return sm_count
     by_smem = SMEM_PER_SM // (params.smem_bytes + SMEM_RESERVED_PER_CTA)
     return sm_count * max(1, min(params.min_blocks_per_sm, by_smem))
 
 
 def stream_k_workspace_bytes(params: GemmParams, ctas: int) -> int:
-    """Header plus two part-tile slots (``block_m x block_n`` fp32) for each stream-K CTA."""
-    return 4 * (SK_HEADER_FLOATS + 2 * ctas * params.block_m * params.block_n)
+    """Header plus two part-tile slots (a tile's fp32 sums) for each stream-K CTA."""
+    block_m, block_n = _tile(params)
+    return 4 * (SK_HEADER_FLOATS + 2 * ctas * block_m * block_n)
+
+
+def _tile(params: GemmParams) -> tuple[int, int]:
+    """Rows and columns of C a CTA of ``params`` computes."""
+    if params.tf32x3:
+        return params.tc_block_m, params.tc_block_n
+    return params.block_m, params.block_n
+
+
+def _stream_k_grid(params: GemmParams, shape: Shape, tiles: int, sm_count: int
+                   ) -> tuple[int, int, int]:
+    """The stream-K grid's CTAs a row and rows, and the tiles of its last (stream-K) row."""
+    slots = stream_k_slots(params, sm_count)
+    waves, rest = divmod(tiles, slots)
+    if waves == 0:  # fewer tiles than slots: all in the stream-K row, split at most so far
+        return min(slots, tiles * SK_MAX_PARTS, tiles * params.k_tiles(shape.k)), 1, tiles
+    # the whole waves data-parallel, the rest shared by every slot; a rest too small to share
+    # in SK_MAX_PARTS parts a tile (or stream_k 2) takes the last whole wave with it
+    alone = params.stream_k == 1 and (rest == 0 or slots <= SK_MAX_PARTS * rest)
+    rows = waves + 1 if alone else waves
+    return slots, rows, tiles - (rows - 1) * slots
 
 
 def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
                      ) -> LaunchConfig:
-    slots = stream_k_slots(params, sm_count)
-    waves, rest = divmod(tiles, slots)
-    if waves == 0:  # fewer tiles than slots: all in the stream-K row, split at most so far
-        rows, row_tiles = 1, tiles
-        ctas = min(slots, tiles * SK_MAX_PARTS, tiles * params.k_tiles(shape.k))
-    else:
-        # the whole waves data-parallel, the rest shared by every slot; a rest too small to
-        # share in SK_MAX_PARTS parts a tile (or stream_k 2) takes the last whole wave with it
-        alone = params.stream_k == 1 and (rest == 0 or slots <= SK_MAX_PARTS * rest)
-        rows = waves + 1 if alone else waves
-        row_tiles = tiles - (rows - 1) * slots
-        ctas = slots
+    ctas, rows, row_tiles = _stream_k_grid(params, shape, tiles, sm_count)
     return LaunchConfig(
         kernel_name=KERNEL_NAME,
         grid=(ctas, rows, 1),
         block=(params.block_x, params.block_y, 1),
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=stream_k_workspace_bytes(params, ctas),
-        epilogue=AuxLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1),
-                           (REDUCE_THREADS, 1, 1), epilogue_args(ctas)),
+        epilogue=_fixup(row_tiles, epilogue_args(ctas)),
         tile=(params.block_m, params.block_n),
     )
+
+
+def _fixup(row_tiles: int, args: tuple[str | int, ...]) -> AuxLaunch:
+    """The stream-K fix-up: one CTA a tile of the stream-K row (one when it has none)."""
+    return AuxLaunch(SK_FIXUP_NAME, (max(1, row_tiles), 1, 1), (REDUCE_THREADS, 1, 1), args)
+
+
+def split_region_bytes(params: GemmParams, shape: Shape) -> int:
+    """Bytes of a split workspace kernel's blocks (and counters), padded to the
+    :data:`SPLIT_REGION_ALIGN` that the stream-K region after them starts at."""
+    need = split_pass_workspace_bytes(params, shape)
+    return -(-need // SPLIT_REGION_ALIGN) * SPLIT_REGION_ALIGN
 
 
 def epilogue_args(parts: int) -> tuple[str | int, ...]:
@@ -123,32 +151,10 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
             f"{grid_y} row tiles exceed the grid's y limit {MAX_GRID_Y}",
             {"grid_y": grid_y, "max_grid_y": MAX_GRID_Y},
         )
+    if params.split_pass:
+        return _split_workspace_launch(params, shape, grid_x, grid_y, sm_count)
     if params.stream_k:
         return _stream_k_launch(params, shape, grid_x * grid_y, sm_count)
-    if params.split_pass:
-        rejection = split_pass_limit(params, shape)
-        if rejection is not None:
-            return rejection
-        k_tiles = params.k_tiles(shape.k)
-        grid_x = -(-grid_x // params.pass_cluster) * params.pass_cluster  # whole clusters
-        if params.split_on_demand:  # the GEMM splits; its counters zeroed before it
-            counters = 2 * split_blocks(params, shape)
-            prologue = AuxLaunch(SPLIT_RESET_NAME,
-                                 (max(1, min(-(-counters // SPLIT_RESET_THREADS),
-                                             SPLIT_RESET_MAX_BLOCKS)), 1, 1),
-                                 (SPLIT_RESET_THREADS, 1, 1), ("workspace", "M", "N", "K"))
-        else:
-            prologue = AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
-                                 (SPLIT_PASS_THREADS, 1, 1),
-                                 ("A", "B", "workspace", "M", "N", "K"))
-        return LaunchConfig(
-            kernel_name=KERNEL_NAME,
-            grid=(grid_x, grid_y, 1),
-            block=(params.block_x, params.block_y + params.producers, 1),
-            dynamic_smem_bytes=params.smem_bytes,
-            workspace_bytes=split_pass_workspace_bytes(params, shape),
-            prologue=prologue,
-        )
     if params.split_k == 1:
         return LaunchConfig(
             kernel_name=KERNEL_NAME,
@@ -171,4 +177,47 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
         workspace_bytes=workspace_bytes(splits, shape),
         epilogue=AuxLaunch(SPLITK_REDUCE_NAME, (reduce_blocks, 1, 1),
                            (REDUCE_THREADS, 1, 1), epilogue_args(splits)),
+    )
+
+
+def _split_workspace_launch(params: GemmParams, shape: Shape, grid_x: int, grid_y: int,
+                            sm_count: int) -> LaunchConfig | Rejection:
+    """A bf16 kernel of the split workspace: the pass (or the on-demand split's reset) first;
+    stream-K's grid, part-tile region (after the blocks) and fix-up where it is scheduled so."""
+    rejection = split_pass_limit(params, shape)
+    if rejection is not None:
+        return rejection
+    k_tiles = params.k_tiles(shape.k)
+    grid_x = -(-grid_x // params.pass_cluster) * params.pass_cluster  # whole clusters
+    if params.split_on_demand:  # the GEMM splits; its counters zeroed before it
+        counters = 2 * split_blocks(params, shape)
+        prologue = AuxLaunch(SPLIT_RESET_NAME,
+                             (max(1, min(-(-counters // SPLIT_RESET_THREADS),
+                                         SPLIT_RESET_MAX_BLOCKS)), 1, 1),
+                             (SPLIT_RESET_THREADS, 1, 1), ("workspace", "M", "N", "K"))
+    else:
+        prologue = AuxLaunch(SPLIT_PASS_NAME, ((grid_x + grid_y) * k_tiles, 1, 1),
+                             (SPLIT_PASS_THREADS, 1, 1),
+                             ("A", "B", "workspace", "M", "N", "K"))
+    block = (params.block_x, params.block_y + params.producers, 1)
+    if not params.stream_k:
+        return LaunchConfig(
+            kernel_name=KERNEL_NAME,
+            grid=(grid_x, grid_y, 1),
+            block=block,
+            dynamic_smem_bytes=params.smem_bytes,
+            workspace_bytes=split_pass_workspace_bytes(params, shape),
+            prologue=prologue,
+        )
+    ctas, rows, row_tiles = _stream_k_grid(params, shape, grid_x * grid_y, sm_count)
+    return LaunchConfig(
+        kernel_name=KERNEL_NAME,
+        grid=(ctas, rows, 1),
+        block=block,
+        dynamic_smem_bytes=params.smem_bytes,
+        workspace_bytes=split_region_bytes(params, shape)
+        + stream_k_workspace_bytes(params, ctas),
+        prologue=prologue,
+        epilogue=_fixup(row_tiles, ("workspace", "bias", "C", "M", "N", "K", ctas)),
+        tile=_tile(params),
     )

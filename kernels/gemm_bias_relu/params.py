@@ -161,7 +161,10 @@ def ws_producer_registers(consumers: int, producers: int,
 #: What :meth:`GemmParams.canonical` sets on each kernel path: the bf16 split kernels (their
 #: ``async_copy`` kept), the wgmma kernel, the mma.sync kernel, and the SIMT kernel without
 #: shared memory, with the prefetching pipeline, and staged otherwise.
-_CANONICAL_BF16: dict[str, Any] = {**TC_FIXED, **BF16_FIXED}
+#: (``stream_k`` is kept on the bf16 kernels: the split workspace's kernels schedule their
+#: tiles stream-K, validity rejects it on the others)
+_CANONICAL_BF16: dict[str, Any] = {k: v for k, v in {**TC_FIXED, **BF16_FIXED}.items()
+                                   if k != "stream_k"}
 _CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED}
 _CANONICAL_TC: dict[str, Any] = {**TC_FIXED, "frag_global": False, "mma_window": 1,
                                  "producers": 0, "bf16_split": 0, "split_pass": False,
@@ -246,7 +249,11 @@ class GemmParams:
     #: 2: those and one whole wave, always (CUTLASS's data-parallel + one stream-K wave). A CTA that
     #: covers a whole tile stores it; the parts of split tiles go to a workspace and a fix-up
     #: kernel sums them in K order, adds the bias and applies ReLU. The SM count is the GPU's
-    #: (the launch's argument). 0: one tile a CTA.
+    #: (the launch's argument). 0: one tile a CTA. The bf16 kernels that copy their stages from
+    #: the split workspace (``split_pass``, with or without ``split_on_demand``) schedule their
+    #: tiles the same way, one CTA an SM: every role of the CTA walks the run's whole and part
+    #: tiles in order, the stages numbered across them, so the producers copy (and split) the
+    #: next tile's first stages while the consumers store the last one's sums.
     stream_k: int = 0
     #: the wgmma kernel keeps its MMAs in flight across K-tiles (each tile's MMAs in two commit
     #: groups with fragment registers of their own, made while the other group runs) and

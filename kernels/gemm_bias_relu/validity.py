@@ -348,6 +348,17 @@ def _validate_frag_prefetch(params: GemmParams) -> Rejection | None:
 
 
 def _validate_stream_k(params: GemmParams) -> Rejection | None:
+    if params.tf32x3 and params.wgmma and params.bf16_split:
+        wrong = _wrong_fields(params, {"split_pass": True, "pass_cluster": 1})
+        if wrong:
+            return Rejection(
+                "stream_k_split_workspace",
+                "stream_k schedules a bf16 split kernel's tiles when it copies its stages from "
+                "the split workspace (split_pass on, no cluster: pass_cluster 1); "
+                f"here {', '.join(f'{k}={v}' for k, v in wrong.items())}",
+                {"stream_k": params.stream_k, **wrong},
+            )
+        return None
     wrong = _wrong_fields(params, {"smem": True, "frag_prefetch": True, "tf32x3": False,
                                    "split_k": 1})
     if wrong:
