@@ -20,8 +20,10 @@ from bf16_points import (
     BF3,
     BF3_LOCKSTEP,
     BF3_ON_DEMAND,
+    BF3_ON_DEMAND_SK,
     BF3_PASS,
     BF3_STAGED,
+    BF3_STREAM_K,
     BF6,
     bf16_variants,
 )
@@ -140,7 +142,9 @@ def test_bf16_splits_pass_the_fp32_contract(evaluator: GpuEvaluator, split: str)
     shapes, the best guesses at 8192³ too; bf16x3 within the 3e-5 worst element error
     over Σ|a·b|, bf16x6 no worse than a tenth of that (it serves tolerances bf16x3 cannot).
     In two parts: the kernels that split per tile, and those that copy a split pass's
-    workspace, made before the GEMM or by it on demand (``-k split_pass``)."""
+    workspace, made before the GEMM or by it on demand, one tile a CTA or stream-K (at 4096³
+    every CTA of the stream-K row holds part tiles; at 8192³ its runs cross tiles)
+    (``-k split_pass``)."""
     points = [p for p in bf16_variants() if p.split_pass == (split == "split_pass")]
     compiled = compiled_all(evaluator, points)
     ev = checker(evaluator, AWKWARD)
@@ -150,7 +154,8 @@ def test_bf16_splits_pass_the_fp32_contract(evaluator: GpuEvaluator, split: str)
     worst: dict[str, dict[str, float]] = {}
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
-        if params in (BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, BF3_PASS, BF3_ON_DEMAND):
+        if params in (BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, BF3_PASS, BF3_ON_DEMAND,
+                      BF3_STREAM_K, BF3_ON_DEMAND_SK):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=31, verify=True)
