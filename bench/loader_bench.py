@@ -155,15 +155,21 @@ class DirectLaunch:
         shape = entry["shape"]
         ins = iter(args)
         self.keep: list[Any] = []
+        #: the output buffers the launches write, and the workspace (None without one)
+        self.outputs: list[Any] = []
+        self.workspace: Any = None
         pointers: dict[str, int] = {}
         for buf in sig["buffers"]:
             t = next(ins) if buf["role"] == "in" else torch.empty(
                 eval_count(buf["count"], shape), device="cuda")
             self.keep.append(t)
+            if buf["role"] != "in":
+                self.outputs.append(t)
             pointers[buf["name"]] = t.data_ptr()
         if launch.get("workspace_bytes"):
             ws = torch.empty(launch["workspace_bytes"], dtype=torch.uint8, device="cuda")
             self.keep.append(ws)
+            self.workspace = ws
             pointers["workspace"] = ws.data_ptr()
         scalars = {s["name"]: shape[s["value"]] for s in sig["scalars"]}
         self.steps = []

@@ -4,11 +4,13 @@
 #   bash bench/split_workspace_check.sh COMMIT contract   # on the GPU machine, .whl carried
 #   bash bench/split_workspace_check.sh COMMIT speed
 #
-# contract (about 7 minutes, 8.5 at most by the timeouts):
+# contract (about 7 minutes, 9.5 at most by the timeouts):
 #   1. tests/test_gpu_wgmma.py -k split_pass: every split-workspace variant (the pass's, the
 #      on-demand split's, one tile a CTA and stream-K) correct at 4096³, at 8192³ for the
 #      headline points, and at the awkward shapes; a hang bounded at 45 s;
-#   2. bench/long_rows_bound.py (its load-only read half) and tests/test_gpu_loader.py (the
+#   2. tests/test_gpu_split_race.py: the kernels whose CTAs meet through global memory give
+#      the same bits at 200 launches a shape, the workspace poisoned before each (a race);
+#   3. bench/long_rows_bound.py (its load-only read half) and tests/test_gpu_loader.py (the
 #      vendor timed as addmm + relu_), both owed to earlier changes.
 # speed (about 7 minutes, 8.7 at most): bench/family_quality.py at the four headline shapes,
 #   flushed and sustained (≥ 200 ms) beside cuBLAS fp32: the pass's point at swizzle 8, the
@@ -32,6 +34,11 @@ if [ "$part" = contract ]; then
     tests/test_gpu_wgmma.py -k split_pass > "$OUT/pytest-split-pass.txt" 2>&1
   echo "split-workspace contract: rc $?" | tee -a "$log"
   tail -4 "$OUT/pytest-split-pass.txt" | tee -a "$log"
+
+  timeout -s KILL 80 python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_gpu_split_race.py > "$OUT/pytest-race.txt" 2>&1
+  echo "200 launches a shape, the same bits: rc $?" | tee -a "$log"
+  tail -3 "$OUT/pytest-race.txt" | tee -a "$log"
 
   timeout -s KILL 60 python3 bench/long_rows_bound.py --out "$OUT/bound" > "$OUT/bound.txt" 2>&1
   echo "long rows bound: rc $?" | tee -a "$log"
