@@ -12,13 +12,14 @@
 #      the same bits at 200 launches a shape, the workspace poisoned before each (a race);
 #   3. bench/long_rows_bound.py (its load-only read half) and tests/test_gpu_loader.py (the
 #      vendor timed as addmm + relu_), both owed to earlier changes.
-# speed (about 7 minutes, 8.7 at most): bench/family_quality.py at the four headline shapes,
-#   flushed and sustained (≥ 200 ms) beside cuBLAS fp32: the pass's point at swizzle 8, the
-#   same scheduled stream-K, split on demand (swizzle 8 and 4; two producer warpgroups), and
-#   split on demand and stream-K together.
+# speed (about 6 minutes, 9 at most): bench/peer_quality.py with the points of
+#   bench/split_workspace_points.json at the four headline shapes, flushed and sustained
+#   (≥ 200 ms) beside cuBLAS fp32 and the peers (cuBLAS's bf16x3 composition, Triton's bf16x3
+#   tl.dot) in the same run: the pass's point at swizzle 8, the same scheduled stream-K, split
+#   on demand (swizzle 8 and 4; two producer warpgroups), and on demand with stream-K.
 #
-# Under $OUT: log.txt (the short tables), pytest-*.txt, q/ (family_quality's JSON), bound/,
-# gpu/ (the tests' saved records).
+# Under $OUT: log.txt (the short tables), pytest-*.txt, q/ (peer_quality's and the peers'
+# JSON), quality.txt and progress.txt, bound/, gpu/ (the tests' saved records).
 set -u
 : "${OUT:?set OUT to the folder the results go to}"
 part=${2:?say contract or speed}
@@ -49,19 +50,12 @@ if [ "$part" = contract ]; then
   echo "loader: rc $?" | tee -a "$log"
   tail -3 "$OUT/pytest-loader.txt" | tee -a "$log"
 elif [ "$part" = speed ]; then
-  P='"block_x":128,"block_y":2,"tf32x3":true,"wgmma":128,"mma_window":4,"producers":1,"bf16_split":3,"split_pass":true,"stages":2'
-  D='"split_on_demand":true'
-  timeout -s KILL 520 python3 bench/family_quality.py --kernel gemm_bias_relu --min-ms 200 \
-    --params "{$P,\"swizzle\":8}" --label pass-s8 \
-    --params "{$P,\"swizzle\":8,\"stream_k\":1}" --label pass-s8-sk \
-    --params "{$P,\"swizzle\":8,$D}" --label demand-s8 \
-    --params "{$P,\"swizzle\":4,$D}" --label demand-s4 \
-    --params "{${P/\"producers\":1/\"producers\":2},\"swizzle\":8,$D}" --label demand-p2-s8 \
-    --params "{$P,\"swizzle\":8,$D,\"stream_k\":1}" --label demand-s8-sk \
-    --shapes 4096x4096x4096,8192x8192x8192,2048x2048x8192,3000x5000x2000 \
-    --out "$OUT/q" > "$OUT/quality.txt" 2>&1
+  export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
+  timeout -s KILL 540 python3 bench/peer_quality.py --family gemm_bias_relu --no-replay \
+    --points bench/split_workspace_points.json --min-ms 200 --budget-s 480 \
+    --out "$OUT/q" > "$OUT/quality.txt" 2>"$OUT/progress.txt"
   echo "quality: rc $?" | tee -a "$log"
-  tail -28 "$OUT/quality.txt" | tee -a "$log"
+  tail -32 "$OUT/quality.txt" | tee -a "$log"
 else
   echo "unknown part $part: say contract or speed" | tee -a "$log"
   exit 2
