@@ -150,6 +150,15 @@ def gpu_unavailable_reason() -> str | None:
     return f"pycuda unusable: {last}"
 
 
+@pytest.fixture(scope="session")
+def gpu() -> None:
+    """Skips where GPU tests cannot run: asked for by a GPU module's own fixtures, which pytest
+    sets up before the autouse check below, so that they build nothing (bundles, nvcc) first."""
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
 @pytest.fixture(autouse=True)
 def _skip_gpu_tests_without_gpu(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("gpu") is None:

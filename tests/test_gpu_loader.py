@@ -52,7 +52,8 @@ def nearest_entries(family: Any, tuned: list[BundleEntry], shapes: list[dict[str
 
 
 @pytest.fixture(scope="module")
-def bundles(compiler: Compiler, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def bundles(gpu: None, compiler: Compiler, tmp_path_factory: pytest.TempPathFactory
+            ) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gpu-loader")
     out = {}
     for name, shapes in (("softmax", SOFTMAX_TUNED), ("gemm_bias_relu", None)):

@@ -45,7 +45,8 @@ BOUND = 3e-5
 
 
 @pytest.fixture(scope="module")
-def bundles(compiler: Compiler, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def bundles(gpu: None, compiler: Compiler, tmp_path_factory: pytest.TempPathFactory
+            ) -> dict[str, Path]:
     """A bundle a point, with an entry at every shape (the launches as the H200 gets them)."""
     family = get_family("gemm_bias_relu")
     root = tmp_path_factory.mktemp("split-race")
