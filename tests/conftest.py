@@ -67,6 +67,7 @@ LONGEST_FIRST = (
     "tests/test_family_contract.py",
     "tests/test_compile.py",
     "tests/test_settle.py",
+    "tests/test_gemm_emulated.py",
 )
 
 
