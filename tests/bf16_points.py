@@ -67,5 +67,6 @@ def bf16_variants() -> list[GemmParams]:
             BF3_ON_DEMAND_SK, replace(BF3_ON_DEMAND_SK, swizzle=8),
             replace(BF3_ON_DEMAND_SK, block_y=1, wgmma=64),
             replace(BF3_ON_DEMAND_SK, producers=2, stream_k=2),
-            replace(BF3_STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096)]
+            replace(BF3_STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096),
+            replace(BF3_ON_DEMAND_SK, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))
