@@ -1,6 +1,8 @@
 """Stream-K on the bf16 kernels of the split workspace: the launch (grid, the workspace's
 stream-K region after the blocks, the pass or reset before and the fix-up after), what
-validity accepts, and that the points without it keep their source. The kernels themselves
+validity accepts, that the points without it keep their source, and the schedule as the
+rendered formulas walk it at the headline shapes and the edges (every K tile of every tile
+done once, every part summed by the fix-up in K order). The kernels themselves
 run on the host in tests/test_gemm_emulated.py and on the GPU in tests/test_gpu_wgmma.py."""
 
 from __future__ import annotations
@@ -95,3 +97,77 @@ def test_points_without_it_keep_their_source() -> None:
     assert SK_FIXUP_NAME in FAMILY.render(BF3_STREAM_K)
     assert validate(BF3_STREAM_K) is None
     assert validate(BF3_ON_DEMAND_SK) is None
+
+
+def _walk(params: GemmParams, shape: Shape, sm_count: int = 132) -> None:
+    """Walk the stream-K row as the kernel's roles and the fix-up compute it (the rendered
+    formulas, checked to be there) and check that every tile's K tiles are done once: stored
+    whole by one CTA, or as parts in slots the fix-up sums, each slot written once."""
+    src = FAMILY.render(params)
+    for formula in ("sk_pid = (int)(run_begin / ktiles)",
+                    "sk_kt = (int)(run_begin - (long long)sk_pid * ktiles)",
+                    "sk_len = (int)(run_end - run_begin)",
+                    "for (int pid = sk_pid, kt0 = sk_kt, left = sk_len; left > 0; ++pid, kt0 = 0)",
+                    "kt_end = min(ktiles, kt0 + left)",
+                    "to = kt_end - kt_begin == ktiles ? -1 : pid == sk_pid ? 0 : 1",
+                    "c_lo = (int)(((lo + 1) * ctas - 1) / work)",
+                    "c_hi = (int)((hi * ctas - 1) / work)",
+                    "slot = begin / k_tiles == blockIdx.x ? 0 : 1"):
+        assert formula in src, formula
+    got = launch(params, shape, sm_count)
+    ctas, rows, _ = got.grid
+    tiles = -(-shape.m // params.tc_block_m) * -(-shape.n // params.tc_block_n)
+    k_tiles = params.k_tiles(shape.k)
+    dp = (rows - 1) * ctas
+    work = (tiles - dp) * k_tiles
+    done: dict[int, int] = {t: 1 for t in range(dp)}
+    slots: dict[tuple[int, int], tuple[int, int, int]] = {}  # (cta, slot) -> (tile, k0, k1)
+    for c in range(ctas):
+        run_begin = dp * k_tiles + c * work // ctas
+        run_end = dp * k_tiles + (c + 1) * work // ctas
+        first = run_begin // k_tiles
+        pid, kt0, left = first, run_begin - first * k_tiles, run_end - run_begin
+        assert left < 2**31
+        while left > 0:
+            kt_end = min(k_tiles, kt0 + left)
+            left -= kt_end - kt0
+            if kt_end - kt0 == k_tiles:
+                done[pid] = done.get(pid, 0) + 1
+            else:
+                to = 0 if pid == first else 1
+                assert (c, to) not in slots
+                slots[(c, to)] = (pid, kt0, kt_end)
+            pid, kt0 = pid + 1, 0
+    summed = set()
+    for rel in range(tiles - dp):  # the fix-up, one CTA a tile of the stream-K row
+        lo, hi = rel * k_tiles, rel * k_tiles + k_tiles
+        c_lo, c_hi = ((lo + 1) * ctas - 1) // work, (hi * ctas - 1) // work
+        if c_lo == c_hi:
+            assert done.get(dp + rel) == 1, (shape, rel)
+            continue
+        assert dp + rel not in done
+        parts = []
+        for c in range(c_lo, c_hi + 1):
+            begin = c * work // ctas
+            if begin != (c + 1) * work // ctas:
+                parts.append(slots.pop((c, 0 if begin // k_tiles == rel else 1)))
+        assert [p[0] for p in parts] == [dp + rel] * len(parts)
+        assert [p[1] for p in parts] == [0] + [p[2] for p in parts[:-1]]  # K order, no gap
+        assert parts[-1][2] == k_tiles
+        summed.add(dp + rel)
+    assert not slots  # every part written is summed
+    assert all(v == 1 for v in done.values())  # a whole tile stored by one CTA
+    assert not summed & set(done)
+    assert summed | set(done) == set(range(tiles))
+
+
+@pytest.mark.parametrize("shape", [Shape(4096, 4096, 4096), Shape(8192, 8192, 8192),
+                                   Shape(2048, 2048, 8192), Shape(3000, 5000, 2000),
+                                   Shape(1, 1, 1), Shape(128, 128, 64), Shape(130, 70, 201),
+                                   Shape(1000, 1002, 999), Shape(2304, 4224, 513),
+                                   Shape(64, 128, 1 << 20), Shape(16384, 16384, 64)])
+@pytest.mark.parametrize("params", [BF3_STREAM_K, replace(BF3_STREAM_K, stream_k=2),
+                                    replace(BF3_ON_DEMAND_SK, block_y=1, wgmma=64)],
+                         ids=["rest", "rest+wave", "on demand 64x64"])
+def test_every_k_tile_of_every_tile_is_done_once(params: GemmParams, shape: Shape) -> None:
+    _walk(params.canonical(), shape)
