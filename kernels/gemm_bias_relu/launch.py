@@ -100,7 +100,7 @@ def _stream_k_launch(params: GemmParams, shape: Shape, tiles: int, sm_count: int
         dynamic_smem_bytes=params.smem_bytes,
         workspace_bytes=stream_k_workspace_bytes(params, ctas),
         epilogue=_fixup(row_tiles, epilogue_args(ctas)),
-        tile=(params.block_m, params.block_n),
+        tile=_tile(params),
     )
 
 
@@ -141,8 +141,7 @@ def launch_config(params: GemmParams, shape: Shape, sm_count: int = DEFAULT_SM_C
     fixed = params.fixed_shape
     if fixed is not None and fixed != shape:
         return shape_mismatch(fixed, shape)
-    block_m = params.tc_block_m if params.tf32x3 else params.block_m
-    block_n = params.tc_block_n if params.tf32x3 else params.block_n
+    block_m, block_n = _tile(params)
     grid_x = -(-shape.n // block_n)
     grid_y = -(-shape.m // block_m)
     if grid_y > MAX_GRID_Y:
