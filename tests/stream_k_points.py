@@ -35,3 +35,38 @@ def variants() -> list[GemmParams]:
             replace(STREAM_K, swizzle=1), replace(STREAM_K, swizzle=8),
             replace(STREAM_K, tile_k=8),
             replace(STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096)]
+
+
+def check_fix_up(tiles: int, dp: int, ctas: int, k_tiles: int, done: dict[int, int],
+                 slots: dict[tuple[int, int], tuple[int, int, int]],
+                 max_parts: int | None = None) -> None:
+    """The fix-up as the rendered formulas compute it, after a walk of the stream-K row: for
+    each of its tiles, the CTAs whose runs hold it and their slots. ``done`` counts the tiles
+    stored whole (the data-parallel rows' among them), ``slots`` maps (CTA, slot) to the part
+    written there, (tile, first K tile, end); each part is summed once, in K order, and every
+    tile is stored whole once or summed (in at most ``max_parts`` parts, where given: a tile
+    of a rest shared SK_MAX_PARTS ways on average can straddle one CTA more)."""
+    work = (tiles - dp) * k_tiles
+    summed = set()
+    for rel in range(tiles - dp):
+        lo, hi = rel * k_tiles, rel * k_tiles + k_tiles
+        c_lo, c_hi = ((lo + 1) * ctas - 1) // work, (hi * ctas - 1) // work
+        if c_lo == c_hi:
+            assert done.get(dp + rel) == 1, rel
+            continue
+        assert dp + rel not in done
+        parts = []
+        for c in range(c_lo, c_hi + 1):
+            begin = c * work // ctas
+            if begin != (c + 1) * work // ctas:  # not an empty run (more CTAs than work)
+                parts.append(slots.pop((c, 0 if begin // k_tiles == rel else 1)))
+        assert [p[0] for p in parts] == [dp + rel] * len(parts)
+        # the parts in K order, back to back from the first K tile to the last
+        assert [p[1] for p in parts] == [0] + [p[2] for p in parts[:-1]]
+        assert parts[-1][2] == k_tiles
+        assert max_parts is None or len(parts) <= max_parts
+        summed.add(dp + rel)
+    assert not slots  # every part written was summed
+    assert all(v == 1 for v in done.values())  # a whole tile stored by one CTA
+    assert not summed & set(done)
+    assert summed | set(done) == set(range(tiles))

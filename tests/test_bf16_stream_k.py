@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 from bf16_points import BF3, BF3_CLUSTER, BF3_ON_DEMAND, BF3_ON_DEMAND_SK, BF3_PASS, BF3_STREAM_K
+from stream_k_points import check_fix_up
 
 from kernels.base import LaunchConfig, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -138,27 +139,7 @@ def _walk(params: GemmParams, shape: Shape, sm_count: int = 132) -> None:
                 assert (c, to) not in slots
                 slots[(c, to)] = (pid, kt0, kt_end)
             pid, kt0 = pid + 1, 0
-    summed = set()
-    for rel in range(tiles - dp):  # the fix-up, one CTA a tile of the stream-K row
-        lo, hi = rel * k_tiles, rel * k_tiles + k_tiles
-        c_lo, c_hi = ((lo + 1) * ctas - 1) // work, (hi * ctas - 1) // work
-        if c_lo == c_hi:
-            assert done.get(dp + rel) == 1, (shape, rel)
-            continue
-        assert dp + rel not in done
-        parts = []
-        for c in range(c_lo, c_hi + 1):
-            begin = c * work // ctas
-            if begin != (c + 1) * work // ctas:
-                parts.append(slots.pop((c, 0 if begin // k_tiles == rel else 1)))
-        assert [p[0] for p in parts] == [dp + rel] * len(parts)
-        assert [p[1] for p in parts] == [0] + [p[2] for p in parts[:-1]]  # K order, no gap
-        assert parts[-1][2] == k_tiles
-        summed.add(dp + rel)
-    assert not slots  # every part written is summed
-    assert all(v == 1 for v in done.values())  # a whole tile stored by one CTA
-    assert not summed & set(done)
-    assert summed | set(done) == set(range(tiles))
+    check_fix_up(tiles, dp, ctas, k_tiles, done, slots)
 
 
 @pytest.mark.parametrize("shape", [Shape(4096, 4096, 4096), Shape(8192, 8192, 8192),

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from expert_rules import expert_rules, simt_only
 from frag_prefetch_points import PREFETCH, QUADS
-from stream_k_points import SK_SHAPES, STREAM_K, STREAM_K2, variants
+from stream_k_points import SK_SHAPES, STREAM_K, STREAM_K2, check_fix_up, variants
 
 from kernels.base import Candidate, Rejection
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -147,27 +147,7 @@ def _schedule(params: GemmParams, shape: Shape) -> None:
             part = 0 if pid == run_begin // k_tiles else 1
             assert (c, part) not in slots, (c, part)  # two parts of one run, never one slot
             slots[(c, part)] = (pid, kt_begin, kt_end)
-    # the fix-up: for each tile of the stream-K row, the CTAs whose runs hold it, their slots
-    for rel in range(tiles - dp):
-        lo, hi = rel * k_tiles, rel * k_tiles + k_tiles
-        c_lo, c_hi = ((lo + 1) * ctas - 1) // work, (hi * ctas - 1) // work
-        if c_lo == c_hi:
-            assert done.get(dp + rel) == 1, (shape, rel)
-            continue
-        assert dp + rel not in done
-        parts = []
-        for c in range(c_lo, c_hi + 1):
-            begin = c * work // ctas
-            if begin == (c + 1) * work // ctas:
-                continue
-            parts.append(slots.pop((c, 0 if begin // k_tiles == rel else 1)))
-        assert [p[0] for p in parts] == [dp + rel] * len(parts)
-        # the parts in K order, back to back from the first K tile to the last
-        assert [p[1] for p in parts] == [0] + [p[2] for p in parts[:-1]]
-        assert parts[-1][2] == k_tiles
-        assert len(parts) <= max(SK_MAX_PARTS, 2)
-    assert not slots  # every part written was summed
-    assert all(v == 1 for v in done.values())
+    check_fix_up(tiles, dp, ctas, k_tiles, done, slots, max_parts=max(SK_MAX_PARTS, 2))
 
 
 @pytest.mark.parametrize("shape", [*SK_SHAPES, Shape(8192, 8192, 8192), Shape(2048, 2048, 2048),
