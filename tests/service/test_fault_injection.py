@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from core.db import get_engine, session_factory, session_scope, upgrade_database
 from core.integrity import check
 from core.models import Campaign, Candidate, Event, WorkerNode
-from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName
+from core.queues import MAX_EVALUATION_ATTEMPTS, TaskName, task_args
 from core.statuses import CANDIDATE_IN_FLIGHT
 from service.fault_stack import REVIVED, FaultStack, PrivatePostgres, PrivateRedis, fake_nvcc
 from service.service_stack import (
@@ -371,8 +371,18 @@ def test_an_agent_killed_outright_holding_a_result_gives_it_back(
     client = redis.Redis.from_url(faults.redis_url)
 
     def agent_holds_a_result() -> bool:
-        return any(json.loads(raw)[2] == "agent" and b"agent.measured" in raw
-                   for raw in client.hvals("unacked"))
+        """An ``agent.measured`` of this campaign taken and not acknowledged (one of an earlier
+        test's campaign, taken and acknowledged meanwhile, would not stay held by the kill)."""
+        with session_scope(faults.db_url) as s:
+            ours = set(s.scalars(select(Candidate.id).where(
+                Candidate.campaign_id == campaign_id)))
+        for raw in client.hvals("unacked"):
+            message, _exchange, routing_key = json.loads(raw)
+            if (routing_key == "agent"
+                    and (message.get("headers") or {}).get("task") == TaskName.MEASURED
+                    and task_args(message)[:1] and task_args(message)[0] in ours):
+                return True
+        return False
 
     blocker = session_factory(faults.db_url)()
     try:
@@ -386,8 +396,9 @@ def test_an_agent_killed_outright_holding_a_result_gives_it_back(
         blocker.rollback()
         blocker.close()
     killed_at = time.monotonic()
-    assert agent_holds_a_result()  # held by the dead agent: Redis would wait an hour
-    faults.start_again("agent")
+    held = agent_holds_a_result()  # held by the dead agent: Redis would wait an hour
+    faults.start_again("agent")  # first, so that a failure leaves the module's stack whole
+    assert held
     status, reason = wait_done(faults, campaign_id, timeout=90)
     took = time.monotonic() - killed_at
     assert status == "done", reason
