@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from typing import Annotated, Any, NoReturn
@@ -193,8 +194,9 @@ def compile_cmd(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Compile a point and the family's reference kernel with nvcc and report registers,
-    smem, spills (no GPU needed); exit 1 when either does not compile.
+    """Compile a point and the family's reference kernel with nvcc (no GPU needed).
+
+    Reports registers, shared memory and spills; exit 1 when either does not compile.
 
     Examples:
 
@@ -253,6 +255,22 @@ db.register(app)
 family.register(app)
 library.register(app)
 sanitize.register(app)
+
+
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """Give each command the first paragraph of its docstring, its lines joined, as its short
+    help: the list of commands shows that paragraph, and Typer's rich mode keeps its line
+    breaks, so a summary wrapped in the source broke mid-sentence at 80 columns."""
+    for info in typer_app.registered_commands:
+        if info.short_help is None:
+            doc = info.help or (info.callback.__doc__ if info.callback else None) or ""
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_summaries(group.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def main() -> NoReturn:
