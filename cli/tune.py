@@ -464,7 +464,7 @@ def _print_summary(r: dict[str, Any]) -> None:
     from agent.exports import vendor_speed
 
     table = Table(title=f"campaign {r['campaign_id'][:8]} · {r['status']} ({r['reason']})",
-                  show_header=False)
+                  title_justify="left", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     best, base = r["best"] or {}, r["baseline"] or {}
