@@ -31,6 +31,10 @@ BF3_ON_DEMAND = replace(BF3_PASS, split_on_demand=True).canonical()
 #: run of K tiles over whole and part tiles, the parts summed by the fix-up
 BF3_STREAM_K = replace(BF3_PASS, stream_k=1).canonical()
 BF3_ON_DEMAND_SK = replace(BF3_ON_DEMAND, stream_k=1).canonical()
+#: the pass's point accumulating in its MMAs (no window of partial sums), and its 128 x 256
+#: tiles (two stages of 96 KB)
+BF3_ACCUMULATE = replace(BF3_PASS, mma_accumulate=True).canonical()
+BF3_WIDE = replace(BF3_ACCUMULATE, wgmma=256, stages=1).canonical()
 
 
 def bf16_variants() -> list[GemmParams]:
@@ -69,4 +73,9 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_ON_DEMAND_SK, producers=2, stream_k=2),
             replace(BF3_STREAM_K, shape_m=4096, shape_n=4096, shape_k=4096),
             replace(BF3_ON_DEMAND_SK, shape_m=4096, shape_n=4096, shape_k=4096)]
+    out += [BF3_ACCUMULATE, replace(BF3_ACCUMULATE, block_y=1, wgmma=64),
+            replace(BF3_ACCUMULATE, bf16_split=6, stages=1), replace(BF3_ACCUMULATE, stream_k=1),
+            BF3_WIDE, replace(BF3_WIDE, swizzle=8), replace(BF3_WIDE, block_y=1),
+            replace(BF3_WIDE, stream_k=1),
+            replace(BF3_WIDE, shape_m=4096, shape_n=4096, shape_k=4096)]
     return list(dict.fromkeys(p.canonical() for p in out))

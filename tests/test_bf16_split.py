@@ -5,6 +5,7 @@ stratified sample; all of them under ``--full``; the GPU side is tests/test_gpu_
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -12,10 +13,12 @@ from dataclasses import replace
 
 from bf16_points import (
     BF3,
+    BF3_ACCUMULATE,
     BF3_LOCKSTEP,
     BF3_ON_DEMAND,
     BF3_PASS,
     BF3_STAGED,
+    BF3_WIDE,
     BF6,
     bf16_variants,
 )
@@ -80,6 +83,35 @@ def test_bad_combinations_are_rejected_with_reasons() -> None:
                        "apply_precision_split(6)")
     assert isinstance(rej, Rejection)
     assert rej.reason == "smem_over_limit"
+
+
+def test_accumulating_in_the_mmas_and_the_wide_tile_name_what_they_need() -> None:
+    raw = validate(replace(BF3, mma_accumulate=True).canonical())  # per-tile split
+    assert raw is not None
+    assert raw.reason == "mma_accumulate_split_workspace"
+    assert raw.figures == {"mma_accumulate": True, "bf16_split": 3, "split_pass": False}
+    for wide, wrong in ((replace(BF3_PASS, wgmma=256, stages=1), {"mma_accumulate": False}),
+                        (replace(BF3_WIDE, bf16_split=6), {"bf16_split": 6}),
+                        (replace(BF3_WIDE, split_on_demand=True), {"split_on_demand": True}),
+                        (replace(TF, wgmma=256), None)):
+        raw = validate(wide.canonical())
+        assert raw is not None, wide
+        assert raw.reason in ("wgmma_256_needs", "mma_accumulate_split_workspace"), raw
+        if wrong is not None:
+            assert raw.reason == "wgmma_256_needs"
+            assert raw.figures == {"wgmma": 256, **wrong}
+    # three stages of 96 KB do not fit
+    raw = validate(replace(BF3_WIDE, stages=2).canonical())
+    assert raw is not None
+    assert raw.reason == "smem_over_limit"
+    # valid, and not searched yet: apply_wgmma, the space's walk and the domains a search
+    # draws from (Optuna's) take no 256
+    assert validate(BF3_WIDE) is None
+    assert FAMILY.transforms.get("apply_wgmma").args[0].choices == (0, 64, 128)
+    assert FAMILY.domains()["wgmma"] == (0, 64, 128)
+    assert not any(p.wgmma == 256 for p in FAMILY.sample(random.Random(3), 500, "sm_90"))
+    # the window means nothing when the MMAs accumulate: one canonical point for all of them
+    assert replace(BF3_ACCUMULATE, mma_window=2).canonical() == BF3_ACCUMULATE
 
 
 def test_older_points_keep_their_keys_and_bf16_points_are_distinct() -> None:

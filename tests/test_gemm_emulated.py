@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bf16_points import BF3_ON_DEMAND, BF3_ON_DEMAND_SK, BF3_PASS, BF3_STREAM_K
+from bf16_points import (
+    BF3_ACCUMULATE,
+    BF3_ON_DEMAND,
+    BF3_ON_DEMAND_SK,
+    BF3_PASS,
+    BF3_STREAM_K,
+    BF3_WIDE,
+)
 
 from kernels.base import DEFAULT_SM_COUNT, LaunchConfig
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -54,6 +61,12 @@ POINTS = {
     "on demand, 64 x 64, stream-K": replace(BF3_ON_DEMAND_SK, block_y=1, wgmma=64).canonical(),
     "on demand, two producer warpgroups, stream-K with a whole wave":
         replace(BF3_ON_DEMAND_SK, producers=2, stream_k=2).canonical(),
+    "pass, accumulating in the MMAs": BF3_ACCUMULATE,
+    "pass, 128 x 256": BF3_WIDE,
+    "pass, 64 x 256, bf16x3": replace(BF3_WIDE, block_y=1).canonical(),
+    "pass, 128 x 256, stream-K": replace(BF3_WIDE, stream_k=1).canonical(),
+    "pass, accumulating in the MMAs, stream-K with a whole wave":
+        replace(BF3_ACCUMULATE, stream_k=2, swizzle=8).canonical(),
 }
 #: M, N, K: tails in all three with rows of A 16-byte aligned (K % 4 == 0), and not; and how
 #: many CTAs run at once: the whole grid (the CTAs that share a block claim its slices and wait
@@ -82,7 +95,8 @@ def emulated_source(p: GemmParams) -> str:
         assert count == (1 if p.split_on_demand or not name.startswith("od_") else 0), name
     for statement in ('asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");',
                       'asm volatile("" : "+f"(part[i]) :: "memory");'):
-        assert statement in source, statement
+        # (a kernel accumulating in its MMAs has no partial sums to promote)
+        assert statement in source or (p.mma_accumulate and "part" in statement), statement
         source = source.replace(statement, "")
     source = re.sub(r'asm volatile\("setmaxnreg\.\w+\.sync\.aligned\.u32 \d+;\\n"\);', "",
                     source)
@@ -91,9 +105,11 @@ def emulated_source(p: GemmParams) -> str:
     source = source.replace("__shared__ __align__(8) uint64_t bf_bars[2 * NBUF];",
                             'uint64_t* bf_bars = gemm::static_shared<uint64_t>("bf_bars", '
                             "2 * NBUF);")
-    source = source.replace("__shared__ float b_tile[BK][BN + 1];",
-                            "auto b_tile = reinterpret_cast<float (*)[BN + 1]>("
-                            'gemm::static_shared<float>("b_tile", BK * (BN + 1)));')
+    # the pass's B tile (its columns a part at a time where the tile is wide)
+    source = re.sub(r"__shared__ float b_tile\[BK\]\[(\w+) \+ 1\];",
+                    lambda m: f"auto b_tile = reinterpret_cast<float (*)[{m[1]} + 1]>("
+                              f'gemm::static_shared<float>("b_tile", BK * ({m[1]} + 1)));',
+                    source)
     assert "asm" not in source
     assert "__shared__" not in source
     return source

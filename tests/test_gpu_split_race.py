@@ -1,10 +1,12 @@
 """The GEMM's kernels whose CTAs meet through global memory (the on-demand split: slices
 claimed and counted done across CTAs, stages copied once a block's slices are; stream-K: part
-tiles summed by the fix-up), launched again and again with the workspace and C poisoned before
-every launch. Each sums in a fixed order, so every launch must give the same bits: a launch
-that differs (or leaves a NaN) read a block before its slices were stored, or a part before it
-was written. The contract test (tests/test_gpu_wgmma.py) holds each kernel to float64 a few
-times; this one holds it to its own first answer two hundred times a shape."""
+tiles summed by the fix-up) or whose consumers give a stage back with MMAs still in flight
+(accumulating in the MMAs: one tile back), launched again and again with the workspace and C
+poisoned before every launch. Each sums in a fixed order, so every launch must give the same
+bits: a launch that differs (or leaves a NaN) read a block before its slices were stored, a
+part before it was written, or a stage its producer had refilled. The contract test
+(tests/test_gpu_wgmma.py) holds each kernel to float64 a few times; this one holds it to its
+own first answer two hundred times a shape."""
 
 from __future__ import annotations
 
@@ -18,7 +20,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("cuda.bindings")
 
-from bf16_points import BF3_ON_DEMAND, BF3_ON_DEMAND_SK, BF3_STREAM_K  # noqa: E402
+from bf16_points import (  # noqa: E402
+    BF3_ACCUMULATE,
+    BF3_ON_DEMAND,
+    BF3_ON_DEMAND_SK,
+    BF3_STREAM_K,
+    BF3_WIDE,
+)
 from gpu_support import save  # noqa: E402
 
 from agent.bundle import BundleEntry, write_bundle  # noqa: E402
@@ -34,6 +42,8 @@ POINTS: dict[str, GemmParams] = {
     "on demand, two producer warpgroups": replace(BF3_ON_DEMAND, producers=2).canonical(),
     "on demand, stream-K": BF3_ON_DEMAND_SK,
     "pass, stream-K": BF3_STREAM_K,
+    "accumulating in the MMAs": BF3_ACCUMULATE,
+    "accumulating in the MMAs, 128 x 256, stream-K": replace(BF3_WIDE, stream_k=1).canonical(),
 }
 #: the headline shape whose first wave shares every block, the one whose stream-K row is 27 %
 #: of a wave, and one with tails everywhere

@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 from bf16_points import (
     BF3,
+    BF3_ACCUMULATE,
     BF3_LOCKSTEP,
     BF3_ON_DEMAND,
     BF3_ON_DEMAND_SK,
     BF3_PASS,
     BF3_STAGED,
     BF3_STREAM_K,
+    BF3_WIDE,
     BF6,
     bf16_variants,
 )
@@ -155,7 +157,7 @@ def test_bf16_splits_pass_the_fp32_contract(evaluator: GpuEvaluator, split: str)
     for i, (params, comp) in enumerate(zip(points, compiled, strict=True)):
         shapes = [Shape(4096, 4096, 4096)]
         if params in (BF3, BF3_LOCKSTEP, BF3_STAGED, BF6, BF3_PASS, BF3_ON_DEMAND,
-                      BF3_STREAM_K, BF3_ON_DEMAND_SK):
+                      BF3_STREAM_K, BF3_ON_DEMAND_SK, BF3_ACCUMULATE, BF3_WIDE):
             shapes.append(Shape(8192, 8192, 8192))
         for shape in shapes:
             m = ev.measure(params, comp, shape=shape, iteration=i, seed=31, verify=True)

@@ -52,7 +52,12 @@ from kernels.gemm_bias_relu.params import (
     GemmParams,
 )
 from kernels.gemm_bias_relu.shape import DIMS, Shape
-from kernels.gemm_bias_relu.space import SEED_DOMAINS, enumerate_space, sample_space
+from kernels.gemm_bias_relu.space import (
+    SEARCH_DOMAINS,
+    SEED_DOMAINS,
+    enumerate_space,
+    sample_space,
+)
 from kernels.gemm_bias_relu.transforms import TRANSFORMS
 from kernels.gemm_bias_relu.validity import validate
 from kernels.templates import package_environment
@@ -145,8 +150,8 @@ class GemmBiasRelu(FamilyBase):
         return Shape.of(make_dims(DIMS, values))
 
     def domains(self) -> dict[str, tuple[Any, ...]]:
-        """Every parameter field and its values."""
-        return dict(DOMAINS)
+        """Every parameter field and the values a search draws from."""
+        return dict(SEARCH_DOMAINS)
 
     def dynamic_smem_bytes(self, params: GemmParams) -> int:
         """Dynamic shared memory of a launch of ``params``."""

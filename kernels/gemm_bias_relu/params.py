@@ -41,8 +41,10 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "warp_n": (32, 64),
     "split_k": (1, 2, 4, 8, 16, 32),
     # Hopper warpgroup MMA for the 3xTF32 kernel: the instruction's N (rows of C per CTA);
-    # 0 = the mma.sync kernel
-    "wgmma": (0, 64, 128),
+    # 0 = the mma.sync kernel; 256 only for the bf16 kernels that copy their stages from the
+    # split workspace and accumulate in the MMAs (SEARCHED_WGMMA: what the space's walk and
+    # apply_wgmma take)
+    "wgmma": (0, 64, 128, 256),
     # the wgmma kernel's B^T fragments straight from global memory (L2) into registers
     "frag_global": (False, True),
     # the SIMT kernel's tiles copied by cp.async into stages + 1 shared-memory buffers
@@ -77,7 +79,18 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     # warps split each (tile, K tile) block slice by slice as the CTAs that read it come to it,
     # each slice once, and the copying thread waits for a block's slices before copying it
     "split_on_demand": (False, True),
+    # the bf16 kernels' MMAs accumulate into the fp32 sums themselves: no window of partial
+    # sums, no promotion, no drain of the tensor pipe at a window's end
+    "mma_accumulate": (False, True),
 }
+
+#: ``mma_window`` of a point that accumulates in the MMAs (it has no window; the in-flight
+#: pipeline the warp-specialized kernel needs is ``mma_window`` > 1)
+MMA_ACCUMULATE_WINDOW = 4
+
+#: The wgmma N the space's walk, its sampling and ``apply_wgmma`` take: 256 (the bf16 split
+#: workspace's 128 x 256 tiles) is valid but not searched until the H200 has measured it.
+SEARCHED_WGMMA = (0, 64, 128)
 
 #: The precision-split schemes by name, and the ``bf16_split`` value of each.
 PRECISION_SCHEMES: dict[str, int] = {"tf32x3": 0, "bf16x3": 3, "bf16x6": 6}
@@ -90,7 +103,8 @@ KEY_OMITTED_DEFAULTS: dict[str, Any] = {"split_k": 1, "shape_m": 0, "shape_n": 0
                                          "mma_window": 1, "producers": 0, "frag_prefetch": False,
                                          "lane_quads": False, "stream_k": 0,
                                          "bf16_split": 0, "split_pass": False,
-                                         "pass_cluster": 1, "split_on_demand": False}
+                                         "pass_cluster": 1, "split_on_demand": False,
+                                         "mma_accumulate": False}
 #: The compile-time shape of ``specialize_shape``: any non-negative integer (0 = run-time shape),
 #: so they have no finite domain and are not search knobs.
 SHAPE_FIELDS = ("shape_m", "shape_n", "shape_k")
@@ -127,6 +141,10 @@ BF16_FIXED: dict[str, Any] = {"tile_k": BF16_TILE_K, **TC_ONLY_DEFAULTS}
 #: partial sums (``wgmma`` of them), descriptors and barrier addresses; its producers keep the
 #: rest (a K-tile's fp32 loads in flight and their split).
 BF16_WS_CONSUMER_REGISTERS = 160
+#: The same for the 128 x 256 tiles (``wgmma=256``, accumulating in the MMAs): 128 accumulators
+#: a thread; the one copying producer thread's warpgroup keeps 40 (ptxas 13.0: the consumers
+#: spill at 168, none at 232).
+BF16_WIDE_WS_CONSUMER_REGISTERS = 232
 #: The same for bf16x6, whose six products a k16 step take more descriptor registers (ptxas 13.0
 #: spills its consumers at 160).
 BF16X6_WS_CONSUMER_REGISTERS = 184
@@ -165,14 +183,15 @@ def ws_producer_registers(consumers: int, producers: int,
 #: tiles stream-K, validity rejects it on the others)
 _CANONICAL_BF16: dict[str, Any] = {k: v for k, v in {**TC_FIXED, **BF16_FIXED}.items()
                                    if k != "stream_k"}
-_CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED}
+_CANONICAL_WGMMA: dict[str, Any] = {**TC_FIXED, **WG_FIXED, "mma_accumulate": False}
 _CANONICAL_TC: dict[str, Any] = {**TC_FIXED, "frag_global": False, "mma_window": 1,
                                  "producers": 0, "bf16_split": 0, "split_pass": False,
-                                 "pass_cluster": 1, "split_on_demand": False}
+                                 "pass_cluster": 1, "split_on_demand": False,
+                                 "mma_accumulate": False}
 _CANONICAL_SIMT: dict[str, Any] = {**TC_ONLY_DEFAULTS, "wgmma": 0, "frag_global": False,
                                    "mma_window": 1, "producers": 0, "bf16_split": 0,
                                    "split_pass": False, "pass_cluster": 1,
-                                   "split_on_demand": False}
+                                   "split_on_demand": False, "mma_accumulate": False}
 _CANONICAL_PREFETCH: dict[str, Any] = {**_CANONICAL_SIMT, "unroll": 1}
 _CANONICAL_DIRECT: dict[str, Any] = {**_CANONICAL_SIMT, **SMEM_ONLY_DEFAULTS}
 
@@ -297,6 +316,14 @@ class GemmParams:
     #: instead of before them. A warp never waits for another, so every claimed slice
     #: completes and every wait ends.
     split_on_demand: bool = False
+    #: the bf16 split workspace's kernels accumulate in the MMAs: each wgmma adds its products
+    #: to the fp32 sums in its accumulator registers (bf16 wgmma accumulates in fp32), where
+    #: otherwise a window of ``mma_window`` K tiles sums into partial registers that are then
+    #: added to the sums after every MMA in flight has retired. Half the accumulator registers
+    #: (which is what lets ``wgmma=256``, 128 x 256 tiles, fit) and no drain of the tensor pipe
+    #: at a window's end; the consumers wait for the MMAs of one tile back only, to release its
+    #: stage.
+    mma_accumulate: bool = False
     #: split-K: the K tiles are shared among this many CTAs along grid z, each writing fp32
     #: partial sums to a workspace; a second kernel sums them, adds the bias and applies ReLU.
     split_k: int = 1
@@ -387,6 +414,8 @@ class GemmParams:
             return (0, 0, 0)
         consumer = {0: WS_CONSUMER_REGISTERS, 3: BF16_WS_CONSUMER_REGISTERS,
                     6: BF16X6_WS_CONSUMER_REGISTERS}[self.bf16_split]
+        if self.bf16_split and self.wgmma > 128:
+            consumer = BF16_WIDE_WS_CONSUMER_REGISTERS
         return (ws_launch_registers(self.threads),
                 ws_producer_registers(self.block_y, self.producers, consumer), consumer)
 
@@ -495,6 +524,8 @@ class GemmParams:
         if self.tf32x3 and self.wgmma and self.bf16_split:
             # async_copy stays: the warp-specialized kernel's staged producers (validity)
             fixed = {**_CANONICAL_BF16, "async_copy": self.async_copy}
+            if self.mma_accumulate:  # no window: the in-flight pipeline's value stands for it
+                fixed["mma_window"] = MMA_ACCUMULATE_WINDOW
         elif self.tf32x3 and self.wgmma:
             fixed = _CANONICAL_WGMMA
         elif self.tf32x3:

@@ -10,8 +10,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import fields, replace
 from typing import Any
 
-from kernels.gemm_bias_relu.params import DOMAINS, WG_FIXED, WG_THREADS, GemmParams
+from kernels.gemm_bias_relu.params import (
+    DOMAINS,
+    SEARCHED_WGMMA,
+    WG_FIXED,
+    WG_THREADS,
+    GemmParams,
+)
 from kernels.gemm_bias_relu.validity import validate
+
+#: The space the walk and the sampling cover by default: every domain, the wgmma N as searched
+#: (:data:`~kernels.gemm_bias_relu.params.SEARCHED_WGMMA`).
+SEARCH_DOMAINS: dict[str, tuple[Any, ...]] = {**DOMAINS, "wgmma": SEARCHED_WGMMA}
 
 #: The sub-space measured for the replay dataset: closed enough under the transforms that a
 #: campaign walking from the baseline meets measured points, small enough to measure in minutes.
@@ -43,6 +53,7 @@ REPLAY_DOMAINS: dict[str, tuple[Any, ...]] = {
     "bf16_split": (0,),
     "split_pass": (False,),
     "split_on_demand": (False,),
+    "mma_accumulate": (False,),
 }
 
 
@@ -83,6 +94,7 @@ SEED_DOMAINS: dict[str, tuple[Any, ...]] = {
     "bf16_split": (0,),
     "split_pass": (False,),
     "split_on_demand": (False,),
+    "mma_accumulate": (False,),
 }
 
 #: Fields a path's points take beside :data:`PATH_FIELDS`, valid for few of its points (the
@@ -126,7 +138,7 @@ def enumerate_space(arch: str = "sm_90", domains: Mapping[str, tuple[Any, ...]] 
     ``domains=REPLAY_DOMAINS`` only points of :func:`in_replay_space`.
     """
     replay = domains == REPLAY_DOMAINS
-    domains = domains or DOMAINS
+    domains = domains or SEARCH_DOMAINS
     base = GemmParams().canonical()
     for path, names in PATH_FIELDS.items():
         if not _path_size(path, domains):
@@ -151,7 +163,7 @@ def sample_space(rng: Any, n: int, arch: str = "sm_90",
                  max_tries: int = 100_000) -> list[GemmParams]:
     """``n`` distinct valid points drawn uniformly from the space without enumerating it
     (a path chosen in proportion to its size, its fields uniformly, invalid draws rejected)."""
-    domains = domains or DOMAINS
+    domains = domains or SEARCH_DOMAINS
     paths = [p for p in PATH_FIELDS if _path_size(p, domains)]
     weights = [_path_size(p, domains) for p in paths]
     base = GemmParams().canonical()

@@ -15,6 +15,7 @@ from typing import Any
 from kernels.base import Action, ArgSpec, Candidate, Rejection, TransformRegistry
 from kernels.gemm_bias_relu.params import (
     DOMAINS,
+    SEARCHED_WGMMA,
     SMEM_ONLY_DEFAULTS,
     TC_ONLY_DEFAULTS,
     WG_THREADS,
@@ -325,7 +326,7 @@ def apply_warp_tiling(candidate: Candidate, wm: int, wn: int) -> Candidate | Rej
 
 @TRANSFORMS.register(
     "apply_wgmma",
-    ArgSpec("n", DOMAINS["wgmma"], "Hopper warpgroup MMA (wgmma, sm_90a) for the 3xTF32 kernel: "
+    ArgSpec("n", SEARCHED_WGMMA, "Hopper warpgroup MMA (wgmma, sm_90a) for the 3xTF32 kernel: "
             "rows of C per CTA, 64 or 128; 0 = mma.sync", "wgmma"),
     origin="expert",
 )

@@ -121,6 +121,10 @@ def validate(params: GemmParams, arch: str = "sm_90") -> Rejection | None:
         rejection = _validate_split_pass(params)
         if rejection is not None:
             return rejection
+    if params.mma_accumulate or params.wgmma > 128:
+        rejection = _validate_mma_accumulate(params)
+        if rejection is not None:
+            return rejection
     if params.mma_window > 1 and params.frag_global:
         return Rejection(
             "mma_window_frag_global",
@@ -331,6 +335,35 @@ def _validate_split_pass(params: GemmParams) -> Rejection | None:
             f"the split pass's workspace holds the split operands; split_k={params.split_k} "
             "would need one for its partial sums as well: choose one",
             {"split_pass": True, "split_k": params.split_k})
+    return None
+
+
+def _validate_mma_accumulate(params: GemmParams) -> Rejection | None:
+    """Accumulating in the MMAs is built for the bf16 kernels of the split workspace; the
+    128 x 256 tiles need it (their partial sums would not fit the registers) and bf16x3's two
+    parts (three would not fit shared memory twice) with one producer thread copying."""
+    if params.mma_accumulate:
+        wrong = _wrong_fields(params, {"tf32x3": True, "split_pass": True})
+        if wrong or not params.bf16_split:
+            return Rejection(
+                "mma_accumulate_split_workspace",
+                "mma_accumulate lets a bf16 split kernel's MMAs accumulate into its fp32 sums; "
+                "it is built for the kernels that copy their stages from the split workspace "
+                f"(bf16_split 3 or 6, split_pass on): here bf16_split={params.bf16_split}"
+                + "".join(f", {k}={v}" for k, v in wrong.items()),
+                {"mma_accumulate": True, "bf16_split": params.bf16_split, **wrong})
+    if params.wgmma > 128:
+        needs = {"bf16_split": 3, "split_pass": True, "mma_accumulate": True,
+                 "split_on_demand": False}
+        wrong = _wrong_fields(params, needs)
+        if wrong:
+            return Rejection(
+                "wgmma_256_needs",
+                f"wgmma={params.wgmma} (128 x {params.wgmma} tiles) is built for the bf16x3 "
+                "kernel of the split pass accumulating in its MMAs (bf16_split 3, split_pass "
+                "on, mma_accumulate on, split_on_demand off: its producers keep 40 registers); "
+                f"here {', '.join(f'{k}={v}' for k, v in wrong.items())}",
+                {"wgmma": params.wgmma, **wrong})
     return None
 
 
