@@ -33,6 +33,7 @@ from service.test_fault_injection import (  # noqa: F401 (fixtures)
     team,
     wait_done,
 )
+from worker.jobs import SILENT_BEATS
 
 HEARTBEAT_S = 1.0
 #: Kills in a row (TUNEFORGE_TEST_AGENT_KILLS=10 for the figure in docs/RELIABILITY.md).
@@ -124,7 +125,11 @@ def test_an_agent_killed_with_a_report_in_its_socket_loses_no_measurement(
                      f"attempts {attempts[candidate]}\n")
     if survivor:
         faults.start_again("agent")  # for what comes next
-        assert took < 3 * HEARTBEAT_S, took
+        # the survivor hands the report back once the dead agent has been silent SILENT_BEATS
+        # periods (counted from its last beat, before the kill: it was stopped first), looking
+        # every half period; one period more for that look and the step it sends, which a
+        # loaded machine slows (3.09 s seen against a bound of 3 periods)
+        assert took < (SILENT_BEATS + 1) * HEARTBEAT_S, took
     else:  # the new agent's pool processes start after its first heartbeat
         assert took < 10 * HEARTBEAT_S, took
 
