@@ -77,5 +77,6 @@ def bf16_variants() -> list[GemmParams]:
             replace(BF3_ACCUMULATE, bf16_split=6, stages=1), replace(BF3_ACCUMULATE, stream_k=1),
             BF3_WIDE, replace(BF3_WIDE, swizzle=8), replace(BF3_WIDE, block_y=1),
             replace(BF3_WIDE, stream_k=1),
-            replace(BF3_WIDE, shape_m=4096, shape_n=4096, shape_k=4096)]
+            replace(BF3_WIDE, shape_m=4096, shape_n=4096, shape_k=4096),
+            replace(BF3_ON_DEMAND, mma_accumulate=True)]
     return list(dict.fromkeys(p.canonical() for p in out))

@@ -65,6 +65,8 @@ POINTS = {
     "pass, 128 x 256": BF3_WIDE,
     "pass, 64 x 256, bf16x3": replace(BF3_WIDE, block_y=1).canonical(),
     "pass, 128 x 256, stream-K": replace(BF3_WIDE, stream_k=1).canonical(),
+    "on demand, accumulating in the MMAs": replace(BF3_ON_DEMAND, mma_accumulate=True)
+        .canonical(),
     "pass, accumulating in the MMAs, stream-K with a whole wave":
         replace(BF3_ACCUMULATE, stream_k=2, swizzle=8).canonical(),
 }
