@@ -23,7 +23,8 @@
 #   (≥ 200 ms) beside cuBLAS fp32 and the peers (cuBLAS's bf16x3 composition, Triton's bf16x3
 #   tl.dot) in the same run, most telling first (past the budget the last are skipped): the
 #   pass's point at swizzle 8, split on demand, accumulating in the MMAs, its 128 x 256 tiles,
-#   then each stream-K, then on demand at swizzle 4 and with two producer warpgroups.
+#   on demand accumulating, then each stream-K, then on demand at swizzle 4 and with two
+#   producer warpgroups.
 #
 # Under $OUT: log.txt (the short tables), pytest-*.txt, q/ (peer_quality's and the peers'
 # JSON), quality.txt and progress.txt, bound/, gpu/ (the tests' saved records).
