@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the nvidia-smi fields, in the order of a sample line
 FIELDS = ("timestamp", "clocks.sm", "power.draw", "power.limit", "temperature.gpu",
           "clocks_event_reasons.active")
+#: the older driver's name of the reasons field, asked for when the newer is refused
+OLD_REASONS = "clocks_throttle_reasons.active"
 #: clocks_event_reasons bit: the software power cap holds the clock down
 SW_POWER_CAP = 0x4
 #: a progress line of peer_quality: who, shape, label, and the seconds it took
@@ -91,6 +93,16 @@ def summarize(window: dict[str, Any], samples: list[dict[str, float]]) -> dict[s
     return row
 
 
+def query_fields() -> tuple[str, ...]:
+    """FIELDS, or FIELDS with the older reasons name where this driver refuses the newer."""
+    for fields in (FIELDS, FIELDS[:-1] + (OLD_REASONS,)):
+        probe = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
+                                "--format=csv,noheader,nounits"], capture_output=True)
+        if probe.returncode == 0:
+            return fields
+    return FIELDS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Sample, run, join, print."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -104,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     smi_path = args.out / "smi.csv"
     with smi_path.open("w") as smi_out:
         sampler = subprocess.Popen(
-            ["nvidia-smi", f"--query-gpu={','.join(FIELDS)}",
+            ["nvidia-smi", f"--query-gpu={','.join(query_fields())}",
              "--format=csv,noheader,nounits", "-lms", "20"], stdout=smi_out)
         try:
             run = subprocess.Popen(
