@@ -3,9 +3,10 @@
     python bench/sustained_clock.py --points bench/sustained_clock_points.json \\
         --shapes 4096x4096x4096,8192x8192x8192 --min-ms 2000 --out out/
 
-Runs :mod:`bench.peer_quality` (``--family gemm_bias_relu --no-replay``, the given points and
-shapes, sustained runs of ``--min-ms``) while ``nvidia-smi`` samples the GPU every 20 ms: SM
-clock, power draw and limit, temperature and the active clock-event reasons. Every progress line
+Runs :mod:`bench.peer_quality` (``--family gemm_bias_relu --no-replay``, the points at the
+given shapes, all by default, written to ``points.json``; sustained runs of ``--min-ms``) while
+``nvidia-smi`` samples the GPU every 20 ms: SM clock, power draw and limit, temperature and the
+active clock-event reasons. Every progress line
 of the run (``peers: …`` or ``ours: …``, each ending in the seconds it took) is stamped as it
 arrives, which gives each timing its window; the samples in the window's last 80 % (the
 sustained run, past the checks and the flushed launches) give its median SM clock and power and
@@ -107,12 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     """Sample, run, join, print."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=Path, required=True)
-    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--shapes", default="", help="comma-separated shapes of the points to "
+                    "keep (default all)")
     ap.add_argument("--min-ms", type=float, default=2000.0)
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    keep = {s for s in args.shapes.split(",") if s}
+    points_path = args.out / "points.json"
+    points_path.write_text(json.dumps(
+        [p for p in json.loads(args.points.read_text()) if not keep or p["shape"] in keep],
+        indent=1))
     smi_path = args.out / "smi.csv"
     with smi_path.open("w") as smi_out:
         sampler = subprocess.Popen(
@@ -121,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run = subprocess.Popen(
                 [sys.executable, str(ROOT / "bench" / "peer_quality.py"), "--family",
-                 "gemm_bias_relu", "--no-replay", "--points", str(args.points), "--shapes",
-                 args.shapes, "--min-ms", str(args.min_ms), "--budget-s", str(args.budget_s),
+                 "gemm_bias_relu", "--no-replay", "--points", str(points_path),
+                 "--min-ms", str(args.min_ms), "--budget-s", str(args.budget_s),
                  "--out", str(args.out / "q")],
                 stdout=(args.out / "quality.txt").open("w"), stderr=subprocess.PIPE, text=True)
             assert run.stderr is not None
