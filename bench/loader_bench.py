@@ -10,11 +10,14 @@ most 2^28 elements). For every shape:
 
 - the loader's output is checked by the family's rule (``scaled``, tolerance 1e-4) against a
   float64 reference;
-- the loader, the vendor and (at shapes with an entry) the cubin launched directly are timed:
-  L2 flushed (a 256 MiB write) before each call, then a GPU sleep that hides the call's host
-  time, CUDA events around the GPU's work, median; at shapes with no entry
-  also back to back (wall time a call over at least 200 ms of the vendor's calls), where a
-  small shape's call costs its host time and the fallback's dispatch shows;
+- the loader, the vendor, the strongest peer (``bench/loader_timing.py``'s ``peer``:
+  softmax's ``torch.compile``, one compiled function for every shape; the GEMM's three
+  cuBLAS bf16 GEMMs composed; its output checked by the same rule) and (at shapes with an
+  entry) the cubin launched directly are timed: L2 flushed (a 256 MiB write) before each
+  call, then a GPU sleep that hides the call's host time, CUDA events around the GPU's
+  work, median; then the loader, the vendor and the peer back to back (wall time a call
+  over at least 200 ms of the vendor's calls), where a small shape's call costs its host
+  time and the fallback's dispatch shows;
 - the dispatch overhead: back-to-back calls at a small shape with an entry, wall time a call,
   the loader against the direct launch of the same cubin (bare, and with its outputs
   allocated), in nine rounds that time each in turn: the median over the rounds of the
@@ -49,10 +52,12 @@ if str(ROOT) not in sys.path:
 
 from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
 from bench.loader_timing import (  # noqa: E402
+    PEER_NAMES,
     TOLERANCE,
     flushed_us,
     inputs,
     interleaved_us,
+    peer,
     per_call_us,
     reps_for,
     scaled_error,
@@ -250,6 +255,7 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     kernel = lib.kernels[next(iter(lib.kernels))]
     data = json.loads((bundle / "dispatch.json").read_text())
     ven = vendor(torch, family)
+    peer_of = peer(torch, family, {})
     rows = []
     cases = [(e["shape"], e) for e in data["entries"]] + [(s.as_dict(), None) for s in untuned]
     for number, (shape, entry) in enumerate(cases):
@@ -263,19 +269,27 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
             reps = reps_for(vendor_us)
             vendor_us = flushed_us(torch, partial(ven, *args), flush, reps)
             loader_us = flushed_us(torch, partial(kernel, *args), flush, reps)
+        peer_call = peer_of(*args)
+        peer_check = scaled_error(torch, family, peer_call(), args)
+        peer_us = flushed_us(torch, peer_call, flush, reps)
         row: dict[str, Any] = {
             "shape": str(dims), "entry": entry["source"] if entry else None,
             "passed": check["rel_err"] <= TOLERANCE and check["max_scaled_err"] <= TOLERANCE,
             **check, "loader_us": loader_us, "vendor_us": vendor_us,
-            "x_vendor": vendor_us / loader_us}
-        if entry is None:  # the fallback back to back, >= 200 ms of the vendor's calls
-            calls = max(200, min(40_000, int(SUSTAINED_US / vendor_us)))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", loader.FallbackWarning)
-                row["loader_call_us"] = per_call_us(torch, partial(kernel, *args), calls)
-            row["vendor_call_us"] = per_call_us(torch, partial(ven, *args), calls)
-            row["x_vendor_sustained"] = row["vendor_call_us"] / row["loader_call_us"]
-        else:
+            "x_vendor": vendor_us / loader_us, "peer_us": peer_us, "x_peer": peer_us / loader_us,
+            "peer_passed": (peer_check["rel_err"] <= TOLERANCE
+                            and peer_check["max_scaled_err"] <= TOLERANCE)}
+        # back to back, >= 200 ms of the vendor's calls: where a small shape's call is its
+        # host time and the fallback's dispatch shows
+        calls = max(200, min(40_000, int(SUSTAINED_US / vendor_us)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", loader.FallbackWarning)
+            row["loader_call_us"] = per_call_us(torch, partial(kernel, *args), calls)
+        row["vendor_call_us"] = per_call_us(torch, partial(ven, *args), calls)
+        row["peer_call_us"] = per_call_us(torch, peer_call, calls)
+        row["x_vendor_sustained"] = row["vendor_call_us"] / row["loader_call_us"]
+        row["x_peer_sustained"] = row["peer_call_us"] / row["loader_call_us"]
+        if entry is not None:
             direct = DirectLaunch(torch, bundle, entry, args, loader)
             row["direct_us"] = flushed_us(torch, direct, flush, reps)
             row["x_direct"] = row["direct_us"] / loader_us
@@ -283,7 +297,7 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
                 row["library_us"] = entry["measured_us"]
                 row["vs_library"] = loader_us / entry["measured_us"]
         rows.append(row)
-        del args, out
+        del args, out, peer_call
     small = get_family(family).make_dims(SMALL[family])
     entry = next(e for e in data["entries"] if e["shape"] == small.as_dict())
     args = inputs(torch, family, small, seed)
@@ -301,11 +315,14 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
         a - b for a, b in zip(rounds["loader"], rounds["direct_allocating"], strict=True))
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
     fallback = [r for r in rows if r["entry"] is None]
-    return {"rows": rows, "overhead": overhead,
-            "untuned_geomean_x_vendor": geomean([r["x_vendor"] for r in fallback]),
+    tuned = [r for r in rows if r["entry"] is not None]
+    # geometric means of each ratio over the shapes with an entry and those without
+    means = {f"{which}_{'sustained_' if key.endswith('_sustained') else ''}geomean_"
+             f"{key.removesuffix('_sustained')}": geomean([r[key] for r in group])
+             for which, group in (("tuned", tuned), ("untuned", fallback))
+             for key in ("x_vendor", "x_vendor_sustained", "x_peer", "x_peer_sustained")}
+    return {"rows": rows, "overhead": overhead, "peer": PEER_NAMES[family], **means,
             "untuned_worst_x_vendor": min(r["x_vendor"] for r in fallback),
-            "untuned_sustained_geomean_x_vendor":
-                geomean([r["x_vendor_sustained"] for r in fallback]),
             "untuned_sustained_worst_x_vendor": min(r["x_vendor_sustained"] for r in fallback),
             "fallback_added_us_median": statistics.median(
                 r["loader_call_us"] - r["vendor_call_us"] for r in fallback)}
@@ -372,11 +389,18 @@ def print_table(report: dict[str, Any]) -> None:
               f"{max(library) if library else math.nan:>16.3f} "
               f"{fam['overhead']['added_us']:>5.1f} / {fam['overhead']['dispatch_us']:<4.1f} "
               f"{fam['untuned_geomean_x_vendor']:>13.3f}/{fam['untuned_worst_x_vendor']:<12.3f}")
-        if "untuned_sustained_geomean_x_vendor" in fam:
-            print(f"{'':16} untuned back to back x vendor (gm/min) "
-                  f"{fam['untuned_sustained_geomean_x_vendor']:.3f}/"
-                  f"{fam['untuned_sustained_worst_x_vendor']:.3f}, the fallback adds "
-                  f"{fam['fallback_added_us_median']:.2f} us a call (median)")
+        print(f"{'':16} untuned back to back x vendor (gm/min) "
+              f"{fam['untuned_sustained_geomean_x_vendor']:.3f}/"
+              f"{fam['untuned_sustained_worst_x_vendor']:.3f}, the fallback adds "
+              f"{fam['fallback_added_us_median']:.2f} us a call (median)")
+        wrong_peer = sum(not r["peer_passed"] for r in rows)
+        print(f"{'':16} x vendor / x {fam['peer']} (gm, flushed | back to back): "
+              f"tuned {fam['tuned_geomean_x_vendor']:.3f} / {fam['tuned_geomean_x_peer']:.3f}"
+              f" | {fam['tuned_sustained_geomean_x_vendor']:.3f} / "
+              f"{fam['tuned_sustained_geomean_x_peer']:.3f}; untuned "
+              f"{fam['untuned_geomean_x_vendor']:.3f} / {fam['untuned_geomean_x_peer']:.3f} | "
+              f"{fam['untuned_sustained_geomean_x_vendor']:.3f} / "
+              f"{fam['untuned_sustained_geomean_x_peer']:.3f}; the peer wrong at {wrong_peer}")
 
 
 if __name__ == "__main__":
