@@ -327,14 +327,15 @@ def print_report(found: dict[str, Any], rows: list[dict[str, Any]] | None,
     print(f"{found['kernel']}: library of {found['db']} ({found['gpu']}), bundle "
           f"{found['bundle']}, fallback {found['fallback']}")
     print(f"{'class':>6} {'shape':>18} {'dist':>5} {'source':>9} {'ok':>5} {'loader µs':>10} "
-          f"{'vendor µs':>10} {'x flushed':>9} {'x sustained':>11}")
+          f"{'vendor µs':>10} {'x flushed':>9} {'x sustained':>11} {'x peer f/s':>11}")
     for r in rows or found["cases"]:
         measured = "loader_us" in r
         print(f"{r['class']:>6} {text_of(r['shape']):>18} {r['distance']:>5.2f} "
               f"{r.get('source_seen', r['source']):>9} "
               f"{('ok' if r['passed'] else 'WRONG') if measured else '-':>5} "
               f"{r.get('loader_us', math.nan):>10.1f} {r.get('vendor_us', math.nan):>10.1f} "
-              f"{r.get('x_vendor', math.nan):>9.3f} {r.get('x_vendor_sustained', math.nan):>11.3f}")
+              f"{r.get('x_vendor', math.nan):>9.3f} {r.get('x_vendor_sustained', math.nan):>11.3f}"
+              f" {r.get('x_peer', math.nan):>5.2f}/{r.get('x_peer_sustained', math.nan):<5.2f}")
     for name, s in summary.items():
         print(f"{name:>8}: {s['shapes']} shapes, {s['with_entry']} with an entry, {s['wrong']} "
               f"wrong; x vendor gm {s['gm_x_vendor_sustained']:.3f} sustained, "
