@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import json
 import math
 import os
@@ -54,11 +55,11 @@ from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
 from bench.loader_timing import (  # noqa: E402
     PEER_NAMES,
     TOLERANCE,
+    back_to_back_us,
     flushed_us,
     inputs,
     interleaved_us,
     peer,
-    per_call_us,
     reps_for,
     scaled_error,
     vendor,
@@ -72,8 +73,8 @@ from worker.compile import Compiler  # noqa: E402
 RANGES = {"gemm_bias_relu": {"m": 8192, "n": 8192, "k": 8192},
           "softmax": {"rows": 65536, "cols": 262144}}
 MAX_SOFTMAX_ELEMENTS = 1 << 28
-#: an untuned shape's back-to-back calls last at least this long (µs of the vendor's calls)
-SUSTAINED_US = 200_000.0
+#: each back-to-back run lasts at least this long (seconds of wall time)
+SUSTAINED_S = 0.2
 #: the small shape the dispatch overhead is measured at, per family (an entry is made there)
 SMALL = {"softmax": {"rows": 64, "cols": 1024}, "gemm_bias_relu": {"m": 64, "n": 64, "k": 64}}
 
@@ -249,15 +250,20 @@ def profile_calls(fn: Callable[[], Any], calls: int) -> list[dict[str, Any]]:
 
 
 def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: list[Dims],
-                 flush: Any, seed: int) -> dict[str, Any]:
-    """Every shape of one family: correctness, times, ratios; and the dispatch overhead."""
+                 flush: Any, seed: int, deadline: float = math.inf) -> dict[str, Any]:
+    """Every shape of one family: correctness, times, ratios; and the dispatch overhead.
+    Shapes with and without an entry alternate; past ``deadline`` (``time.monotonic()``) the
+    shapes not yet measured are left out."""
     lib = loader.load(bundle)
     kernel = lib.kernels[next(iter(lib.kernels))]
     data = json.loads((bundle / "dispatch.json").read_text())
     ven = vendor(torch, family)
     peer_of = peer(torch, family, {})
     rows = []
-    cases = [(e["shape"], e) for e in data["entries"]] + [(s.as_dict(), None) for s in untuned]
+    with_entry = [(e["shape"], e) for e in data["entries"]]
+    without = [(s.as_dict(), None) for s in untuned]
+    cases = [case for pair in itertools.zip_longest(with_entry, without) for case in pair
+             if case is not None]
     for number, (shape, entry) in enumerate(cases):
         dims = get_family(family).make_dims(shape)
         args = inputs(torch, family, dims, seed + number)
@@ -279,14 +285,13 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
             "x_vendor": vendor_us / loader_us, "peer_us": peer_us, "x_peer": peer_us / loader_us,
             "peer_passed": (peer_check["rel_err"] <= TOLERANCE
                             and peer_check["max_scaled_err"] <= TOLERANCE)}
-        # back to back, >= 200 ms of the vendor's calls: where a small shape's call is its
-        # host time and the fallback's dispatch shows
-        calls = max(200, min(40_000, int(SUSTAINED_US / vendor_us)))
+        # back to back, each for at least 200 ms of wall time: where a small shape's call is
+        # its host time and the fallback's dispatch shows
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", loader.FallbackWarning)
-            row["loader_call_us"] = per_call_us(torch, partial(kernel, *args), calls)
-        row["vendor_call_us"] = per_call_us(torch, partial(ven, *args), calls)
-        row["peer_call_us"] = per_call_us(torch, peer_call, calls)
+            row["loader_call_us"] = back_to_back_us(torch, partial(kernel, *args), SUSTAINED_S)
+        row["vendor_call_us"] = back_to_back_us(torch, partial(ven, *args), SUSTAINED_S)
+        row["peer_call_us"] = back_to_back_us(torch, peer_call, SUSTAINED_S)
         row["x_vendor_sustained"] = row["vendor_call_us"] / row["loader_call_us"]
         row["x_peer_sustained"] = row["peer_call_us"] / row["loader_call_us"]
         if entry is not None:
@@ -298,6 +303,14 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
                 row["vs_library"] = loader_us / entry["measured_us"]
         rows.append(row)
         del args, out, peer_call
+        print(f"{family} {number + 1}/{len(cases)} {dims} {row['entry'] or 'fallback'}: "
+              f"{'ok' if row['passed'] else 'WRONG'}, loader {loader_us:.1f} µs, x vendor "
+              f"{row['x_vendor']:.3f} / {row['x_vendor_sustained']:.3f}, x peer "
+              f"{row['x_peer']:.3f} / {row['x_peer_sustained']:.3f}", flush=True)
+        if time.monotonic() > deadline:
+            print(f"{family}: past the deadline, {len(cases) - number - 1} shapes left out",
+                  flush=True)
+            break
     small = get_family(family).make_dims(SMALL[family])
     entry = next(e for e in data["entries"] if e["shape"] == small.as_dict())
     args = inputs(torch, family, small, seed)
@@ -321,11 +334,13 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
              f"{key.removesuffix('_sustained')}": geomean([r[key] for r in group])
              for which, group in (("tuned", tuned), ("untuned", fallback))
              for key in ("x_vendor", "x_vendor_sustained", "x_peer", "x_peer_sustained")}
+    means = {k: math.nan if v is None else v for k, v in means.items()}
     return {"rows": rows, "overhead": overhead, "peer": PEER_NAMES[family], **means,
-            "untuned_worst_x_vendor": min(r["x_vendor"] for r in fallback),
-            "untuned_sustained_worst_x_vendor": min(r["x_vendor_sustained"] for r in fallback),
+            "untuned_worst_x_vendor": min((r["x_vendor"] for r in fallback), default=math.nan),
+            "untuned_sustained_worst_x_vendor": min(
+                (r["x_vendor_sustained"] for r in fallback), default=math.nan),
             "fallback_added_us_median": statistics.median(
-                r["loader_call_us"] - r["vendor_call_us"] for r in fallback)}
+                [r["loader_call_us"] - r["vendor_call_us"] for r in fallback] or [math.nan])}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -333,6 +348,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--shapes", type=int, default=50, help="shapes per family")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--budget-s", type=float, default=math.inf,
+                        help="seconds for the shapes' timings, shared by the families; the "
+                        "shapes left when a family's share has passed are not measured")
     parser.add_argument("--families", default="softmax,gemm_bias_relu")
     parser.add_argument("--work", help="folder for the bundles (kept; default a temporary "
                         "one): examples/library/softmax_demo.cu runs WORK/softmax")
@@ -351,20 +369,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "gpu": props.name,
                               "torch": torch.__version__, "seed": args.seed, "families": {}}
     started = time.perf_counter()
-    for family in args.families.split(","):
+    families = args.families.split(",")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for number, family in enumerate(families):
         entries, untuned = plan(family, rng, args.shapes, sm_count)
         bundle = build(work, family, entries, arch, sm_count, props.name, compiler)
         if str(bundle) not in sys.path:
             sys.path.insert(0, str(bundle))
         import tuneforge_loader
 
+        # each family measures until its share of --budget-s has passed
+        deadline = time.monotonic() + (args.budget_s * (number + 1) / len(families)
+                                       - (time.perf_counter() - started))
         report["families"][family] = bench_family(torch, tuneforge_loader, bundle, family,
-                                                  untuned, flush, args.seed)
+                                                  untuned, flush, args.seed, deadline)
+        report["seconds"] = time.perf_counter() - started
+        (out / "loader_bench.json").write_text(json.dumps(report, indent=1))
     compiler.close()
-    report["seconds"] = time.perf_counter() - started
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "loader_bench.json").write_text(json.dumps(report, indent=1))
     print_table(report)
     return 0 if all(r["passed"] for f in report["families"].values() for r in f["rows"]) else 1
 

@@ -151,6 +151,14 @@ def per_call_us(torch: Any, fn: Callable[[], Any], calls: int = 2000) -> float:
     return min(_run_us(torch, fn, calls) for _ in range(3))
 
 
+def back_to_back_us(torch: Any, fn: Callable[[], Any], min_s: float = 0.2) -> float:
+    """Wall time a call of one run of back-to-back calls lasting at least ``min_s`` seconds:
+    the number of calls from a short run first, so a call bound by its host time runs as
+    long as one bound by the GPU's."""
+    estimate = _run_us(torch, fn, 20)
+    return _run_us(torch, fn, max(20, math.ceil(min_s * 1e6 / max(estimate, 1.0))))
+
+
 def interleaved_us(torch: Any, fns: Mapping[str, Callable[[], Any]], rounds: int = 9,
                    calls: int = 1000) -> dict[str, list[float]]:
     """Wall time a call of each of ``fns``, back to back, in ``rounds`` rounds that time every
