@@ -262,8 +262,7 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     rows = []
     with_entry = [(e["shape"], e) for e in data["entries"]]
     without = [(s.as_dict(), None) for s in untuned]
-    cases = [case for pair in itertools.zip_longest(with_entry, without) for case in pair
-             if case is not None]
+    cases = alternate(with_entry, without)
     for number, (shape, entry) in enumerate(cases):
         dims = get_family(family).make_dims(shape)
         args = inputs(torch, family, dims, seed + number)
@@ -330,20 +329,34 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     overhead["dispatch_us"] = statistics.median(
         a - b for a, b in zip(rounds["loader"], rounds["direct_allocating"], strict=True))
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
+    return {"rows": rows, "overhead": overhead, **summary(family, rows)}
+
+
+def alternate(first: Sequence[Any], second: Sequence[Any]) -> list[Any]:
+    """``first`` and ``second`` taken in turn (what is left of the longer one last)."""
+    return [item for pair in itertools.zip_longest(first, second) for item in pair
+            if item is not None]
+
+
+def summary(family: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The family's figures over its rows: the geometric means of each ratio (over the vendor
+    and the peer, flushed and back to back) at the shapes with an entry (``tuned_…``) and
+    those without (``untuned_…``), the fallback's worst ratios and the µs it adds back to
+    back; NaN where a group has no rows (a run cut short)."""
     fallback = [r for r in rows if r["entry"] is None]
-    tuned = [r for r in rows if r["entry"] is not None]
-    # geometric means of each ratio over the shapes with an entry and those without
-    means = {f"{which}_{'sustained_' if key.endswith('_sustained') else ''}geomean_"
-             f"{key.removesuffix('_sustained')}": geomean([r[key] for r in group])
-             for which, group in (("tuned", tuned), ("untuned", fallback))
-             for key in ("x_vendor", "x_vendor_sustained", "x_peer", "x_peer_sustained")}
-    means = {k: math.nan if v is None else v for k, v in means.items()}
-    return {"rows": rows, "overhead": overhead, "peer": PEER_NAMES[family], **means,
-            "untuned_worst_x_vendor": min((r["x_vendor"] for r in fallback), default=math.nan),
-            "untuned_sustained_worst_x_vendor": min(
-                (r["x_vendor_sustained"] for r in fallback), default=math.nan),
-            "fallback_added_us_median": statistics.median(
-                [r["loader_call_us"] - r["vendor_call_us"] for r in fallback] or [math.nan])}
+    groups = {"tuned": [r for r in rows if r["entry"] is not None], "untuned": fallback}
+    found: dict[str, Any] = {"peer": PEER_NAMES[family]}
+    for which, group in groups.items():
+        for over in ("vendor", "peer"):
+            for kind, suffix in (("", ""), ("sustained_", "_sustained")):
+                mean = geomean([r[f"x_{over}{suffix}"] for r in group])
+                found[f"{which}_{kind}geomean_x_{over}"] = math.nan if mean is None else mean
+    found["untuned_worst_x_vendor"] = min((r["x_vendor"] for r in fallback), default=math.nan)
+    found["untuned_sustained_worst_x_vendor"] = min(
+        (r["x_vendor_sustained"] for r in fallback), default=math.nan)
+    found["fallback_added_us_median"] = statistics.median(
+        [r["loader_call_us"] - r["vendor_call_us"] for r in fallback] or [math.nan])
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,56 @@
+"""bench/loader_bench.py's figures from its rows, on the CPU: the order of the shapes and the
+summary (geometric means over the vendor and the peer, at shapes with and without an entry)
+recomputed from a recorded run's rows, and its printed table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.loader_bench import alternate, print_table, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ROOT / "runs/2026-12-05-5dd5e49-loader-peer/r/loader_bench.json"
+
+
+def test_alternate_takes_the_two_in_turn_and_keeps_the_rest() -> None:
+    assert alternate([1, 2, 3], ["a"]) == [1, "a", 2, 3]
+    assert alternate([], ["a", "b"]) == ["a", "b"]
+    assert alternate([1], []) == [1]
+
+
+def test_summary_recomputes_the_recorded_figures() -> None:
+    report = json.loads(RECORD.read_text())
+    for family, recorded in report["families"].items():
+        found = summary(family, recorded["rows"])
+        assert found["peer"] == recorded["peer"]
+        for key, value in found.items():
+            if key != "peer":
+                assert value == pytest.approx(recorded[key], rel=1e-12), (family, key)
+        tuned = [r["x_peer"] for r in recorded["rows"] if r["entry"] is not None]
+        assert found["tuned_geomean_x_peer"] == pytest.approx(
+            math.exp(sum(map(math.log, tuned)) / len(tuned)))
+
+
+def test_summary_of_a_run_cut_before_any_fallback_shape() -> None:
+    row = {"entry": "tuned", "x_vendor": 2.0, "x_vendor_sustained": 1.5, "x_peer": 1.2,
+           "x_peer_sustained": 0.8, "loader_call_us": 10.0, "vendor_call_us": 12.0}
+    found = summary("softmax", [row])
+    assert found["peer"] == "torch.compile"
+    assert found["tuned_geomean_x_vendor"] == pytest.approx(2.0)
+    assert found["tuned_sustained_geomean_x_peer"] == pytest.approx(0.8)
+    assert math.isnan(found["untuned_geomean_x_peer"])
+    assert math.isnan(found["untuned_worst_x_vendor"])
+    assert math.isnan(found["fallback_added_us_median"])
+
+
+def test_the_table_prints_the_recorded_run(capsys: pytest.CaptureFixture[str]) -> None:
+    report = json.loads(RECORD.read_text())
+    print_table(report)
+    out = capsys.readouterr().out
+    assert "x vendor / x torch.compile" in out
+    assert "x vendor / x cuBLAS bf16x3 composed" in out
+    assert "tuned 1.093 / 1.906" in out
