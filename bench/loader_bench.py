@@ -60,6 +60,7 @@ from bench.loader_timing import (  # noqa: E402
     inputs,
     interleaved_us,
     peer,
+    per_call_us,  # noqa: F401 (runs/2026-12-04-8e26d46-library imports it from here)
     reps_for,
     scaled_error,
     vendor,
