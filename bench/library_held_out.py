@@ -140,6 +140,8 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                         "--db", str(db), "--out", str(home / "o"))
         tuned_run.pop("files", None)
     tune_s = time.perf_counter() - started
+    if args.tune:
+        print(f"tuned {args.tune} (budget {args.budget}): {tune_s:.1f} s", flush=True)
     library = tuneforge_json(home, "library", "show", "--kernel", args.kernel, "--db", str(db))
     tuned = [family.make_dims(e["dims"]).as_dict() for e in library["entries"]]
     if not tuned:
@@ -157,11 +159,13 @@ def plan(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         probe = tuneforge_json(home, "library", "probe", "--kernel", args.kernel, "--db", str(db),
                     "--backend", args.backend, "--shapes", held)
         probe_s = time.perf_counter() - started
+        print(f"probed {len(held.split(','))} held-out shapes: {probe_s:.1f} s", flush=True)
     started = time.perf_counter()
     export = tuneforge_json(home, "library", "export", "--kernel", args.kernel, "--db", str(db),
                  "--out", str(bundle), "--shapes", held,
                  *([] if args.probe else ["--unmeasured"]))
     export_s = time.perf_counter() - started
+    print(f"exported {bundle}: {export_s:.1f} s", flush=True)
     data = json.loads((bundle / "dispatch.json").read_text())
     entries = {text_of(e["shape"]): e for e in data["entries"]}
     for case in cases:
