@@ -40,10 +40,11 @@ from kernels.gemm_bias_relu.vendor import inputs as vendor_inputs  # noqa: E402
 _MODE: dict[str, str] = {}
 
 
-def composition_of(torch: Any, a: Any, b: Any, bias: Any) -> Callable[[], Any]:
-    """One run of the three-GEMM composition on ``a``, ``b`` (split into bf16 parts once,
-    here) and ``bias`` (:func:`bench.loader_timing.composition_of`); notes its mode."""
-    once = loader_timing.composition_of(torch, a, b, bias)
+def composition_of(torch: Any, a: Any, b: Any, bias: Any, **how: bool) -> Callable[[], Any]:
+    """One run of the three-GEMM composition on ``a``, ``b`` and ``bias``
+    (:func:`bench.loader_timing.composition_of`: by default split into bf16 parts once, here;
+    ``how`` its keywords); notes its mode."""
+    once = loader_timing.composition_of(torch, a, b, bias, **how)
     _MODE["mode"] = once.mode  # type: ignore[attr-defined]
     return once
 

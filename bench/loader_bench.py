@@ -12,7 +12,8 @@ most 2^28 elements). For every shape:
   float64 reference;
 - the loader, the vendor, the strongest peer (``bench/loader_timing.py``'s ``peer``:
   softmax's ``torch.compile``, one compiled function for every shape; the GEMM's three
-  cuBLAS bf16 GEMMs composed; its output checked by the same rule) and (at shapes with an
+  cuBLAS bf16 GEMMs composed, splitting the fp32 operands in each call as the loader's
+  kernel does; its output checked by the same rule) and (at shapes with an
   entry) the cubin launched directly are timed: L2 flushed (a 256 MiB write) before each
   call, then a GPU sleep that hides the call's host time, CUDA events around the GPU's
   work, median; then the loader, the vendor and the peer back to back (wall time a call
@@ -330,7 +331,8 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
     overhead["dispatch_us"] = statistics.median(
         a - b for a, b in zip(rounds["loader"], rounds["direct_allocating"], strict=True))
     overhead["profile"] = profile_calls(partial(kernel, *args), 5000)
-    return {"rows": rows, "overhead": overhead, **summary(family, rows)}
+    return {"rows": rows, "overhead": overhead, "peer": PEER_NAMES[family],
+            **summary(rows)}
 
 
 def alternate(first: Sequence[Any], second: Sequence[Any]) -> list[Any]:
@@ -339,14 +341,14 @@ def alternate(first: Sequence[Any], second: Sequence[Any]) -> list[Any]:
             if item is not None]
 
 
-def summary(family: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The family's figures over its rows: the geometric means of each ratio (over the vendor
     and the peer, flushed and back to back) at the shapes with an entry (``tuned_…``) and
     those without (``untuned_…``), the fallback's worst ratios and the µs it adds back to
     back; NaN where a group has no rows (a run cut short)."""
     fallback = [r for r in rows if r["entry"] is None]
     groups = {"tuned": [r for r in rows if r["entry"] is not None], "untuned": fallback}
-    found: dict[str, Any] = {"peer": PEER_NAMES[family]}
+    found: dict[str, Any] = {}
     for which, group in groups.items():
         for over in ("vendor", "peer"):
             for kind, suffix in (("", ""), ("sustained_", "_sustained")):

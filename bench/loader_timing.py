@@ -58,41 +58,83 @@ def vendor(torch: Any, family: str) -> Callable[..., Any]:
     return gemm
 
 
-def composition_of(torch: Any, a: Any, b: Any, bias: Any) -> Callable[[], Any]:
-    """``a`` and ``b`` split into bf16 parts (once, here), and one run of the composition a
-    user can write from three cuBLAS bf16 GEMMs with fp32 outputs, relu(a_hi·b_hi + a_hi·b_lo
-    + a_lo·b_hi + bias), returning its fresh fp32 output; its ``mode`` says how the products
-    are summed (``torch.mm(..., out_dtype=torch.float32)`` where torch has it, else bf16
-    GEMMs summed in fp32)."""
-    a_hi = a.to(torch.bfloat16)
-    a_lo = (a - a_hi.float()).to(torch.bfloat16)
-    b_hi = b.to(torch.bfloat16)
-    b_lo = (b - b_hi.float()).to(torch.bfloat16)
-    f32 = torch.float32
-    try:
-        torch.mm(a_hi[:16, :16], b_hi[:16, :16], out_dtype=f32)
-        mode = "torch.mm(out_dtype=float32)"
-    except (TypeError, RuntimeError):
-        mode = "bf16 torch.mm, then .float() sums"
+def bf16_parts(torch: Any, x: Any) -> tuple[Any, Any]:
+    """``x`` (fp32) as two bf16 parts, ``hi + lo`` within bf16's rounding of ``x - hi``."""
+    hi = x.to(torch.bfloat16)
+    return hi, (x - hi.float()).to(torch.bfloat16)
 
-    if mode.startswith("torch.mm(out_dtype"):
+
+def _sums(torch: Any, chain: bool) -> tuple[str, Callable[..., Any]]:
+    """How this torch sums relu(a_hi·b_hi + a_hi·b_lo + a_lo·b_hi + bias) in fp32 from the
+    bf16 parts, and its name: with ``chain``, each product added in cuBLAS's epilogue
+    (``torch.addmm(y, …, out_dtype=float32)``, the bias the first product's addend); else,
+    or where torch lacks that, ``torch.mm(..., out_dtype=float32)`` outputs summed by adds;
+    else bf16 GEMMs widened and summed."""
+    f32 = torch.float32
+
+    def chained(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any, bias: Any) -> Any:
+        y = torch.addmm(bias, a_hi, b_hi, out_dtype=f32)
+        y = torch.addmm(y, a_hi, b_lo, out_dtype=f32)
+        return torch.addmm(y, a_lo, b_hi, out_dtype=f32).relu_()
+
+    def summed(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any, bias: Any) -> Any:
+        y = torch.mm(a_hi, b_hi, out_dtype=f32)
+        y += torch.mm(a_hi, b_lo, out_dtype=f32)
+        y += torch.mm(a_lo, b_hi, out_dtype=f32)
+        return y.add_(bias).relu_()
+
+    def widened(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any, bias: Any) -> Any:
+        y = torch.mm(a_hi, b_hi).float()
+        y += torch.mm(a_hi, b_lo).float()
+        y += torch.mm(a_lo, b_hi).float()
+        return y.add_(bias).relu_()
+
+    ways = [("addmm(out_dtype=float32) chained", chained)] if chain else []
+    ways += [("torch.mm(out_dtype=float32)", summed), ("bf16 torch.mm, then .float() sums",
+                                                      widened)]
+    part = torch.ones(16, 16, device="cuda", dtype=torch.bfloat16)
+    bias = torch.ones(16, device="cuda")
+    for name, way in ways[:-1]:
+        try:
+            if float(way(part, part, part, part, bias)[0, 0]) == 49.0:
+                return name, way
+        except (TypeError, RuntimeError):
+            pass
+    return ways[-1]
+
+
+def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bool = False,
+                   chain: bool = False, compiled: bool = False) -> Callable[[], Any]:
+    """One run of the composition a user can write from three cuBLAS bf16 GEMMs with fp32
+    outputs, relu(a_hi·b_hi + a_hi·b_lo + a_lo·b_hi + bias), returning its fresh fp32 output.
+    ``a`` and ``b`` are split into bf16 parts once, here (the split's time not counted), or
+    with ``split_each_call`` in every run, as a call on fp32 operands must (our kernel's
+    contract). ``chain`` adds the products in cuBLAS's epilogue where torch can
+    (:func:`_sums`); ``compiled`` runs the whole call through ``torch.compile`` (Inductor
+    fuses each operand's split into one kernel; the GEMMs stay cuBLAS's). Its ``mode``
+    says which of these it is."""
+    how, sums = _sums(torch, chain)
+    if split_each_call:
+        def call(a: Any, b: Any, bias: Any) -> Any:
+            return sums(*bf16_parts(torch, a), *bf16_parts(torch, b), bias)
+        fn = torch.compile(call) if compiled else call
+
         def once() -> Any:
-            y = torch.mm(a_hi, b_hi, out_dtype=f32)
-            y += torch.mm(a_hi, b_lo, out_dtype=f32)
-            y += torch.mm(a_lo, b_hi, out_dtype=f32)
-            return y.add_(bias).relu_()
+            return fn(a, b, bias)
+        mode = f"{how}, split each call" + (", torch.compile" if compiled else "")
     else:
+        parts = (*bf16_parts(torch, a), *bf16_parts(torch, b), bias)
+
         def once() -> Any:
-            y = torch.mm(a_hi, b_hi).float()
-            y += torch.mm(a_hi, b_lo).float()
-            y += torch.mm(a_lo, b_hi).float()
-            return y.add_(bias).relu_()
+            return sums(*parts)
+        mode = f"{how}, split ahead"
     once.mode = mode  # type: ignore[attr-defined]
     return once
 
 
 #: what :func:`peer` runs for each family, as its rows name it
-PEER_NAMES = {"softmax": "torch.compile", "gemm_bias_relu": "cuBLAS bf16x3 composed"}
+PEER_NAMES = {"softmax": "torch.compile",
+              "gemm_bias_relu": "cuBLAS bf16x3 composed, split each call"}
 
 
 def peer(torch: Any, family: str, compiled: dict[str, Any]) -> Callable[..., Callable[[], Any]]:
@@ -100,14 +142,16 @@ def peer(torch: Any, family: str, compiled: dict[str, Any]) -> Callable[..., Cal
     ``peer(*args)`` returns one call of it on those inputs. Softmax: ``torch.compile`` of
     ``torch.softmax`` as a user writes it, one compiled function for every shape (torch's
     default: static at the first shape, dynamic once a second one comes; kept in
-    ``compiled``); the GEMM: three cuBLAS bf16 GEMMs composed (:func:`composition_of`, the
-    split made once, outside the call)."""
+    ``compiled``); the GEMM: three cuBLAS bf16 GEMMs composed (:func:`composition_of`) on
+    the fp32 operands as the loader takes them, split into bf16 parts in every call, the
+    products added in cuBLAS's epilogue where torch can."""
     if family == "softmax":
         if "softmax" not in compiled:
             compiled["softmax"] = torch.compile(lambda x: torch.softmax(x, -1))
         fn = compiled["softmax"]
         return lambda x: (lambda: fn(x))
-    return lambda a, b, bias: composition_of(torch, a, b, bias)
+    return lambda a, b, bias: composition_of(torch, a, b, bias, split_each_call=True,
+                                             chain=True)
 
 
 # ---- timing ------------------------------------------------------------------------------

@@ -197,12 +197,14 @@ def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
             return once
         return runner
 
-    def composition(torch: Any, dims: Dims) -> Runner:
-        from bench.gemm_speed import composition_of
+    def composition(**how: bool) -> Callable[[Any, Dims], Runner]:
+        def make(torch: Any, dims: Dims) -> Runner:
+            from bench.gemm_speed import composition_of
 
-        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-            return composition_of(torch, inputs["a"], inputs["b"], inputs["bias"])
-        return runner
+            def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+                return composition_of(torch, inputs["a"], inputs["b"], inputs["bias"], **how)
+            return runner
+        return make
 
     def triton_gemm(torch: Any, dims: Dims) -> Runner:
         from bench import peer_triton
@@ -218,7 +220,11 @@ def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
             return once
         return runner
 
-    return [Peer("cuBLAS fp32", vendor), Peer("cuBLAS bf16x3", composition),
+    return [Peer("cuBLAS fp32", vendor), Peer("cuBLAS bf16x3", composition()),
+            Peer("cuBLAS bf16x3 chained", composition(chain=True)),
+            Peer("cuBLAS bf16x3 + split", composition(chain=True, split_each_call=True)),
+            Peer("compiled bf16x3 + split",
+                 composition(chain=True, split_each_call=True, compiled=True)),
             Peer("Triton bf16x3", triton_gemm)]
 
 

@@ -15,14 +15,22 @@ from bench.peer_families import VENDOR_PEER
 #: the peers set against ours in the table, after the vendor (``triton best``: the fastest
 #: correct Triton launch of the shape)
 PEER_COLUMNS = {"softmax": ("torch.compile", "triton", "triton best"),
-                "gemm_bias_relu": ("cuBLAS bf16x3", "Triton bf16x3")}
+                "gemm_bias_relu": ("cuBLAS bf16x3", "cuBLAS bf16x3 chained",
+                                   "cuBLAS bf16x3 + split", "compiled bf16x3 + split",
+                                   "Triton bf16x3")}
 #: the same-bytes ceiling, where a family has one
 COPY_PEER = "copy"
 #: the table's header of each column
 HEADERS = {"torch.softmax": "x torch", "torch.compile": "x compile", "triton": "x triton",
-           "triton best": "x tri best", "cuBLAS fp32": "x cuBLAS", "cuBLAS bf16x3": "x cuB bf16x3",
+           "triton best": "x tri best", "cuBLAS fp32": "x cuBLAS", "cuBLAS bf16x3": "x cuB3 ahead",
+           "cuBLAS bf16x3 chained": "x cuB3 chain", "cuBLAS bf16x3 + split": "x cuB3 split",
+           "compiled bf16x3 + split": "x comp3 split",
            "Triton bf16x3": "x Tri bf16x3"}
 
+#: what the short headers of a family's columns stand for, after the table's title
+LEGENDS = {"gemm_bias_relu": " · cuB3: three cuBLAS bf16 GEMMs, operands split into bf16 parts"
+                             " ahead (untimed) or in each call; chain: products added in"
+                             " cuBLAS's epilogue; comp3: that call through torch.compile"}
 
 
 def peer_times(entry: dict[str, Any] | None) -> tuple[float | None, float | None]:
@@ -129,7 +137,8 @@ def format_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str
     has_copy = any("pct_copy" in r for r in rows)
     last = "% copy" if has_copy else "TFLOP/s"
     lines = [f"{name} on {device} · flushed/sustained · x = their time / ours"
-             + (" · % copy = same-bytes copy time / ours" if has_copy else "")]
+             + (" · % copy = same-bytes copy time / ours" if has_copy else "")
+             + LEGENDS.get(name, "")]
     head = f"{'shape':>15s} {'label':22s} {'ours us':>15s}"
     head += "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
     lines.append(head + f" {last:>11s} {'err':>8s}")

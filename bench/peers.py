@@ -13,8 +13,12 @@ One process, one GPU, every shape of every ``--job`` in turn. The peers of each 
   columns; ``triton …``: the neighbouring warp counts and blocks, :func:`softmax_variants`), and
   ``copy``: ``y.copy_(x)``, the same bytes read and written, the memory-bound ceiling;
 - gemm_bias_relu: cuBLAS fp32 (``torch.addmm`` + ``relu_``, TF32 off: the vendor, timed first
-  and last), cuBLAS bf16x3 (three cuBLAS bf16 GEMMs composed, ``bench/gemm_speed.py``) and
-  Triton bf16x3 (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape).
+  and last), three cuBLAS bf16 GEMMs composed (``bench/loader_timing.py``'s
+  ``composition_of``): ``cuBLAS bf16x3`` and ``… chained`` on operands split into bf16 parts
+  ahead of the timing (their products summed by adds, or in cuBLAS's epilogue), ``cuBLAS
+  bf16x3 + split`` splitting its fp32 operands in every call as ours does, and ``compiled
+  bf16x3 + split``, that call through ``torch.compile``; and Triton bf16x3
+  (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape).
 
 For each peer at each shape: correctness on fresh random inputs (other seeds than the timed
 inputs; outputs poisoned with NaN first where the peer writes a fixed output) against float64
@@ -141,6 +145,9 @@ def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
         entry["build_s"] = round(time.perf_counter() - began, 2)
         entry["correctness"] = check_peer(torch, family, peer, runner, checks)
         once = runner(timing)
+        mode = getattr(once, "mode", None)  # how a composition sums its products
+        if mode:
+            entry["mode"] = mode
         entry.update(measure_torch(lambda _torch, _dims: once, dims.as_dict(),
                                    sustain_ms=min_ms))
         if peer.name == "Triton bf16x3":
