@@ -111,9 +111,11 @@ def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bo
     with ``split_each_call`` in every run, as a call on fp32 operands must (our kernel's
     contract). ``chain`` adds the products in cuBLAS's epilogue where torch can
     (:func:`_sums`); ``compiled`` runs the whole call through ``torch.compile`` (Inductor
-    fuses each operand's split into one kernel; the GEMMs stay cuBLAS's). Its ``mode``
-    says which of these it is."""
-    how, sums = _sums(torch, chain)
+    fuses each operand's split into one kernel, and the adds with the bias and the relu; the
+    GEMMs stay cuBLAS's), its products summed by adds (torch 2.11's ``addmm`` with
+    ``out_dtype`` has no fake-tensor kernel for a 1-D bias, so ``chain`` is not taken
+    there). Its ``mode`` says which of these it is."""
+    how, sums = _sums(torch, chain and not compiled)
     if split_each_call:
         def call(a: Any, b: Any, bias: Any) -> Any:
             return sums(*bf16_parts(torch, a), *bf16_parts(torch, b), bias)

@@ -224,7 +224,7 @@ def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
             Peer("cuBLAS bf16x3 chained", composition(chain=True)),
             Peer("cuBLAS bf16x3 + split", composition(chain=True, split_each_call=True)),
             Peer("compiled bf16x3 + split",
-                 composition(chain=True, split_each_call=True, compiled=True)),
+                 composition(split_each_call=True, compiled=True)),
             Peer("Triton bf16x3", triton_gemm)]
 
 
