@@ -104,7 +104,8 @@ def _sums(torch: Any, chain: bool) -> tuple[str, Callable[..., Any]]:
 
 
 def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bool = False,
-                   chain: bool = False, compiled: bool = False) -> Callable[[], Any]:
+                   chain: bool = False, compiled: bool = False,
+                   shared: dict[str, Any] | None = None) -> Callable[[], Any]:
     """One run of the composition a user can write from three cuBLAS bf16 GEMMs with fp32
     outputs, relu(a_hi·b_hi + a_hi·b_lo + a_lo·b_hi + bias), returning its fresh fp32 output.
     ``a`` and ``b`` are split into bf16 parts once, here (the split's time not counted), or
@@ -116,16 +117,22 @@ def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bo
     ``out_dtype`` has no fake-tensor kernel for a 1-D bias, so ``chain`` is not taken
     there), with Inductor's ``emulate_precision_casts`` on (without it the fp32 → bf16 →
     fp32 round trip is folded away, every low part is zero and the error is 2.3e-3 of the
-    output's norm). Its ``mode`` says which of these it is."""
+    output's norm); ``shared`` keeps that compiled function for the next call of this one
+    (one function for every shape, as :func:`peer` keeps softmax's), else each composition
+    compiles its own. Its ``mode`` says which of these it is."""
     how, sums = _sums(torch, chain and not compiled)
     if split_each_call:
         def call(a: Any, b: Any, bias: Any) -> Any:
             return sums(*bf16_parts(torch, a), *bf16_parts(torch, b), bias)
+        fn = call
         if compiled:  # Inductor drops a cast's rounding (lo = 0) unless told to keep it
             import torch._inductor.config as inductor_config
 
             inductor_config.emulate_precision_casts = True
-        fn = torch.compile(call) if compiled else call
+            kept = {} if shared is None else shared
+            if "gemm_bias_relu" not in kept:
+                kept["gemm_bias_relu"] = torch.compile(call)
+            fn = kept["gemm_bias_relu"]
 
         def once() -> Any:
             return fn(a, b, bias)
@@ -142,7 +149,7 @@ def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bo
 
 #: what :func:`peer` runs for each family, as its rows name it
 PEER_NAMES = {"softmax": "torch.compile",
-              "gemm_bias_relu": "cuBLAS bf16x3 composed, split each call"}
+              "gemm_bias_relu": "torch.compile of cuBLAS bf16x3 composed, split each call"}
 
 
 def peer(torch: Any, family: str, compiled: dict[str, Any]) -> Callable[..., Callable[[], Any]]:
@@ -151,15 +158,15 @@ def peer(torch: Any, family: str, compiled: dict[str, Any]) -> Callable[..., Cal
     ``torch.softmax`` as a user writes it, one compiled function for every shape (torch's
     default: static at the first shape, dynamic once a second one comes; kept in
     ``compiled``); the GEMM: three cuBLAS bf16 GEMMs composed (:func:`composition_of`) on
-    the fp32 operands as the loader takes them, split into bf16 parts in every call, the
-    products added in cuBLAS's epilogue where torch can."""
+    the fp32 operands as the loader takes them, split into bf16 parts in every call, through
+    ``torch.compile`` (one compiled function for every shape, kept in ``compiled`` too)."""
     if family == "softmax":
         if "softmax" not in compiled:
             compiled["softmax"] = torch.compile(lambda x: torch.softmax(x, -1))
         fn = compiled["softmax"]
         return lambda x: (lambda: fn(x))
     return lambda a, b, bias: composition_of(torch, a, b, bias, split_each_call=True,
-                                             chain=True)
+                                             compiled=True, shared=compiled)
 
 
 # ---- timing ------------------------------------------------------------------------------
