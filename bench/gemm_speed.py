@@ -40,7 +40,7 @@ from kernels.gemm_bias_relu.vendor import inputs as vendor_inputs  # noqa: E402
 _MODE: dict[str, str] = {}
 
 
-def composition_of(torch: Any, a: Any, b: Any, bias: Any, **how: bool) -> Callable[[], Any]:
+def composition_of(torch: Any, a: Any, b: Any, bias: Any, **how: Any) -> Callable[[], Any]:
     """One run of the three-GEMM composition on ``a``, ``b`` and ``bias``
     (:func:`bench.loader_timing.composition_of`: by default split into bf16 parts once, here;
     ``how`` its keywords); notes its mode."""
