@@ -14,6 +14,8 @@ from bench.loader_bench import alternate, print_table, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "runs/2026-12-05-5dd5e49-loader-peer/r/loader_bench.json"
+#: every recorded run whose figures the docs cite (H100 at 5dd5e49, H200 at e77de8c)
+RECORDS = [RECORD, ROOT / "runs/2026-12-05-e77de8c-composition/r/loader_bench.json"]
 
 
 def test_alternate_takes_the_two_in_turn_and_keeps_the_rest() -> None:
@@ -22,8 +24,9 @@ def test_alternate_takes_the_two_in_turn_and_keeps_the_rest() -> None:
     assert alternate([1], []) == [1]
 
 
-def test_summary_recomputes_the_recorded_figures() -> None:
-    report = json.loads(RECORD.read_text())
+@pytest.mark.parametrize("record", RECORDS, ids=lambda p: p.parts[-3])
+def test_summary_recomputes_the_recorded_figures(record: Path) -> None:
+    report = json.loads(record.read_text())
     for family, recorded in report["families"].items():
         found = summary(recorded["rows"])
         for key, value in found.items():
@@ -51,3 +54,27 @@ def test_the_table_prints_the_recorded_run(capsys: pytest.CaptureFixture[str]) -
     assert "x vendor / x torch.compile" in out
     assert "x vendor / x cuBLAS bf16x3 composed" in out
     assert "tuned 1.093 / 1.906" in out
+
+
+def test_the_composition_peers_parts_keep_what_bf16_drops() -> None:
+    """The split every composition peer makes: hi + lo holds x to bf16's rounding of the
+    remainder (about 2^-16 of x), where hi alone is off by up to 2^-9; so the three products
+    meet the 1e-4 contract that a split whose low parts were folded away (hi only) misses."""
+    torch = pytest.importorskip("torch")
+    from bench.loader_timing import bf16_parts
+
+    gen = torch.Generator().manual_seed(7)
+    a, b = torch.randn(64, 256, generator=gen), torch.randn(256, 48, generator=gen)
+    a_hi, a_lo = bf16_parts(torch, a)
+    b_hi, b_lo = bf16_parts(torch, b)
+    assert a_hi.dtype is torch.bfloat16
+    assert a_lo.dtype is torch.bfloat16
+    rel = ((a_hi.double() + a_lo.double() - a.double()).abs() / a.double().abs()).max()
+    assert float(rel) <= 2.0 ** -16
+    assert float(((a_hi.double() - a.double()).abs() / a.double().abs()).max()) > 2.0 ** -10
+    ref = a.double() @ b.double()
+    scale = a.double().abs() @ b.double().abs()
+    three = (a_hi.double() @ b_hi.double() + a_hi.double() @ b_lo.double()
+             + a_lo.double() @ b_hi.double())
+    assert float(((three - ref).abs() / scale).max()) < 1e-4
+    assert float(((a_hi.double() @ b_hi.double() - ref).abs() / scale).max()) > 1e-4

@@ -187,6 +187,24 @@ def test_the_gemm_table_gives_tflops_instead_of_a_copy() -> None:
     assert " -/- " in lines[2]
 
 
+def test_the_gemm_table_sets_every_composition_beside_ours_and_a_wrong_one_aside() -> None:
+    ours = [{"label": "best", "shape": "4096x4096x4096", "status": "ok",
+             "perf": {"avg_us": 674.0}, "sustained": {"us_per_launch": 736.0}}]
+    peers = {"shapes": {"4096x4096x4096": {"peers": {
+        "cuBLAS fp32": _peer(2728.0, 2728.0), "cuBLAS bf16x3": _peer(747.0, 779.0),
+        "cuBLAS bf16x3 chained": _peer(757.0, 855.0, 775.0),
+        "cuBLAS bf16x3 + split": _peer(1033.0, 1057.0),
+        # Inductor's split with its rounding folded away: fast, and judged wrong
+        "compiled bf16x3 + split": _peer(642.7, 648.1, passed=False),
+        "Triton bf16x3": _peer(1340.0, 1334.0)}}}}
+    lines = format_table("gemm_bias_relu", summary_rows("gemm_bias_relu", ours, peers), "H200")
+    assert "cuB3: three cuBLAS bf16 GEMMs" in lines[0]
+    assert lines[1].split()[4:10] == ["x", "cuBLAS", "x", "cuB3", "ahead", "x"]
+    cells = lines[2].split()
+    assert cells[3:9] == ["4.05/3.71", "1.11/1.06", "1.12/1.05", "1.53/1.44", "-/-",
+                           "1.99/1.81"]
+
+
 def test_problems_and_noise_are_reported() -> None:
     peers = {"families": {"softmax": {"shapes": {
         **PEERS["shapes"], "16x262144": {"shape": "16x262144", "skipped": "deadline"},
