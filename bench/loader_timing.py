@@ -119,7 +119,9 @@ def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bo
     fp32 round trip is folded away, every low part is zero and the error is 2.3e-3 of the
     output's norm); ``shared`` keeps that compiled function for the next call of this one
     (one function for every shape, as :func:`peer` keeps softmax's), else each composition
-    compiles its own. Its ``mode`` says which of these it is."""
+    compiles its own for its shape (``dynamic=False``: torch would otherwise make the second
+    shape's code dynamic, the closures sharing one code object). Its ``mode`` says which of
+    these it is."""
     how, sums = _sums(torch, chain and not compiled)
     if split_each_call:
         def call(a: Any, b: Any, bias: Any) -> Any:
@@ -129,10 +131,12 @@ def composition_of(torch: Any, a: Any, b: Any, bias: Any, *, split_each_call: bo
             import torch._inductor.config as inductor_config
 
             inductor_config.emulate_precision_casts = True
-            kept = {} if shared is None else shared
-            if "gemm_bias_relu" not in kept:
-                kept["gemm_bias_relu"] = torch.compile(call)
-            fn = kept["gemm_bias_relu"]
+            if shared is None:  # compiled for this shape alone
+                fn = torch.compile(call, dynamic=False)
+            else:
+                if "gemm_bias_relu" not in shared:
+                    shared["gemm_bias_relu"] = torch.compile(call)
+                fn = shared["gemm_bias_relu"]
 
         def once() -> Any:
             return fn(a, b, bias)
