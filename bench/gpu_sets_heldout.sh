@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root: (a) a shape set against one campaign a shape
-# (bench/shape_sets.py --backend gpu), for an 8-shape GEMM set and a 12-shape softmax set, each
-# set's database kept; (b) each set's exported library at 16 held-out shapes beside its set
-# shapes (bench/library_held_out.py). Everything under $OUT; a short table last.
+# (bench/shape_sets.py --backend gpu), for an 8-shape GEMM set or a 12-shape softmax set, the
+# set's database kept; (b) the set's exported library at 16 held-out shapes beside its set
+# shapes (bench/library_held_out.py). $OUT/log.txt and $OUT/results.tgz; a short table last.
 #
 #   bash bench/gpu_sets_heldout.sh softmax    # one family a call: about 5.5 minutes
 #   bash bench/gpu_sets_heldout.sh gemm       # about 4.5 minutes
@@ -37,8 +37,12 @@ if [[ $which != gemm && $which != softmax ]]; then
 fi
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1
 
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+# What comes back from the GPU machine: $OUT/log.txt and $OUT/results.tgz (everything the
+# steps wrote, packed again after each step), since at most 8 files return from a call.
+RESULT=${OUT:-/tmp/out}
+mkdir -p "$RESULT"
+OUT=$(mktemp -d /tmp/sets-heldout-out.XXXXXX)
+pack() { tar czf "$RESULT/results.tgz" -C "$OUT" . && cp "$OUT/log.txt" "$RESULT/log.txt"; }
 deadline=$(( $(date +%s) + ${TOTAL_S:-530} ))
 keep=$(mktemp -d /tmp/sets-heldout.XXXXXX)
 
@@ -89,6 +93,7 @@ for i in "${!steps[@]}"; do
   rc=$?
   echo "$name: exit $rc after $(( $(date +%s) - start )) s" | tee -a "$log"
   tail -4 "$OUT/$name.log" | sed 's/^/  /' | tee -a "$log"
+  pack
 done
 
 python3 - "$OUT" <<'EOF' 2>&1 | tee -a "$log"
@@ -130,3 +135,4 @@ for p in sorted(out.glob("heldout-*/held-out.json")):
           f"{s['in_set']['wrong'] + s['held_out']['wrong']:>5}")
 print("  (n/m): shapes with a dispatch entry / shapes; the others run the vendor")
 EOF
+pack
