@@ -270,9 +270,14 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
         args = inputs(torch, family, dims, seed + number)
         # the peer first: a torch.compile recompile at this shape (its compile workers, its
         # autotuning) done before anything here is timed
-        peer_call = peer_of(*args)
-        peer_check = scaled_error(torch, family, peer_call(), args)
-        torch.cuda.synchronize()
+        peer_call: Any = None
+        peer_error = ""
+        try:
+            peer_call = peer_of(*args)
+            peer_check = scaled_error(torch, family, peer_call(), args)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a peer that cannot build or run here is this row's note
+            peer_call, peer_error = None, f"{type(exc).__name__}: {exc}"[:300]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", loader.FallbackWarning)
             out = kernel(*args)
@@ -281,23 +286,28 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
             reps = reps_for(vendor_us)
             vendor_us = flushed_us(torch, partial(ven, *args), flush, reps)
             loader_us = flushed_us(torch, partial(kernel, *args), flush, reps)
-        peer_us = flushed_us(torch, peer_call, flush, reps)
+        peer_us = flushed_us(torch, peer_call, flush, reps) if peer_call else None
         row: dict[str, Any] = {
             "shape": str(dims), "entry": entry["source"] if entry else None,
             "passed": check["rel_err"] <= TOLERANCE and check["max_scaled_err"] <= TOLERANCE,
             **check, "loader_us": loader_us, "vendor_us": vendor_us,
-            "x_vendor": vendor_us / loader_us, "peer_us": peer_us, "x_peer": peer_us / loader_us,
-            "peer_passed": (peer_check["rel_err"] <= TOLERANCE
-                            and peer_check["max_scaled_err"] <= TOLERANCE)}
+            "x_vendor": vendor_us / loader_us, "peer_us": peer_us,
+            "x_peer": peer_us / loader_us if peer_us else None,
+            "peer_passed": peer_call is not None and (
+                peer_check["rel_err"] <= TOLERANCE and peer_check["max_scaled_err"] <= TOLERANCE)}
+        if peer_call is None:
+            row["peer_error"] = peer_error
         # back to back, each for at least 200 ms of wall time: where a small shape's call is
         # its host time and the fallback's dispatch shows
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", loader.FallbackWarning)
             row["loader_call_us"] = back_to_back_us(torch, partial(kernel, *args), SUSTAINED_S)
         row["vendor_call_us"] = back_to_back_us(torch, partial(ven, *args), SUSTAINED_S)
-        row["peer_call_us"] = back_to_back_us(torch, peer_call, SUSTAINED_S)
+        row["peer_call_us"] = (back_to_back_us(torch, peer_call, SUSTAINED_S) if peer_call
+                               else None)
         row["x_vendor_sustained"] = row["vendor_call_us"] / row["loader_call_us"]
-        row["x_peer_sustained"] = row["peer_call_us"] / row["loader_call_us"]
+        row["x_peer_sustained"] = (row["peer_call_us"] / row["loader_call_us"] if peer_call
+                                   else None)
         if entry is not None:
             direct = DirectLaunch(torch, bundle, entry, args, loader)
             row["direct_us"] = flushed_us(torch, direct, flush, reps)
@@ -310,7 +320,8 @@ def bench_family(torch: Any, loader: Any, bundle: Path, family: str, untuned: li
         print(f"{family} {number + 1}/{len(cases)} {dims} {row['entry'] or 'fallback'}: "
               f"{'ok' if row['passed'] else 'WRONG'}, loader {loader_us:.1f} µs, x vendor "
               f"{row['x_vendor']:.3f} / {row['x_vendor_sustained']:.3f}, x peer "
-              f"{row['x_peer']:.3f} / {row['x_peer_sustained']:.3f}", flush=True)
+              + (f"- ({row['peer_error']})" if "peer_error" in row
+                 else f"{row['x_peer']:.3f} / {row['x_peer_sustained']:.3f}"), flush=True)
         if time.monotonic() > deadline:
             print(f"{family}: past the deadline, {len(cases) - number - 1} shapes left out",
                   flush=True)
@@ -345,14 +356,16 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The family's figures over its rows: the geometric means of each ratio (over the vendor
     and the peer, flushed and back to back) at the shapes with an entry (``tuned_…``) and
     those without (``untuned_…``), the fallback's worst ratios and the µs it adds back to
-    back; NaN where a group has no rows (a run cut short)."""
+    back; NaN where a group has no rows (a run cut short). A peer that failed its check or
+    could not run at a shape counts in none of the peer's means."""
     fallback = [r for r in rows if r["entry"] is None]
     groups = {"tuned": [r for r in rows if r["entry"] is not None], "untuned": fallback}
     found: dict[str, Any] = {}
     for which, group in groups.items():
         for over in ("vendor", "peer"):
             for kind, suffix in (("", ""), ("sustained_", "_sustained")):
-                mean = geomean([r[f"x_{over}{suffix}"] for r in group])
+                mean = geomean([r[f"x_{over}{suffix}"] for r in group
+                                if over == "vendor" or r["peer_passed"]])
                 found[f"{which}_{kind}geomean_x_{over}"] = math.nan if mean is None else mean
     found["untuned_worst_x_vendor"] = min((r["x_vendor"] for r in fallback), default=math.nan)
     found["untuned_sustained_worst_x_vendor"] = min(
@@ -433,14 +446,16 @@ def print_table(report: dict[str, Any]) -> None:
               f"{fam['untuned_sustained_geomean_x_vendor']:.3f}/"
               f"{fam['untuned_sustained_worst_x_vendor']:.3f}, the fallback adds "
               f"{fam['fallback_added_us_median']:.2f} us a call (median)")
-        wrong_peer = sum(not r["peer_passed"] for r in rows)
+        wrong_peer = sum(not r["peer_passed"] and "peer_error" not in r for r in rows)
+        failed_peer = sum("peer_error" in r for r in rows)
         print(f"{'':16} x vendor / x {fam['peer']} (gm, flushed | back to back): "
               f"tuned {fam['tuned_geomean_x_vendor']:.3f} / {fam['tuned_geomean_x_peer']:.3f}"
               f" | {fam['tuned_sustained_geomean_x_vendor']:.3f} / "
               f"{fam['tuned_sustained_geomean_x_peer']:.3f}; untuned "
               f"{fam['untuned_geomean_x_vendor']:.3f} / {fam['untuned_geomean_x_peer']:.3f} | "
               f"{fam['untuned_sustained_geomean_x_vendor']:.3f} / "
-              f"{fam['untuned_sustained_geomean_x_peer']:.3f}; the peer wrong at {wrong_peer}")
+              f"{fam['untuned_sustained_geomean_x_peer']:.3f}; the peer wrong at {wrong_peer}"
+              + (f", failed to run at {failed_peer}" if failed_peer else ""))
 
 
 if __name__ == "__main__":

@@ -38,13 +38,27 @@ def test_summary_recomputes_the_recorded_figures(record: Path) -> None:
 
 def test_summary_of_a_run_cut_before_any_fallback_shape() -> None:
     row = {"entry": "tuned", "x_vendor": 2.0, "x_vendor_sustained": 1.5, "x_peer": 1.2,
-           "x_peer_sustained": 0.8, "loader_call_us": 10.0, "vendor_call_us": 12.0}
+           "x_peer_sustained": 0.8, "peer_passed": True, "loader_call_us": 10.0,
+           "vendor_call_us": 12.0}
     found = summary([row])
     assert found["tuned_geomean_x_vendor"] == pytest.approx(2.0)
     assert found["tuned_sustained_geomean_x_peer"] == pytest.approx(0.8)
     assert math.isnan(found["untuned_geomean_x_peer"])
     assert math.isnan(found["untuned_worst_x_vendor"])
     assert math.isnan(found["fallback_added_us_median"])
+
+
+def test_a_peer_wrong_or_failed_at_a_shape_counts_in_none_of_its_means() -> None:
+    base = {"entry": "tuned", "x_vendor": 2.0, "x_vendor_sustained": 2.0,
+            "loader_call_us": 10.0, "vendor_call_us": 12.0}
+    rows = [{**base, "x_peer": 1.5, "x_peer_sustained": 1.5, "peer_passed": True},
+            {**base, "x_peer": 0.5, "x_peer_sustained": 0.5, "peer_passed": False},
+            {**base, "x_peer": None, "x_peer_sustained": None, "peer_passed": False,
+             "peer_error": "TorchRuntimeError: fake tensor"}]
+    found = summary(rows)
+    assert found["tuned_geomean_x_peer"] == pytest.approx(1.5)
+    assert found["tuned_sustained_geomean_x_peer"] == pytest.approx(1.5)
+    assert found["tuned_geomean_x_vendor"] == pytest.approx(2.0)
 
 
 def test_the_table_prints_the_recorded_run(capsys: pytest.CaptureFixture[str]) -> None:
