@@ -305,7 +305,8 @@ def gm(values: list[float]) -> float:
 
 
 def report(found: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """The per-class geometric means of the loader's speed over the vendor's."""
+    """The per-class geometric means of the loader's speed over the vendor's and over the
+    peer's, the peer's over the shapes where it ran and passed its check."""
     summary: dict[str, Any] = {}
     if rows:
         groups = {"in_set": [r for r in rows if r["class"] == "in_set"],
@@ -318,9 +319,10 @@ def report(found: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str
                 "gm_x_vendor_sustained": gm([r["x_vendor_sustained"] for r in group]),
                 "gm_x_vendor_flushed": gm([r["x_vendor"] for r in group]),
                 "gm_x_peer_sustained": gm([r["x_peer_sustained"] for r in group
-                                           if "x_peer_sustained" in r]),
-                "gm_x_peer_flushed": gm([r["x_peer"] for r in group if "x_peer" in r]),
-                "peer_rows": sum("x_peer" in r for r in group),
+                                           if "x_peer_sustained" in r and r["peer_passed"]]),
+                "gm_x_peer_flushed": gm([r["x_peer"] for r in group
+                                         if "x_peer" in r and r["peer_passed"]]),
+                "peer_rows": sum("x_peer" in r and r["peer_passed"] for r in group),
                 "with_entry": sum(r["source_seen"] != "fallback" for r in group)}
     return summary
 

@@ -179,3 +179,18 @@ def test_a_comparison_in_two_halves_takes_the_first_halfs_campaigns(
             shape_sets([*wrong, "--separate-from", earlier, "--out", str(tmp_path / "no")])
         assert says in capsys.readouterr().err
         assert not (tmp_path / "no").exists()
+
+
+def test_the_report_leaves_a_wrong_peer_out_of_the_peers_means() -> None:
+    from bench.library_held_out import report
+
+    base = {"class": "near", "passed": True, "x_vendor": 1.2, "x_vendor_sustained": 1.1,
+            "source_seen": "tuned"}
+    rows = [{**base, "x_peer": 2.0, "x_peer_sustained": 3.0, "peer_passed": True},
+            {**base, "x_peer": 0.5, "x_peer_sustained": 0.5, "peer_passed": False},
+            {**base, "peer_error": "RuntimeError: no fake kernel"}]
+    near = report({}, rows)["near"]
+    assert near["gm_x_peer_flushed"] == 2.0
+    assert near["gm_x_peer_sustained"] == 3.0
+    assert near["peer_rows"] == 1
+    assert near["shapes"] == 3
