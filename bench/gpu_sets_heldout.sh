@@ -13,11 +13,10 @@
 #
 # Budgets (override by the environment; why these: docs/BENCHMARKS.md, "Shape sets and the
 # team's history"): the softmax set 60 / 330 (separate campaigns / the set, 12 shapes); the
-# GEMM 32 / 120, 4096³
-# weighted 3 (it runs first and climbs from the naive baseline, 36 evaluations; the others
-# start from its best, 12 each). Every step runs under `timeout -s KILL`, capped by its own
-# limit and by what is left of the call's 530 s (TOTAL_S) less what the steps after it are
-# expected to need; each writes its JSON as it goes. PROBED_S: the probed held-out step's cap
+# GEMM 32 / 120, 4096³ weighted 3 (it runs first and climbs from the naive baseline, 36
+# evaluations; the others start from its best, 12 each). Every step runs under `timeout -s
+# KILL`, capped by its own limit and by what is left of the call's 530 s (TOTAL_S) less what
+# the steps after it are expected to need; each writes its JSON as it goes. PROBED_S: the probed held-out step's cap
 # (180 s softmax, 200 s GEMM: their probes alone took 72 and 81 s on 2026-12-05; the probe
 # measures every pick before the export).
 # SEPARATE_FROM: an earlier run's shape-sets.json whose separate campaigns the set step takes
@@ -60,14 +59,14 @@ steps=()
 if [[ $which == gemm ]]; then
   steps+=("sets-gemm|300|190|python3 bench/shape_sets.py --kernel gemm_bias_relu --backend $BACKEND --shapes $GEMM_SHAPES --budget $GEMM_BUDGET --set-budget $GEMM_SET_BUDGET --keep $keep/gemm --out $OUT/sets-gemm --again-runs $AGAIN_RUNS${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
 fi
-if [[ ($which == gemm) && $HELD_OUT != 0 ]]; then
+if [[ $which == gemm && $HELD_OUT != 0 ]]; then
   steps+=("heldout-gemm|110|35|python3 bench/library_held_out.py --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle --out $OUT/heldout-gemm")
   steps+=("heldout-gemm-probed|${PROBED_S:-200}|150|python3 bench/library_held_out.py --probe --kernel gemm_bias_relu --db $keep/gemm/set.db --home $keep/gemm --held-out $HELD_OUT --work $keep/gemm-bundle-probed --out $OUT/heldout-gemm-probed")
 fi
 if [[ $which == softmax ]]; then
   steps+=("sets-softmax|400|$softmax_s|python3 bench/shape_sets.py --kernel softmax --backend $BACKEND --shapes $SOFTMAX_SHAPES --budget $SOFTMAX_BUDGET --set-budget $SOFTMAX_SET_BUDGET --keep $keep/softmax --out $OUT/sets-softmax --again-runs $AGAIN_RUNS${SEPARATE_FROM:+ --separate-from $SEPARATE_FROM}")
 fi
-if [[ ($which == softmax) && $HELD_OUT != 0 ]]; then
+if [[ $which == softmax && $HELD_OUT != 0 ]]; then
   steps+=("heldout-softmax-probed|${PROBED_S:-180}|120|python3 bench/library_held_out.py --probe --kernel softmax --db $keep/softmax/set.db --home $keep/softmax --held-out $HELD_OUT --work $keep/softmax-bundle-probed --out $OUT/heldout-softmax-probed")
 fi
 

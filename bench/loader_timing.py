@@ -5,6 +5,7 @@ and back-to-back timings."""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -64,12 +65,13 @@ def bf16_parts(torch: Any, x: Any) -> tuple[Any, Any]:
     return hi, (x - hi.float()).to(torch.bfloat16)
 
 
+@functools.cache
 def _sums(torch: Any, chain: bool) -> tuple[str, Callable[..., Any]]:
     """How this torch sums relu(a_hi·b_hi + a_hi·b_lo + a_lo·b_hi + bias) in fp32 from the
     bf16 parts, and its name: with ``chain``, each product added in cuBLAS's epilogue
     (``torch.addmm(y, …, out_dtype=float32)``, the bias the first product's addend); else,
     or where torch lacks that, ``torch.mm(..., out_dtype=float32)`` outputs summed by adds;
-    else bf16 GEMMs widened and summed."""
+    else bf16 GEMMs widened and summed. Probed on the GPU once a process."""
     f32 = torch.float32
 
     def chained(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any, bias: Any) -> Any:
