@@ -10,8 +10,8 @@ r=$OUT/r; mkdir -p $r; log=$r/log.txt
 shapes=4096x4096x4096,8192x8192x8192,3000x5000x2000,2048x2048x8192
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; date -u; } | tee $log
 t0=$(date +%s)
-timeout -s KILL 330 python3 -m cli.main tune --backend gpu --kernel gemm_bias_relu --shapes "$shapes" \
-  --budget 480 --wall-seconds 300 --db "$r/tune.db" --out /tmp/tfout --json \
+timeout -s KILL 270 python3 -m cli.main tune --backend gpu --kernel gemm_bias_relu --shapes "$shapes" \
+  --budget 400 --wall-seconds 240 --db "$r/tune.db" --out /tmp/tfout --json \
   2>"$r/tune-progress.txt" | tail -1 > "$r/tune.json"
 python3 - "$r/tune.json" <<'PY' 2>&1 | tee -a $log
 import json, sys
