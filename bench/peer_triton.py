@@ -1,6 +1,6 @@
 """The Triton kernels a PyTorch user would write instead of a tuning service, kept here as the
-benchmark's peers (``bench/peers.py`` times them): the softmax of the fused-softmax tutorial and
-an fp32 GEMM whose ``tl.dot`` runs bf16x3 on the tensor cores.
+benchmark's peers (``bench/peers.py`` times them): the softmax of the fused-softmax tutorial, an
+fp32 GEMM whose ``tl.dot`` runs bf16x3 on the tensor cores, and the tiled transpose.
 
 - :func:`softmax_row_kernel`: one program a row, the whole row held in registers (a power-of-two
   block of columns, masked past the row's end), max, exp, sum and the division in one pass;
@@ -8,7 +8,11 @@ an fp32 GEMM whose ``tl.dot`` runs bf16x3 on the tensor cores.
   in blocks twice: an online pass (a running max and rescaled sum per lane), then the writes;
 - :func:`gemm_bf16x3_kernel`: ``y = relu(a @ b + bias)`` in tiles of a few autotuned
   configurations, grouped along M for L2 reuse, ``tl.dot(..., input_precision="bf16x3")``
-  (each fp32 operand split into bf16 high and low parts, three products accumulated in fp32).
+  (each fp32 operand split into bf16 high and low parts, three products accumulated in fp32);
+- :func:`transpose_kernel`: ``y = x^T`` (``x`` m x n, ``y`` n x m, row-major fp32), one program
+  a ``BLOCK_M x BLOCK_N`` tile: it loads the tile (masked past the edges) and stores
+  ``tl.trans`` of it, the textbook 2D-tiled transpose (Triton stages the change of layout
+  through shared memory, so both the loads and the stores are coalesced).
 
 Imports triton at the top: only the peers' process on a GPU host imports this module
 (:mod:`bench.peers` picks the launch of each). No ``from __future__ import annotations``: the
@@ -112,6 +116,19 @@ def gemm_bf16x3_kernel(a_ptr, b_ptr, bias_ptr, y_ptr, M, N, K,
     tl.store(y_ptrs, y, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
 
 
+@triton.jit
+def transpose_kernel(y_ptr, x_ptr, m, n, stride_x, stride_y, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """Tile (``program_id(0)``, ``program_id(1)``) of ``x`` (m x n, rows ``stride_x`` apart)
+    stored transposed into ``y`` (n x m, rows ``stride_y`` apart)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    tile = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :],
+                   mask=(rows[:, None] < m) & (cols[None, :] < n))
+    tl.store(y_ptr + cols[:, None] * stride_y + rows[None, :], tl.trans(tile),
+             mask=(cols[:, None] < n) & (rows[None, :] < m))
+
+
 def softmax(x, y, kind, block, num_warps):
     """Launch one program a row of ``x`` (rows x cols, contiguous fp32) into ``y``: ``kind``
     ``row`` or ``loop``, ``block`` columns (a power of two), ``num_warps`` warps."""
@@ -132,6 +149,17 @@ def gemm_bf16x3(a, b, bias, y):
 
     gemm_bf16x3_kernel[grid](a, b, bias, y, m, n, k, a.stride(0), a.stride(1), b.stride(0),
                              b.stride(1), y.stride(0), y.stride(1))
+    return y
+
+
+def transpose(x, y, block_m, block_n, num_warps):
+    """``y = x^T`` by :func:`transpose_kernel`: ``x`` m x n and ``y`` n x m, fp32 with unit
+    column strides, in tiles of ``block_m x block_n`` (powers of two), ``num_warps`` warps a
+    tile; the grid's second axis (at most 65535) spans n in blocks of ``block_n``."""
+    m, n = x.shape
+    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    transpose_kernel[grid](y, x, m, n, x.stride(0), y.stride(0), BLOCK_M=block_m,
+                           BLOCK_N=block_n, num_warps=num_warps)
     return y
 
 
