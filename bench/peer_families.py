@@ -230,13 +230,15 @@ def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
 
 @dataclass(frozen=True)
 class FamilyPeers:
-    """What the harness needs of a family: its inputs, its float64 check, its peers and the
-    input distributions each peer is checked on."""
+    """What the harness needs of a family: its inputs, its float64 check, its peers, the input
+    distributions each peer is checked on and the tolerance its errors are judged at (None:
+    the harness's own, :data:`bench.peers.TOLERANCE`)."""
 
     inputs: Callable[..., dict[str, Any]]
     errors: Callable[[Any, Any, dict[str, Any]], dict[str, Any]]
     peers: Callable[[Any, Dims, str | None], list[Peer]]
     check_dists: tuple[str, ...]
+    tolerance: float | None = None
 
 
 FAMILIES = {

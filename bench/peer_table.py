@@ -184,8 +184,10 @@ def peer_problems(peers: dict[str, Any]) -> list[str]:
                 if e.get("error"):
                     lines.append(f"{name} {shape} {peer}: {e['error'][:110]}")
                 elif not corr.get("passed"):
+                    unequal = (f", {corr['unequal']} unequal" if corr.get("unequal")
+                               else "")
                     lines.append(f"{name} {shape} {peer}: wrong (rel {corr.get('rel_err')}, "
-                                 f"scaled {corr.get('max_scaled_err')})")
+                                 f"scaled {corr.get('max_scaled_err')}{unequal})")
                 if e.get("graph_error"):
                     lines.append(f"{name} {shape} {peer}: no graph ({e['graph_error'][:90]})")
     return lines

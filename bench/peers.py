@@ -51,7 +51,8 @@ from bench.peer_families import FAMILIES, VENDOR_PEER, FamilyPeers, Peer, Runner
 from kernels import get_family  # noqa: E402
 from kernels.base import Dims  # noqa: E402
 
-#: the correctness contract every peer is judged by (the families' default tolerance)
+#: the correctness contract a peer is judged by where its family gives none of its own
+#: (:class:`FamilyPeers`' ``tolerance``)
 TOLERANCE = 1e-4
 #: a CUDA graph of back-to-back calls spans about this long (ms), replayed for ``--min-ms``
 GRAPH_SPAN_MS = 20.0
@@ -63,19 +64,25 @@ GRAPH_MAX_OUTPUT_BYTES = 8 << 30
 # ---- checking and timing --------------------------------------------------------------------
 def judge(cases: list[dict[str, Any]], tolerance: float = TOLERANCE) -> dict[str, Any]:
     """The worst of the cases and whether every one passed (finite, every error within
-    ``tolerance``; a NaN error never passes)."""
+    ``tolerance``, and no element ``unequal`` where a case counts them; a NaN error never
+    passes); ``unequal``: the elements that differed, in all, where cases count them."""
     worst_rel = max((c.get("rel_err", math.inf) for c in cases), default=math.inf)
     worst_scaled = max((c.get("max_scaled_err", math.inf) for c in cases), default=math.inf)
     passed = bool(cases) and all(
         c.get("nonfinite", 1) == 0 and c.get("rel_err", math.inf) <= tolerance
-        and c.get("max_scaled_err", math.inf) <= tolerance for c in cases)
-    return {"passed": passed, "rel_err": worst_rel, "max_scaled_err": worst_scaled,
-            "tolerance": tolerance, "cases": cases}
+        and c.get("max_scaled_err", math.inf) <= tolerance and c.get("unequal", 0) == 0
+        for c in cases)
+    out = {"passed": passed, "rel_err": worst_rel, "max_scaled_err": worst_scaled,
+           "tolerance": tolerance, "cases": cases}
+    if any("unequal" in c for c in cases):
+        out["unequal"] = sum(int(c.get("unequal", 0)) for c in cases)
+    return out
 
 
 def check_peer(torch: Any, family: FamilyPeers, peer: Peer, runner: Runner,
                checks: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The peer run once on each check's inputs (its outputs poisoned first), judged."""
+    """The peer run once on each check's inputs (its outputs poisoned first), judged at the
+    family's tolerance (the harness's :data:`TOLERANCE` where it gives none)."""
     cases = []
     for dist, inputs in checks:
         once = runner(inputs)
@@ -93,7 +100,7 @@ def check_peer(torch: Any, family: FamilyPeers, peer: Peer, runner: Runner,
         else:
             cases.append({"dist": dist, **family.errors(torch, y, inputs)})
         del y, once
-    return judge(cases)
+    return judge(cases, TOLERANCE if family.tolerance is None else family.tolerance)
 
 
 def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call_us: float,
@@ -247,7 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {"device": device_facts(torch), "min_ms": args.min_ms,
                               "tolerance": TOLERANCE, "families": {}}
     for name, shapes in jobs:
-        fam = record["families"].setdefault(name, {"vendor": VENDOR_PEER[name], "shapes": {}})
+        tolerance = FAMILIES[name].tolerance
+        fam = record["families"].setdefault(name, {
+            "vendor": VENDOR_PEER[name], "shapes": {},
+            "tolerance": TOLERANCE if tolerance is None else tolerance})
         for dims in shapes:
             if args.deadline_s and time.monotonic() - began > args.deadline_s:
                 fam["shapes"][str(dims)] = {"shape": str(dims), "skipped": "deadline"}

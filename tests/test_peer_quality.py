@@ -15,7 +15,7 @@ import pytest
 from bench.peer_families import softmax_variants
 from bench.peer_quality import build_parser, plan
 from bench.peer_table import format_table, peer_problems, summary_rows, vendor_noise
-from bench.peers import parse_jobs
+from bench.peers import judge, parse_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
@@ -105,6 +105,23 @@ def test_the_command_line_refuses_before_touching_a_gpu() -> None:
                           timeout=60)
     assert done.returncode == 2
     assert "--job 'conv=64x64'" in done.stderr
+
+
+def test_a_case_that_counts_unequal_elements_passes_only_with_none() -> None:
+    """An exact family's check counts the elements that differ: one is wrong at any tolerance
+    (a rounding within 1e-4 included), and the problems line says how many."""
+    exact = {"rel_err": 0.0, "max_scaled_err": 0.0, "nonfinite": 0, "unequal": 0}
+    off = {"rel_err": 1e-9, "max_scaled_err": 2e-8, "nonfinite": 0, "unequal": 3}
+    assert judge([exact], 0.0)["passed"]
+    assert judge([exact], 0.0)["unequal"] == 0
+    assert not judge([exact, off])["passed"]  # within the default tolerance, still wrong
+    assert not judge([{**off, "unequal": 0}], 0.0)["passed"]  # any difference at tolerance 0
+    assert judge([{**off, "unequal": 0}])["passed"]
+    assert "unequal" not in judge([{"rel_err": 0.0, "max_scaled_err": 0.0, "nonfinite": 0}])
+    wrong = judge([exact, off], 0.0)
+    assert peer_problems({"families": {"f": {"shapes": {"8x8": {"peers": {
+        "p": {"correctness": wrong}}}}}}}) == ["f 8x8 p: wrong (rel 1e-09, scaled 2e-08, "
+                                               "3 unequal)"]
 
 
 def test_jobs_name_their_family_and_shapes() -> None:
