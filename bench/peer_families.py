@@ -5,17 +5,22 @@ builders that :mod:`bench.peers` checks and times (its docstring lists them).
   :func:`softmax_variants` (:mod:`bench.peer_triton`'s kernels) and ``copy``, the same bytes;
 - gemm_bias_relu: cuBLAS fp32 (the vendor), three cuBLAS bf16 GEMMs composed, Triton bf16x3.
 
-Each family's inputs and float64 check come with its peers (:data:`FAMILIES`). torch is passed
-in, never imported here; the Triton module is imported when a Triton peer is built.
+Each family's inputs, its float64 check, the tolerance its peers are judged at and the
+dimensions its peers read come with its peers (:data:`FAMILIES`); a user's family (declared
+without Python) is built from its spec directory by :func:`spec_families` and has peers under its
+spec's name. torch is passed in, never imported here; the Triton module is imported when a
+Triton peer is built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernels.base import Dims
+from kernels.family import KernelFamily
 
 #: the families with peers, and the name of each one's vendor peer
 VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32"}
@@ -231,18 +236,58 @@ def gemm_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
 @dataclass(frozen=True)
 class FamilyPeers:
     """What the harness needs of a family: its inputs, its float64 check, its peers, the input
-    distributions each peer is checked on and the tolerance its errors are judged at (None:
+    distributions each peer is checked on, the dimensions the peers read (a family of that name
+    with other dimensions is another kernel) and the tolerance its errors are judged at (None:
     the harness's own, :data:`bench.peers.TOLERANCE`)."""
 
     inputs: Callable[..., dict[str, Any]]
     errors: Callable[[Any, Any, dict[str, Any]], dict[str, Any]]
     peers: Callable[[Any, Dims, str | None], list[Peer]]
     check_dists: tuple[str, ...]
+    dims: tuple[str, ...]
     tolerance: float | None = None
 
 
 FAMILIES = {
-    "softmax": FamilyPeers(softmax_inputs, softmax_errors, softmax_peers, ("normal", "large")),
-    "gemm_bias_relu": FamilyPeers(gemm_inputs, gemm_errors, gemm_peers, ("normal",)),
+    "softmax": FamilyPeers(softmax_inputs, softmax_errors, softmax_peers, ("normal", "large"),
+                           ("rows", "cols")),
+    "gemm_bias_relu": FamilyPeers(gemm_inputs, gemm_errors, gemm_peers, ("normal",),
+                                  ("m", "n", "k")),
 }
+
+
+def peers_of(name: str, family: KernelFamily) -> FamilyPeers:
+    """The peers of family ``name`` (a user family's spec name, not its registry key
+    ``name@hash12``), checked against ``family``: ValueError when there are none, or when the
+    family's dimensions are not those the peers read (a user family of that name that is
+    another kernel)."""
+    if name not in FAMILIES:
+        raise ValueError(f"{name!r} has no peers (families with peers: "
+                         f"{', '.join(sorted(FAMILIES))})")
+    peers = FAMILIES[name]
+    dims = tuple(d.name for d in family.dims)
+    if dims != peers.dims:
+        raise ValueError(f"{name!r}: its dimensions are {', '.join(dims)}; its peers read "
+                         f"{', '.join(peers.dims)}")
+    return peers
+
+
+def spec_families(dirs: Sequence[str | Path]) -> dict[str, KernelFamily]:
+    """Each spec directory's family built and registered in this process (``kernels``'
+    registry, replacing one of the same key), by its spec name; ValueError naming ``--spec``
+    and the directory on a spec that cannot be built or takes a built-in's name."""
+    from kernels import BUILTIN, register_family
+    from kernels.userspec import build_family, load_spec_dir
+
+    out: dict[str, KernelFamily] = {}
+    for path in dirs:
+        try:
+            built = build_family(load_spec_dir(path))
+        except ValueError as exc:
+            raise ValueError(f"--spec {path}: {exc}") from exc
+        if built.display_name in BUILTIN:
+            raise ValueError(f"--spec {path}: {built.display_name!r} is a built-in family's name")
+        out[built.display_name] = register_family(built, replace=True)
+    return out
+
 

@@ -3,16 +3,26 @@
     python bench/peer_quality.py --out out/            # the softmax sweep, the four GEMM shapes
     python bench/peer_quality.py --family softmax --points extra.json --out out/
     python bench/peer_quality.py --family softmax --campaigns tune.db --out out/
+    python bench/peer_quality.py --family NAME --spec DIR --campaigns tune.db --out out/
+
+The families: those named by ``--family`` (default: the built-in families with peers and every
+``--spec``'s), each one with peers in :mod:`bench.peer_families`. A user's family (declared
+without Python: ``family.json`` and its CUDA files) is built from its spec directory by
+``--spec DIR`` and registered in this process and in the peers' before any family is resolved;
+``--family`` and ``--points`` name it by its spec name, while its campaigns stored its
+registry key (``NAME@hash12``, of the spec's content): ``--campaigns`` finds those of exactly
+that spec's version.
 
 The shapes: softmax, the replay dataset's shapes (its meta line) and 16384x1024,
-32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`. ``--shapes`` replaces them (one family).
-Our kernels: the replay datasets' fastest measured point at each shape (at a shape the dataset
-did not measure, the fastest point of the shape it measured most), unless ``--no-replay``, and
-every entry of ``--points`` (a JSON list of ``{"kernel", "label", "shape", "params"}``;
-``kernel`` may be left out when one family runs), and the best of every campaign of a running
-family in the ``--campaigns`` databases (``tuneforge tune --db``: a SQLite path or a URL;
-labelled ``campaign best``, the fastest where several campaigns ran at a shape; a campaign's
-shape joins the family's shapes).
+32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`; another family, its replay datasets'
+shapes, or where it has none (a user family) its ``default_dims``. ``--shapes`` replaces them
+(one family). Our kernels: the replay datasets' fastest measured point at each shape (at a
+shape the dataset did not measure, the fastest point of the shape it measured most), unless
+``--no-replay`` (a user family has no replay dataset), and every entry of ``--points`` (a JSON
+list of ``{"kernel", "label", "shape", "params"}``; ``kernel`` may be left out when one family
+runs), and the best of every campaign of a running family in the ``--campaigns`` databases
+(``tuneforge tune --db``: a SQLite path or a URL; labelled ``campaign best``, the fastest where
+several campaigns ran at a shape; a campaign's shape joins the family's shapes).
 
 In one run on one GPU: the evaluation child of each family starts and the points compile (nvcc,
 in the background) while :mod:`bench.peers` checks and times the vendor and every peer at every
@@ -20,9 +30,16 @@ shape in a process of its own (torch, Triton); then each of our points is checke
 distribution of its family and timed by the child: the flushed median (the protocol's L2 flush
 and output poison before each launch, the same kernels the peers' harness runs) and the
 sustained rate of back-to-back launches over at least ``--min-ms``. A peer's sustained figure
-is the faster of its back-to-back calls and its CUDA-graph replays. Prints the peers' problems,
-then a table a family (x = their time / ours, flushed/sustained; the same-bytes copy as % of
-ours), last; writes ``peer_quality.json`` (and the peers' ``peers.json``) under ``--out``.
+is the faster of its back-to-back calls and its CUDA-graph replays. The vendor column is the
+peers' run's vendor (``torch.softmax``, cuBLAS fp32): for a built-in family the same times
+are written where the evaluator looks for its vendor baseline (:func:`prefill_vendor_cache`),
+so that the child times no vendor of its own. A user family declares no vendor baseline: the
+child times none, and its perf figures for our points give instead the share of the spec's
+metric peak (for a bytes metric, ``copy_bandwidth``: the child's own device-to-device copy,
+``cuMemcpyDtoD`` of a fixed size), while the table sets ours against the peers' vendor and
+their ``copy`` of the same shape in the same run. Prints the peers' problems, then a table a
+family (x = their time / ours, flushed/sustained; the same-bytes copy as % of ours), last;
+writes ``peer_quality.json`` (and the peers' ``peers.json``) under ``--out``.
 """
 
 from __future__ import annotations
@@ -43,7 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.peer_families import FAMILIES as PEER_FAMILIES  # noqa: E402
-from bench.peer_families import VENDOR_PEER  # noqa: E402
+from bench.peer_families import VENDOR_PEER, peers_of, spec_families  # noqa: E402
 from bench.peer_table import (  # noqa: E402
     format_table,
     peer_problems,
@@ -52,7 +69,7 @@ from bench.peer_table import (  # noqa: E402
     vendor_noise,
 )
 from core.replay import ReplayDataset  # noqa: E402
-from kernels import get_family  # noqa: E402
+from kernels import family_names, get_family  # noqa: E402
 from kernels.base import Dims  # noqa: E402
 from kernels.family import KernelFamily  # noqa: E402
 
@@ -70,15 +87,19 @@ class Point:
     dims: Dims
 
 
-def sweep_shapes(family: KernelFamily) -> list[Dims]:
-    """The shapes of a family's sweep: softmax's replay shapes and the peer table's three, by row
-    length then rows; the GEMM's four."""
-    if family.name == "gemm_bias_relu":
+def sweep_shapes(name: str, family: KernelFamily) -> list[Dims]:
+    """The shapes of the sweep of family ``name``: the GEMM's four; softmax's replay shapes and
+    the peer table's three; another family's replay shapes, or its ``default_dims`` where it
+    has no replay dataset (a user family); by the last dimension, then the others."""
+    if name == "gemm_bias_relu":
         return [family.parse_dims(s) for s in GEMM_SHAPES]
     texts: list[str] = []
     for path in family.replay_datasets():
         texts += ReplayDataset(Path(str(path)), family).meta.get("shapes", [])
-    shapes = {str(d): d for d in (family.parse_dims(s) for s in [*texts, *SOFTMAX_EXTRA_SHAPES])}
+    texts += SOFTMAX_EXTRA_SHAPES if name == "softmax" else ()
+    if not texts:
+        return [family.default_dims]
+    shapes = {str(d): d for d in (family.parse_dims(s) for s in texts)}
     return sorted(shapes.values(), key=lambda d: tuple(reversed(d.values_tuple())))
 
 
@@ -107,14 +128,17 @@ def replay_points(family: KernelFamily, shapes: Sequence[Dims]) -> list[Point]:
 
 
 def load_points(path: Path, families: dict[str, KernelFamily]) -> dict[str, list[Point]]:
-    """``--points``: each entry's family (``kernel``, or the one family running), label, shape
-    and params; ValueError naming the entry on a bad one."""
+    """``--points``: each entry's family (``kernel``: the name ``families`` has it by, or its
+    registry key; or the one family running), label, shape and params; ValueError naming the
+    entry on a bad one."""
     entries = json.loads(path.read_text())
     if not isinstance(entries, list):
         raise ValueError(f"--points {path}: a JSON list of {{kernel, label, shape, params}}")
     out: dict[str, list[Point]] = {name: [] for name in families}
+    by_key = {family.name: name for name, family in families.items()}
     for i, e in enumerate(entries):
         name = e.get("kernel") or (next(iter(families)) if len(families) == 1 else None)
+        name = by_key.get(str(name), name)
         if name not in families:
             raise ValueError(f"--points {path} entry {i}: kernel {name!r} is not one of the "
                              f"families running ({', '.join(families)})")
@@ -131,14 +155,16 @@ def load_points(path: Path, families: dict[str, KernelFamily]) -> dict[str, list
 def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
                     ) -> dict[str, list[Point]]:
     """``--campaigns``: the best of every campaign of each family in the databases ``urls``
-    (SQLite paths or URLs), the fastest at each shape; ValueError naming a database that
-    cannot be read."""
+    (SQLite paths or URLs), the fastest at each shape, by the names ``families`` has them by
+    (a campaign stored its family's registry key: a user family's ``name@hash12``); ValueError
+    naming a database that cannot be read."""
     from sqlalchemy import select
     from sqlalchemy.exc import SQLAlchemyError
 
     from core.db import session_factory
     from core.models import Campaign, Candidate
 
+    by_key = {family.name: name for name, family in families.items()}
     found: dict[tuple[str, str], tuple[float, Point]] = {}
     for url in urls:
         address = url if "://" in url else f"sqlite:///{Path(url).resolve()}"
@@ -147,17 +173,18 @@ def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
         try:
             with session_factory(address)() as s:
                 for campaign in s.scalars(select(Campaign).where(
-                        Campaign.kernel.in_(list(families)))).all():
+                        Campaign.kernel.in_(list(by_key)))).all():
                     best = s.get(Candidate, campaign.best_id) if campaign.best_id else None
                     if best is None or best.avg_us is None:
                         continue
-                    family = families[campaign.kernel]
+                    name = by_key[campaign.kernel]
+                    family = families[name]
                     dims = family.parse_dims(campaign.shape_text)
                     label = ("campaign best" if campaign.backend == "gpu"
                              else f"campaign best ({campaign.backend})")
                     point = Point(label, family.for_shape(
                         family.params_from_dict(best.params), dims), dims)
-                    key = (campaign.kernel, str(dims))
+                    key = (name, str(dims))
                     if key not in found or best.avg_us < found[key][0]:
                         found[key] = (best.avg_us, point)
         except SQLAlchemyError as exc:
@@ -192,15 +219,20 @@ def run_peers(jobs: dict[str, list[Dims]], out: Path, *, min_ms: float, deadline
     return found
 
 
-def prefill_vendor_cache(family: KernelFamily, ev: Any, peers: dict[str, Any],
+def prefill_vendor_cache(name: str, family: KernelFamily, ev: Any, peers: dict[str, Any],
                          path: Path) -> None:
-    """The vendor times the peers' run measured, stored where the evaluator looks for them, so
-    that it times no vendor process of its own."""
+    """The vendor times the peers' run measured for family ``name``, stored where the evaluator
+    looks for them, so that it times no vendor process of its own. Nothing for a family that
+    declares no vendor baseline (``family.vendor`` None: a user family's spec names none): the
+    evaluator asks for none, its perf has no share of a vendor, and the table's vendor column
+    is the peers' alone."""
+    if getattr(family, "vendor", None) is None:
+        return
     from worker.evaluate import vendor_cache_key
 
     store = json.loads(path.read_text()) if path.exists() else {}
-    for shape, at in (peers.get("families", {}).get(family.name, {}).get("shapes") or {}).items():
-        us = peer_times((at.get("peers") or {}).get(VENDOR_PEER[family.name]))[0]
+    for shape, at in (peers.get("families", {}).get(name, {}).get("shapes") or {}).items():
+        us = peer_times((at.get("peers") or {}).get(VENDOR_PEER[name]))[0]
         if us:
             store[vendor_cache_key(family, family.parse_dims(shape), ev.device)] = us
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,8 +289,13 @@ def commit_of() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", action="append", choices=sorted(PEER_FAMILIES), default=[],
-                    help="a family to run (repeatable; default: all)")
+    ap.add_argument("--family", action="append", default=[],
+                    help="a family to run (repeatable; default: the built-in ones with peers "
+                         f"and every --spec's): one of {', '.join(sorted(PEER_FAMILIES))}")
+    ap.add_argument("--spec", action="append", type=Path, default=[],
+                    help="a user family's spec directory (family.json and its CUDA files; "
+                         "repeatable): built and registered here and in the peers' process, "
+                         "so that --family names it by its spec name")
     ap.add_argument("--shapes", default="", help="comma-separated shapes (one --family)")
     ap.add_argument("--points", type=Path, default=None,
                     help='JSON list of {"kernel", "label", "shape", "params"}')
@@ -280,17 +317,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, list[Dims]],
                                             dict[str, list[Point]]]:
-    """The families, each one's shapes and our points, from the arguments; ValueError naming
-    the option on bad input."""
-    names = list(dict.fromkeys(args.family)) or sorted(PEER_FAMILIES, reverse=True)
-    families = {n: get_family(n) for n in names}
+    """The families (by the names their peers go by; ``--spec``'s built and registered first),
+    each one's shapes and our points, from the arguments; ValueError naming the option on bad
+    input."""
+    specs = spec_families(args.spec)
+    for name, family in specs.items():
+        try:
+            peers_of(name, family)
+        except ValueError as exc:
+            raise ValueError(f"--spec: {exc}") from exc
+    known = family_names()
+    names = list(dict.fromkeys(args.family)) or [
+        n for n in sorted(PEER_FAMILIES, reverse=True) if n in specs or n in known]
+    families: dict[str, KernelFamily] = {}
+    for name in names:
+        if name not in PEER_FAMILIES:
+            raise ValueError(f"--family {name!r}: no peers for it (families with peers: "
+                             f"{', '.join(sorted(PEER_FAMILIES))})")
+        try:
+            family = specs[name] if name in specs else get_family(name)
+        except ValueError as exc:
+            raise ValueError(f"--family {name}: {exc}; a user family is built from its spec "
+                             f"directory: give it with --spec DIR") from exc
+        try:
+            peers_of(name, family)
+        except ValueError as exc:
+            raise ValueError(f"--family {name}: {exc}") from exc
+        families[name] = family
     if args.shapes and len(families) != 1:
         raise ValueError("--shapes: give exactly one --family with it")
     shapes: dict[str, list[Dims]] = {}
     for name, family in families.items():
         try:
             shapes[name] = ([family.parse_dims(s) for s in args.shapes.split(",") if s.strip()]
-                            if args.shapes else sweep_shapes(family))
+                            if args.shapes else sweep_shapes(name, family))
         except ValueError as exc:
             raise ValueError(f"--shapes: {exc}") from exc
     points = {name: ([] if args.no_replay else replay_points(families[name], shapes[name]))
@@ -305,7 +365,16 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, l
                 if all(str(d) != str(p.dims) for d in shapes[name]):
                     shapes[name].append(p.dims)
     if not any(points.values()):
-        raise ValueError("no point to time: --no-replay needs --points or --campaigns")
+        if args.no_replay and args.points is None and not args.campaigns:
+            raise ValueError("no point to time: --no-replay needs --points or --campaigns")
+        looked = ([] if args.no_replay else [
+            "the replay datasets (" + ", ".join(
+                f"{n}: {len(f.replay_datasets())}" for n, f in families.items()) + ")"])
+        looked += ["--points"] if args.points is not None else []
+        looked += ["--campaigns (campaigns of " + ", ".join(
+            f.name for f in families.values()) + ")"] if args.campaigns else []
+        raise ValueError(f"no point to time in {'; '.join(looked)}: a family without replay "
+                         "datasets (a user family) needs --points or --campaigns")
     return families, shapes, points
 
 
@@ -333,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                          for p in points[name]}
     extra = (["--no-graph"] if args.no_graph else []) + (
         ["--compile-mode", args.compile_mode] if args.compile_mode else [])
+    for spec in args.spec:  # the peers' process builds the user families too (its cwd: ROOT)
+        extra += ["--spec", str(spec.resolve())]
     # the GEMM's few shapes first: past the deadline only the softmax's last rows go untimed
     peers = run_peers(dict(sorted(shapes.items())), args.out, min_ms=args.min_ms,
                       deadline_s=0.6 * args.budget_s,
@@ -344,13 +415,13 @@ def main(argv: list[str] | None = None) -> int:
                               "families": {}}
     for name, family in families.items():
         ev = evaluators[name]
-        prefill_vendor_cache(family, ev, peers, args.out / "vendor-cache.json")
+        prefill_vendor_cache(name, family, ev, peers, args.out / "vendor-cache.json")
         ours = measure_ours(ev, points[name], futures[name], min_ms=args.min_ms,
                             stop_at=began + args.budget_s)
         ev.close()
         rows = summary_rows(name, ours, peers.get("families", {}).get(name, {}))
         record["device"] = ev.device
-        record["families"][name] = {"ours": ours, "summary": rows,
+        record["families"][name] = {"family": family.name, "ours": ours, "summary": rows,
                                     "peers": peers.get("families", {}).get(name)}
         (args.out / "peer_quality.json").write_text(json.dumps(record, indent=1, default=str))
     device = str((record.get("device") or {}).get("name"))

@@ -2,6 +2,7 @@
 
     python bench/peers.py --job softmax=16384x1024,8192x8192 \\
         --job gemm_bias_relu=4096x4096x4096 --min-ms 200 --json-out peers.json
+    python bench/peers.py --spec my_family/ --job my_family=4096x4096 --json-out peers.json
 
 One process, one GPU, every shape of every ``--job`` in turn. The peers of each family:
 
@@ -19,6 +20,9 @@ One process, one GPU, every shape of every ``--job`` in turn. The peers of each 
   bf16x3 + split`` splitting its fp32 operands in every call as ours does, and ``compiled
   bf16x3 + split``, that call through ``torch.compile``; and Triton bf16x3
   (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape).
+
+A user's family (declared without Python) with peers is built from its spec directory by
+``--spec DIR``, so that ``--job`` can name it by its spec name.
 
 For each peer at each shape: correctness on fresh random inputs (other seeds than the timed
 inputs; outputs poisoned with NaN first where the peer writes a fixed output) against float64
@@ -39,7 +43,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +51,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.peer_families import FAMILIES, VENDOR_PEER, FamilyPeers, Peer, Runner  # noqa: E402
+from bench.peer_families import (  # noqa: E402
+    FAMILIES,
+    VENDOR_PEER,
+    FamilyPeers,
+    Peer,
+    Runner,
+    peers_of,
+    spec_families,
+)
 from kernels import get_family  # noqa: E402
 from kernels.base import Dims  # noqa: E402
+from kernels.family import KernelFamily  # noqa: E402
 
 #: the correctness contract a peer is judged by where its family gives none of its own
 #: (:class:`FamilyPeers`' ``tolerance``)
@@ -196,17 +209,25 @@ def measure_shape(torch: Any, name: str, dims: Dims, *, min_ms: float, graph: bo
     return {"shape": str(dims), "peers": results}
 
 
-def parse_jobs(jobs: Sequence[str]) -> list[tuple[str, list[Dims]]]:
+def parse_jobs(jobs: Sequence[str], specs: Mapping[str, KernelFamily] | None = None
+               ) -> list[tuple[str, list[Dims]]]:
     """``family=SHAPE,SHAPE,…`` per job: the family's name and its parsed shapes, in order;
-    ValueError naming ``--job`` on a family without peers or a bad shape."""
+    ``specs``: the user families built from ``--spec`` directories, by spec name. ValueError
+    naming ``--job`` on a family without peers, one neither built in nor given by ``--spec``,
+    or a bad shape."""
     out = []
     for job in jobs:
         name, sep, shapes = job.partition("=")
         if not sep or name not in FAMILIES:
             raise ValueError(f"--job {job!r}: FAMILY=SHAPE,… with FAMILY one of "
                              f"{', '.join(FAMILIES)}")
-        family = get_family(name)
         try:
+            family = (specs or {}).get(name) or get_family(name)
+        except ValueError as exc:
+            raise ValueError(f"--job {job!r}: {exc} (a user family: give its spec directory "
+                             f"with --spec DIR)") from exc
+        try:
+            peers_of(name, family)
             dims = [family.parse_dims(s) for s in shapes.split(",") if s.strip()]
         except ValueError as exc:
             raise ValueError(f"--job {job!r}: {exc}") from exc
@@ -234,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--job", action="append", default=[], required=True,
                     help="FAMILY=SHAPE,SHAPE,... (repeatable)")
+    ap.add_argument("--spec", action="append", type=Path, default=[],
+                    help="a user family's spec directory (repeatable): built here, so that "
+                         "--job can name it by its spec name")
     ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length")
     ap.add_argument("--json-out", type=Path, required=True)
     ap.add_argument("--deadline-s", type=float, default=0.0,
@@ -243,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     try:
-        jobs = parse_jobs(args.job)
+        jobs = parse_jobs(args.job, spec_families(args.spec))
     except ValueError as exc:
         ap.error(str(exc))
     began = time.monotonic()

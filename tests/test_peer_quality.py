@@ -243,3 +243,54 @@ def test_the_geometric_means_take_our_fastest_point_at_each_shape() -> None:
     assert lines[3].split()[:3] == ["16384x1024", "triton-like", "w4"]
     assert "our best at 1 shape(s)" in lines[-1]
     assert lines[-1].split()[-3] == "0.94/1.00"  # x torch.compile: the replay best's alone
+
+
+# ---- a user's family, built from its spec directory ----------------------------------------
+SPEC_DIR = ROOT / "examples" / "transpose"
+
+
+@pytest.fixture
+def spec_family() -> Any:
+    """examples/transpose's family, built and registered by ``--spec``'s code, unregistered
+    again afterwards."""
+    from bench.peer_families import spec_families
+    from kernels import get_family, unregister_family
+
+    family = spec_families([SPEC_DIR])["transpose"]
+    assert get_family(family.name) is family  # registered under its registry key
+    yield family
+    unregister_family(family.name)
+
+
+def test_a_user_family_sweeps_its_default_shape_and_takes_points_by_either_name(
+        tmp_path: Path, spec_family: Any) -> None:
+    from bench.peer_quality import load_points, sweep_shapes
+
+    assert spec_family.name.startswith("transpose@")
+    assert [str(d) for d in sweep_shapes("transpose", spec_family)] == ["8192x8192"]
+    extra = tmp_path / "points.json"
+    params = {"tile_x": 32, "tile_y": 32, "rows": 4, "vec": 1, "use_smem": True, "pad": 1,
+              "tiles": 1}
+    extra.write_text(json.dumps([
+        {"kernel": "transpose", "label": "by name", "shape": "4096x2048", "params": params},
+        {"kernel": spec_family.name, "label": "by key", "shape": "33x7", "params": params},
+        {"label": "the one family", "shape": "7x33", "params": params}]))
+    found = load_points(extra, {"transpose": spec_family})
+    assert [(p.label, dict(p.dims)) for p in found["transpose"]] == [
+        ("by name", {"m": 4096, "n": 2048}), ("by key", {"m": 33, "n": 7}),
+        ("the one family", {"m": 7, "n": 33})]
+
+
+def test_a_family_without_peers_is_refused_by_name(spec_family: Any) -> None:
+    from bench.peer_families import peers_of
+    from kernels import get_family
+
+    with pytest.raises(ValueError, match="--family 'conv': no peers for it"):
+        _plan("--family", "conv")
+    with pytest.raises(ValueError, match=r"--spec .*none: path: .* is not a directory"):
+        _plan("--spec", str(ROOT / "examples" / "none"))
+    with pytest.raises(ValueError, match="its dimensions are m, n, k; its peers read rows, "
+                                         "cols"):
+        peers_of("softmax", get_family("gemm_bias_relu"))
+    with pytest.raises(ValueError, match="--job 'conv=64x64': FAMILY=SHAPE"):
+        parse_jobs(["conv=64x64"], {"conv": spec_family})
