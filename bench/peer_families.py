@@ -3,17 +3,22 @@ builders that :mod:`bench.peers` checks and times (its docstring lists them).
 
 - softmax: ``torch.softmax`` (the vendor), ``torch.compile``, the Triton launches of
   :func:`softmax_variants` (:mod:`bench.peer_triton`'s kernels) and ``copy``, the same bytes;
-- gemm_bias_relu: cuBLAS fp32 (the vendor), three cuBLAS bf16 GEMMs composed, Triton bf16x3.
+- gemm_bias_relu: cuBLAS fp32 (the vendor), three cuBLAS bf16 GEMMs composed, Triton bf16x3;
+- transpose (a user's family, ``examples/transpose``: built from its spec directory by
+  :func:`spec_families`): ``torch transpose`` (the vendor: ``y.copy_(x.t())``, aten's strided
+  copy, what ``x.t().contiguous()`` runs), ``torch.compile`` of ``t.t().contiguous()``
+  (Inductor's tiled kernel), the tiled Triton launches of :func:`transpose_variants` and
+  ``copy``, the same bytes.
 
-Each family's inputs, its float64 check, the tolerance its peers are judged at and the
-dimensions its peers read come with its peers (:data:`FAMILIES`); a user's family (declared
-without Python) is built from its spec directory by :func:`spec_families` and has peers under its
-spec's name. torch is passed in, never imported here; the Triton module is imported when a
-Triton peer is built.
+Each family's inputs (named as its input buffers), its check (against float64; the
+transpose's, bit for bit), the tolerance its peers are judged at (0 for the transpose) and the
+dimensions its peers read come with its peers (:data:`FAMILIES`). torch is passed in, never
+imported here; the Triton module is imported when a Triton peer is built.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +28,8 @@ from kernels.base import Dims
 from kernels.family import KernelFamily
 
 #: the families with peers, and the name of each one's vendor peer
-VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32"}
+VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32",
+               "transpose": "torch transpose"}
 #: the longest row (columns, a power of two) the textbook Triton softmax holds in registers
 ROW_BLOCK_MAX = 32768
 Runner = Callable[[dict[str, Any]], Callable[[], Any]]
@@ -164,6 +170,112 @@ def softmax_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer
     return peers
 
 
+# ---- the transpose --------------------------------------------------------------------------
+def transpose_variants() -> list[tuple[str, int, int, int]]:
+    """The Triton transpose launches timed at every shape, as ``(name, block_m, block_n,
+    num_warps)``: first ``triton``, the textbook choice (32 x 32 tiles, 4 warps), then its
+    neighbours ``triton bMxN wW``: the same tile with 8 warps, 64 x 64 tiles with 4 and 8, and
+    the oblong 64 x 32 and 32 x 64 with 4."""
+    plans = [(32, 32, 4), (32, 32, 8), (64, 64, 4), (64, 64, 8), (64, 32, 4), (32, 64, 4)]
+    return [("triton" if i == 0 else f"triton b{bm}x{bn} w{warps}", bm, bn, warps)
+            for i, (bm, bn, warps) in enumerate(plans)]
+
+
+def transpose_inputs(torch: Any, dims: Dims, seed: int, dist: str = "normal",
+                     device: str = "cuda") -> dict[str, Any]:
+    """``input`` (m x n fp32 on ``device``, normal(0, 1)), named as examples/transpose's input
+    buffer (its only input: ``copy``'s exact check reads the first)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return {"input": torch.randn((dims["m"], dims["n"]), device=device, generator=gen)}
+
+
+def transpose_errors(torch: Any, y: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``y`` against ``inputs["input"].t()``, which it must equal bit for bit: the elements
+    whose bits differ (``unequal``; a NaN, -0.0 for 0.0 among them), the norm-relative error and
+    the largest absolute difference (``max_scaled_err``), both 0 when exact, and the non-finite
+    count. A ``y`` that is not an n x m row-major (contiguous) tensor of the input's dtype is
+    wrong everywhere (errors ``inf``): a view of the input would pass the values and time
+    nothing."""
+    ref = inputs["input"].t()
+    nonfinite = int((~torch.isfinite(y)).sum())
+    if (tuple(y.shape) != tuple(ref.shape) or y.dtype != ref.dtype
+            or not y.is_contiguous()):
+        return {"rel_err": math.inf, "max_scaled_err": math.inf, "nonfinite": nonfinite,
+                "unequal": ref.numel(),
+                "layout": [str(y.dtype), list(y.shape), list(y.stride())]}
+    unequal = int((y.view(torch.int32) != ref.view(torch.int32)).sum())
+    if not unequal:
+        return {"rel_err": 0.0, "max_scaled_err": 0.0, "nonfinite": nonfinite, "unequal": 0}
+    diff = y.double() - ref.double()
+    return {"rel_err": float(diff.norm() / ref.double().norm()),
+            "max_scaled_err": float(diff.abs_().max()), "nonfinite": nonfinite,
+            "unequal": unequal}
+
+
+def transpose_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
+    """The transpose peers at ``dims`` (the vendor first)."""
+
+    def transposed(x: Any) -> Any:
+        return torch.empty((x.shape[1], x.shape[0]), device=x.device, dtype=x.dtype)
+
+    def vendor(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["input"]
+            y = transposed(x)
+
+            def once() -> Any:
+                return y.copy_(x.t())
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    def compiled(torch: Any, dims: Dims) -> Runner:
+        torch._dynamo.reset()  # each shape compiled afresh: no recompile limit, no dynamic dims
+        fn = torch.compile(lambda t: t.t().contiguous(), dynamic=False, mode=compile_mode)
+
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["input"]
+            return lambda: fn(x)
+        return runner
+
+    def triton_peer(block_m: int, block_n: int, warps: int) -> Callable[[Any, Dims], Runner]:
+        def make(torch: Any, dims: Dims) -> Runner:
+            from bench import peer_triton
+
+            def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+                x = inputs["input"]
+                y = transposed(x)
+
+                def once() -> Any:
+                    return peer_triton.transpose(x, y, block_m, block_n, warps)
+
+                once.outputs = [y]  # type: ignore[attr-defined]
+                return once
+            return runner
+        return make
+
+    def copy(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs["input"]
+            y = torch.empty_like(x)
+
+            def once() -> Any:
+                return y.copy_(x)
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+
+    peers = [Peer("torch transpose", vendor),
+             Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]
+    peers += [Peer(name, triton_peer(bm, bn, warps),
+                   notes={"block_m": bm, "block_n": bn, "num_warps": warps})
+              for name, bm, bn, warps in transpose_variants()]
+    peers.append(Peer("copy", copy, exact=True))
+    return peers
+
+
 # ---- the GEMM -------------------------------------------------------------------------------
 def gemm_inputs(torch: Any, dims: Dims, seed: int, dist: str = "normal",
                 device: str = "cuda") -> dict[str, Any]:
@@ -253,6 +365,8 @@ FAMILIES = {
                            ("rows", "cols")),
     "gemm_bias_relu": FamilyPeers(gemm_inputs, gemm_errors, gemm_peers, ("normal",),
                                   ("m", "n", "k")),
+    "transpose": FamilyPeers(transpose_inputs, transpose_errors, transpose_peers, ("normal",),
+                             ("m", "n"), tolerance=0.0),
 }
 
 
@@ -289,5 +403,4 @@ def spec_families(dirs: Sequence[str | Path]) -> dict[str, KernelFamily]:
             raise ValueError(f"--spec {path}: {built.display_name!r} is a built-in family's name")
         out[built.display_name] = register_family(built, replace=True)
     return out
-
 

@@ -3,15 +3,16 @@
     python bench/peer_quality.py --out out/            # the softmax sweep, the four GEMM shapes
     python bench/peer_quality.py --family softmax --points extra.json --out out/
     python bench/peer_quality.py --family softmax --campaigns tune.db --out out/
-    python bench/peer_quality.py --family NAME --spec DIR --campaigns tune.db --out out/
+    python bench/peer_quality.py --family transpose --spec examples/transpose \\
+        --campaigns tune.db --no-replay --shapes 8192x8192 --out out/
 
 The families: those named by ``--family`` (default: the built-in families with peers and every
 ``--spec``'s), each one with peers in :mod:`bench.peer_families`. A user's family (declared
 without Python: ``family.json`` and its CUDA files) is built from its spec directory by
 ``--spec DIR`` and registered in this process and in the peers' before any family is resolved;
-``--family`` and ``--points`` name it by its spec name, while its campaigns stored its
-registry key (``NAME@hash12``, of the spec's content): ``--campaigns`` finds those of exactly
-that spec's version.
+``--family`` and ``--points`` name it by its spec name (``transpose``), while its campaigns
+stored its registry key (``transpose@<hash12>``, of the spec's content): ``--campaigns``
+finds those of exactly that spec's version.
 
 The shapes: softmax, the replay dataset's shapes (its meta line) and 16384x1024,
 32768x512, 65536x1024; the GEMM, :data:`GEMM_SHAPES`; another family, its replay datasets'
@@ -31,15 +32,16 @@ distribution of its family and timed by the child: the flushed median (the proto
 and output poison before each launch, the same kernels the peers' harness runs) and the
 sustained rate of back-to-back launches over at least ``--min-ms``. A peer's sustained figure
 is the faster of its back-to-back calls and its CUDA-graph replays. The vendor column is the
-peers' run's vendor (``torch.softmax``, cuBLAS fp32): for a built-in family the same times
-are written where the evaluator looks for its vendor baseline (:func:`prefill_vendor_cache`),
-so that the child times no vendor of its own. A user family declares no vendor baseline: the
-child times none, and its perf figures for our points give instead the share of the spec's
-metric peak (for a bytes metric, ``copy_bandwidth``: the child's own device-to-device copy,
-``cuMemcpyDtoD`` of a fixed size), while the table sets ours against the peers' vendor and
-their ``copy`` of the same shape in the same run. Prints the peers' problems, then a table a
-family (x = their time / ours, flushed/sustained; the same-bytes copy as % of ours), last;
-writes ``peer_quality.json`` (and the peers' ``peers.json``) under ``--out``.
+peers' run's vendor (``torch.softmax``, cuBLAS fp32, ``torch transpose``): for a built-in
+family the same times are written where the evaluator looks for its vendor baseline
+(:func:`prefill_vendor_cache`), so that the child times no vendor of its own. A user family
+(the transpose) declares no vendor baseline: the child times none, and its perf figures for our
+points give instead the share of the spec's metric peak (for a bytes metric,
+``copy_bandwidth``: the child's own device-to-device copy, ``cuMemcpyDtoD`` of a fixed size),
+while the table sets ours against the peers' vendor and their ``copy`` of the same shape in
+the same run. Prints the peers' problems, then a table a family (x = their time / ours,
+flushed/sustained; the same-bytes copy as % of ours), last; writes ``peer_quality.json`` (and
+the peers' ``peers.json``) under ``--out``.
 """
 
 from __future__ import annotations

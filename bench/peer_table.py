@@ -1,6 +1,8 @@
 """The peers benchmark's figures and table: ours against the vendor and each peer (their time
 over ours, flushed and sustained), the same-bytes copy as a share of ours, the geometric means,
-and the lines that say which peer failed and how noisy the vendor was. Plain dicts in, text
+and the lines that say which peer failed (the elements a transpose got wrong) and how noisy the
+vendor was. Softmax and the transpose share one layout: x the vendor, torch.compile, the
+textbook Triton launch and the best Triton launch, then % of the copy. Plain dicts in, text
 out: what :mod:`bench.peer_quality` prints last and the tests read.
 """
 
@@ -15,14 +17,16 @@ from bench.peer_families import VENDOR_PEER
 #: the peers set against ours in the table, after the vendor (``triton best``: the fastest
 #: correct Triton launch of the shape)
 PEER_COLUMNS = {"softmax": ("torch.compile", "triton", "triton best"),
+                "transpose": ("torch.compile", "triton", "triton best"),
                 "gemm_bias_relu": ("cuBLAS bf16x3", "cuBLAS bf16x3 chained",
                                    "cuBLAS bf16x3 + split", "compiled bf16x3 + split",
                                    "Triton bf16x3")}
 #: the same-bytes ceiling, where a family has one
 COPY_PEER = "copy"
 #: the table's header of each column
-HEADERS = {"torch.softmax": "x torch", "torch.compile": "x compile", "triton": "x triton",
-           "triton best": "x tri best", "cuBLAS fp32": "x cuBLAS", "cuBLAS bf16x3": "x cuB3 ahead",
+HEADERS = {"torch.softmax": "x torch", "torch transpose": "x torch", "torch.compile": "x compile",
+           "triton": "x triton", "triton best": "x tri best", "cuBLAS fp32": "x cuBLAS",
+           "cuBLAS bf16x3": "x cuB3 ahead",
            "cuBLAS bf16x3 chained": "x cuB3 chain", "cuBLAS bf16x3 + split": "x cuB3 split",
            "compiled bf16x3 + split": "x comp3 split",
            "Triton bf16x3": "x Tri bf16x3"}
@@ -30,7 +34,8 @@ HEADERS = {"torch.softmax": "x torch", "torch.compile": "x compile", "triton": "
 #: what the short headers of a family's columns stand for, after the table's title
 LEGENDS = {"gemm_bias_relu": " · cuB3: three cuBLAS bf16 GEMMs, operands split into bf16 parts"
                              " ahead (untimed) or in each call; chain: products added in"
-                             " cuBLAS's epilogue; comp3: that call through torch.compile"}
+                             " cuBLAS's epilogue; comp3: that call through torch.compile",
+           "transpose": " · torch: y.copy_(x.t())"}
 
 
 def peer_times(entry: dict[str, Any] | None) -> tuple[float | None, float | None]:

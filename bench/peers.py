@@ -2,7 +2,7 @@
 
     python bench/peers.py --job softmax=16384x1024,8192x8192 \\
         --job gemm_bias_relu=4096x4096x4096 --min-ms 200 --json-out peers.json
-    python bench/peers.py --spec my_family/ --job my_family=4096x4096 --json-out peers.json
+    python bench/peers.py --spec examples/transpose --job transpose=8192x8192 --json-out p.json
 
 One process, one GPU, every shape of every ``--job`` in turn. The peers of each family:
 
@@ -19,14 +19,20 @@ One process, one GPU, every shape of every ``--job`` in turn. The peers of each 
   ahead of the timing (their products summed by adds, or in cuBLAS's epilogue), ``cuBLAS
   bf16x3 + split`` splitting its fp32 operands in every call as ours does, and ``compiled
   bf16x3 + split``, that call through ``torch.compile``; and Triton bf16x3
-  (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape).
-
-A user's family (declared without Python) with peers is built from its spec directory by
-``--spec DIR``, so that ``--job`` can name it by its spec name.
+  (``tl.dot(..., input_precision="bf16x3")``, autotuned at the shape);
+- transpose (a user's family: ``--spec DIR`` builds it from its spec directory, so that
+  ``--job`` can name it by its spec name): ``torch transpose`` (the vendor, ``y.copy_(x.t())``
+  into a fixed n x m output: aten's strided copy, what ``x.t().contiguous()`` runs; timed first
+  and last), ``torch.compile`` of ``t.t().contiguous()`` (Inductor's tiled kernel, compiled for
+  the shape), the tiled kernel of :mod:`bench.peer_triton` (``triton``: 32 x 32 tiles, 4 warps;
+  ``triton bMxN wW``: the neighbouring tiles and warps, :func:`transpose_variants`) and
+  ``copy``, the same bytes.
 
 For each peer at each shape: correctness on fresh random inputs (other seeds than the timed
 inputs; outputs poisoned with NaN first where the peer writes a fixed output) against float64
-(:func:`softmax_errors`, :func:`gemm_errors`); the vendor harness's flushed median
+(:func:`softmax_errors`, :func:`gemm_errors`), or for the transpose against the input's
+transpose bit for bit (:func:`transpose_errors`, judged at tolerance 0 with no element
+unequal); the vendor harness's flushed median
 (``worker.vendor.measure_torch``: the evaluation child's own poison and L2-flush kernels before
 every timed call, CUDA events, median of 3 run medians) and its sustained rate of back-to-back
 calls for at least ``--min-ms``; then the rate of a CUDA graph of back-to-back calls replayed
@@ -65,7 +71,7 @@ from kernels.base import Dims  # noqa: E402
 from kernels.family import KernelFamily  # noqa: E402
 
 #: the correctness contract a peer is judged by where its family gives none of its own
-#: (:class:`FamilyPeers`' ``tolerance``)
+#: (:class:`FamilyPeers`' ``tolerance``: the transpose's is 0)
 TOLERANCE = 1e-4
 #: a CUDA graph of back-to-back calls spans about this long (ms), replayed for ``--min-ms``
 GRAPH_SPAN_MS = 20.0

@@ -1,5 +1,7 @@
 """The peers benchmark without a GPU: which shapes and points it times, what a bad command line
-is told, which Triton launches it sets against ours, and the table it prints last."""
+is told, which Triton launches it sets against ours, and the table it prints last; a user's
+family (examples/transpose) built from its spec directory, its peers judged bit for bit on CPU
+tensors, and the Triton transpose run by Triton's interpreter where Triton is installed."""
 
 from __future__ import annotations
 
@@ -294,3 +296,292 @@ def test_a_family_without_peers_is_refused_by_name(spec_family: Any) -> None:
         peers_of("softmax", get_family("gemm_bias_relu"))
     with pytest.raises(ValueError, match="--job 'conv=64x64': FAMILY=SHAPE"):
         parse_jobs(["conv=64x64"], {"conv": spec_family})
+
+
+# ---- a user's family: the transpose of examples/transpose ----------------------------------
+@pytest.fixture
+def transpose_key() -> Any:
+    """The registry key of examples/transpose's family, unregistered again afterwards (plan()
+    registers it in this process)."""
+    from kernels import unregister_family
+    from kernels.userspec import build_family, load_spec_dir
+
+    key = build_family(load_spec_dir(SPEC_DIR)).name
+    yield key
+    unregister_family(key)
+
+
+def test_a_spec_family_is_built_registered_and_swept_at_its_default_shape(
+        tmp_path: Path, transpose_key: str) -> None:
+    from kernels import get_family
+
+    extra = tmp_path / "points.json"
+    extra.write_text(json.dumps([{"label": "baseline", "shape": "4096x2048",
+                                  "params": {"tile_x": 32, "tile_y": 8, "rows": 1, "vec": 1,
+                                             "use_smem": False, "pad": 0, "tiles": 1}},
+                                 {"kernel": transpose_key, "label": "by key", "shape": "33x7",
+                                  "params": {"tile_x": 32, "tile_y": 32, "rows": 4, "vec": 1,
+                                             "use_smem": True, "pad": 1, "tiles": 1}}]))
+    families, shapes, points = _plan("--family", "transpose", "--spec", str(SPEC_DIR),
+                                     "--points", str(extra))
+    assert list(families) == ["transpose"]
+    assert families["transpose"].name == transpose_key
+    assert get_family(transpose_key) is families["transpose"]
+    # no replay dataset: the spec's default_dims, then the points' shapes (m x n)
+    assert [str(d) for d in shapes["transpose"]] == ["8192x8192", "4096x2048", "33x7"]
+    assert dict(shapes["transpose"][1]) == {"m": 4096, "n": 2048}
+    assert [(p.label, str(p.dims)) for p in points["transpose"]] == [
+        ("baseline", "4096x2048"), ("by key", "33x7")]
+    _, shapes, _ = _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--points",
+                         str(extra), "--no-replay", "--shapes", "2048x8192")
+    assert [str(d) for d in shapes["transpose"]] == ["2048x8192", "4096x2048", "33x7"]
+    # every --spec's family joins the default run, in the built-in ones' order
+    extra.write_text(json.dumps([{**e, "kernel": "transpose"} for e in json.loads(
+        extra.read_text())]))
+    families, _, _ = _plan("--spec", str(SPEC_DIR), "--points", str(extra))
+    assert list(families) == ["transpose", "softmax", "gemm_bias_relu"]
+
+
+def test_a_spec_familys_campaigns_are_found_by_its_registry_key(
+        tmp_path: Path, transpose_key: str) -> None:
+    """A campaign stores its family's registry key (``transpose@hash12``), not the spec name
+    that ``--family`` and the peers go by."""
+    from agent.engine.lifecycle import CampaignSpec, create_campaign
+    from core.db import session_factory, upgrade_database
+    from core.models import Candidate
+    from kernels import register_family
+    from kernels.userspec import build_family, load_spec_dir
+
+    register_family(build_family(load_spec_dir(SPEC_DIR)), replace=True)
+    db = tmp_path / "tune.db"
+    upgrade_database(f"sqlite:///{db}")
+    best = {"tile_x": 32, "tile_y": 32, "rows": 4, "vec": 4, "use_smem": True, "pad": 1,
+            "tiles": 2}
+    with session_factory(f"sqlite:///{db}").begin() as s:
+        for dims, us in (({"m": 8192, "n": 8192}, 700.0), ({"m": 4096, "n": 4096}, 180.0)):
+            campaign = create_campaign(s, CampaignSpec(kernel=transpose_key, dims=dims),
+                                       backend="gpu", device={"name": "H100"})
+            s.flush()
+            cand = Candidate(campaign_id=campaign.id, iteration=3, params=best,
+                             params_key=f"k{us}", status="ok", avg_us=us)
+            s.add(cand)
+            s.flush()
+            campaign.best_id = cand.id
+    assert campaign.kernel == transpose_key
+    _, shapes, points = _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--campaigns",
+                              str(db), "--no-replay", "--shapes", "8192x8192")
+    assert sorted((str(p.dims), p.label, p.params.to_dict() == best)
+                  for p in points["transpose"]) == [("4096x4096", "campaign best", True),
+                                                    ("8192x8192", "campaign best", True)]
+    assert [str(d) for d in shapes["transpose"]] == ["8192x8192", "4096x4096"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--family", "transpose", "--no-replay", "--points", "p.json"],
+     "--family transpose: unknown kernel family 'transpose'.* give it with --spec DIR"),
+    (["--family", "transpose", "--spec", str(SPEC_DIR)],
+     r"no point to time in the replay datasets \(transpose: 0\).*--points or --campaigns"),
+    (["--family", "transpose", "--spec", str(SPEC_DIR), "--shapes", "8192"], "--shapes"),
+])
+def test_a_bad_transpose_command_line_is_told_what_is_missing(
+        argv: list[str], said: str, transpose_key: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        _plan(*argv)
+
+
+def test_the_command_line_asks_for_the_spec_of_a_user_family() -> None:
+    done = subprocess.run([sys.executable, "bench/peer_quality.py", "--family", "transpose",
+                           "--out", "unused"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "--family transpose: unknown kernel family 'transpose'" in done.stderr
+    assert "give it with --spec DIR" in done.stderr
+
+
+def test_a_spec_named_as_a_peer_family_with_other_dimensions_is_refused(
+        tmp_path: Path) -> None:
+    import re
+
+    for name in ("transpose.cu", "reference.cu", "vec_access.cuh"):
+        (tmp_path / name).write_text((SPEC_DIR / name).read_text())
+    spec = json.loads((SPEC_DIR / "family.json").read_text())
+
+    def renamed(text: str) -> str:  # the dimension m called h in an expression
+        return re.sub(r"\bm\b", "h", text)
+
+    spec["dims"][0]["name"] = "h"
+    spec["default_dims"] = {"h": 8192, "n": 8192}
+    spec["edge_shapes"] = [{"h": e["m"], "n": e["n"]} for e in spec["edge_shapes"]]
+    for b in spec["signature"]["buffers"]:
+        b["count"] = renamed(b["count"])
+    for sc in spec["signature"]["scalars"]:
+        sc["value"] = renamed(sc["value"])
+    spec["launch"]["grid"] = [renamed(g) for g in spec["launch"]["grid"]]
+    spec["reference"]["grid"] = [renamed(g) for g in spec["reference"]["grid"]]
+    spec["metric"]["work"] = renamed(spec["metric"]["work"])
+    (tmp_path / "family.json").write_text(json.dumps(spec))
+    from kernels.userspec import build_family, load_spec_dir
+
+    other = build_family(load_spec_dir(tmp_path))
+    assert other.display_name == "transpose"
+    assert [d.name for d in other.dims] == ["h", "n"]
+    try:
+        with pytest.raises(ValueError, match="--spec: 'transpose': its dimensions are h, n; "
+                                             "its peers read m, n"):
+            _plan("--family", "transpose", "--spec", str(tmp_path))
+    finally:
+        from kernels import unregister_family
+
+        unregister_family(other.name)
+
+
+def test_the_peers_process_builds_a_spec_family_for_its_jobs(transpose_key: str) -> None:
+    from bench.peer_families import spec_families
+
+    jobs = parse_jobs(["transpose=8192x8192,33x7"], spec_families([SPEC_DIR]))
+    assert [(n, [dict(d) for d in dims]) for n, dims in jobs] == [
+        ("transpose", [{"m": 8192, "n": 8192}, {"m": 33, "n": 7}])]
+    with pytest.raises(ValueError, match="--job 'transpose=64x64': unknown kernel family.*"
+                                         "--spec DIR"):
+        parse_jobs(["transpose=64x64"])
+    done = subprocess.run([sys.executable, "bench/peers.py", "--job", "transpose=64",
+                           "--spec", "examples/transpose", "--json-out", "unused"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--job 'transpose=64': shape must look like" in done.stderr
+
+
+def test_the_textbook_triton_transpose_comes_first_then_its_neighbours() -> None:
+    from bench.peer_families import transpose_variants
+
+    variants = transpose_variants()
+    assert variants[0] == ("triton", 32, 32, 4)
+    assert {v[1:] for v in variants[1:]} == {(32, 32, 8), (64, 64, 4), (64, 64, 8),
+                                            (64, 32, 4), (32, 64, 4)}
+    assert [v[0] for v in variants[1:3]] == ["triton b32x32 w8", "triton b64x64 w4"]
+    assert len({v[0] for v in variants}) == len(variants)
+    assert all(v[0].startswith("triton") for v in variants)
+
+
+# the transpose's peers checked on the CPU by the harness's own rule
+def _transpose_case(torch: Any, m: int = 37, n: int = 70) -> tuple[Any, Any, Any]:
+    from bench.peer_families import FAMILIES
+    from kernels.base import Dims
+
+    family = FAMILIES["transpose"]
+    dims = Dims({"m": m, "n": n})
+    checks = [(dist, family.inputs(torch, dims, 1 + i, dist, device="cpu"))
+              for i, dist in enumerate(family.check_dists)]
+    return family, dims, checks
+
+
+def test_the_transpose_check_is_exact() -> None:
+    torch = pytest.importorskip("torch")
+    family, _, checks = _transpose_case(torch)
+    inputs = checks[0][1]
+    x = inputs["input"]
+    assert list(inputs) == ["input"]  # the family's input buffer's name
+    assert x.shape == (37, 70)
+    assert x.dtype == torch.float32
+    exact = family.errors(torch, x.t().contiguous(), inputs)
+    assert exact == {"rel_err": 0.0, "max_scaled_err": 0.0, "nonfinite": 0, "unequal": 0}
+    flipped = x.t().contiguous()
+    flipped[5, 3] = -flipped[5, 3]
+    wrong = family.errors(torch, flipped, inputs)
+    assert wrong["unequal"] == 1
+    assert wrong["max_scaled_err"] == pytest.approx(2 * abs(float(x[3, 5])))
+    assert wrong["rel_err"] > 0
+    # a view of the input, or an untransposed copy, is wrong everywhere
+    for y in (x.t(), x.clone()):
+        assert family.errors(torch, y, inputs)["max_scaled_err"] == float("inf")
+
+
+def test_the_harness_fails_a_transpose_that_is_off_by_one_ulp() -> None:
+    """The harness's default tolerance (1e-4) would pass a rounding; the transpose's peers are
+    judged at 0 with no element unequal."""
+    torch = pytest.importorskip("torch")
+    from bench.peer_families import Peer, transpose_variants
+    from bench.peers import TOLERANCE, check_peer, judge
+
+    family, dims, checks = _transpose_case(torch)
+    peers = {p.name: p for p in family.peers(torch, dims, None)}
+    assert list(peers)[0] == "torch transpose"
+    assert {"torch.compile", "copy"} <= set(peers)
+    assert peers["copy"].exact
+    assert {n for n in peers if n.startswith("triton")} == {v[0] for v in transpose_variants()}
+    for name in ("torch transpose", "copy"):
+        verdict = check_peer(torch, family, peers[name], peers[name].make(torch, dims), checks)
+        assert verdict["passed"], (name, verdict)
+        assert verdict["tolerance"] == 0.0
+
+    def nudged(torch: Any, dims: Any) -> Any:
+        def runner(inputs: dict[str, Any]) -> Any:
+            def once() -> Any:
+                y = inputs["input"].t().contiguous()
+                y[2, 9] = torch.nextafter(y[2, 9], torch.tensor(float("inf")))
+                return y
+            return once
+        return runner
+
+    verdict = check_peer(torch, family, Peer("nudged", nudged), nudged(torch, dims), checks)
+    assert not verdict["passed"]
+    assert verdict["unequal"] == 1
+    assert 0 < verdict["max_scaled_err"] < 1e-5  # within the default tolerance, still wrong
+    assert judge(verdict["cases"], TOLERANCE)["passed"] is False  # unequal fails at any tolerance
+    line = peer_problems({"families": {"transpose": {"shapes": {"37x70": {"peers": {
+        "nudged": {"correctness": verdict}}}}}}})
+    assert line[0].startswith("transpose 37x70 nudged: wrong (rel ")
+    assert line[0].endswith(", 1 unequal)")
+
+
+def test_the_transpose_table_reads_as_softmax_does() -> None:
+    peers = {"shapes": {"8192x8192": {"peers": {
+        "torch transpose": _peer(260.0, 250.0), "torch.compile": _peer(240.0, 235.0, 230.0),
+        "triton": _peer(250.0, 245.0), "triton b64x64 w8": _peer(220.0, 226.0, 221.0),
+        "triton b32x64 w4": _peer(150.0, 150.0, passed=False), "copy": _peer(190.0, 185.0),
+        "torch transpose again": _peer(262.0, 251.0)}}}}
+    ours = [{"label": "campaign best", "shape": "8192x8192", "status": "ok",
+             "perf": {"avg_us": 200.0}, "sustained": {"us_per_launch": 190.0},
+             "correctness": {"rel_err": 0.0, "max_scaled_err": 0.0}}]
+    row = summary_rows("transpose", ours, peers)[0]
+    assert row["x"] == {"torch transpose": (1.3, round(250 / 190, 3)),
+                        "torch.compile": (1.2, round(230 / 190, 3)),
+                        "triton": (1.25, round(245 / 190, 3)),
+                        "triton best": (1.1, round(221 / 190, 3))}
+    assert row["pct_copy"] == (95.0, round(100 * 185 / 190, 1))
+    lines = format_table("transpose", [row], "NVIDIA H100")
+    assert lines[0].endswith("· torch: y.copy_(x.t())")
+    assert lines[1].split()[3:] == ["us", "x", "torch", "x", "compile", "x", "triton", "x",
+                                    "tri", "best", "%", "copy", "err"]
+    assert lines[2].split()[3:9] == ["200.0/190.0", "1.30/1.32", "1.20/1.21", "1.25/1.29",
+                                     "1.10/1.16", "95.0/97.4"]
+    assert lines[2].split()[-1] == "0.0e+00"
+    assert vendor_noise("transpose", {"families": {"transpose": peers}}) == (
+        "torch transpose timed twice a shape: spread up to 0.8 %")
+
+
+def test_the_triton_transpose_imports_without_a_gpu_and_runs_in_the_interpreter() -> None:
+    """Where Triton is installed: the module imports with no GPU, and the kernel, run by
+    Triton's interpreter on CPU tensors, transposes every edge shape at every launch."""
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    import importlib
+
+    peer_triton = importlib.import_module("bench.peer_triton")
+    assert callable(peer_triton.transpose)
+    script = (
+        "import torch\n"
+        "from bench import peer_triton\n"
+        "from bench.peer_families import transpose_variants\n"
+        "for m, n in [(1, 1), (7, 33), (33, 7), (130, 66), (3, 1025)]:\n"
+        "    x = torch.randn(m, n)\n"
+        "    for _, bm, bn, w in transpose_variants():\n"
+        "        y = torch.full((n, m), float('nan'))\n"
+        "        peer_triton.transpose(x, y, bm, bn, w)\n"
+        "        assert torch.equal(y, x.t()), (m, n, bm, bn, w)\n"
+        "print('exact')\n")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exact"
