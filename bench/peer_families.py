@@ -83,6 +83,24 @@ def softmax_variants(cols: int) -> list[tuple[str, str, int, int]]:
     return out
 
 
+def same_bytes_copy(key: str) -> Callable[[Any, Dims], Runner]:
+    """The ``copy`` peer: ``y.copy_(x)`` of the input ``key`` into a fixed tensor of its shape,
+    the same bytes read and written as a one-pass row or tile kernel moves (exact)."""
+
+    def make(torch: Any, dims: Dims) -> Runner:
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            x = inputs[key]
+            y = torch.empty_like(x)
+
+            def once() -> Any:
+                return y.copy_(x)
+
+            once.outputs = [y]  # type: ignore[attr-defined]
+            return once
+        return runner
+    return make
+
+
 # ---- softmax --------------------------------------------------------------------------------
 def softmax_inputs(torch: Any, dims: Dims, seed: int, dist: str = "normal",
                    device: str = "cuda") -> dict[str, Any]:
@@ -149,24 +167,12 @@ def softmax_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer
             return runner
         return make
 
-    def copy(torch: Any, dims: Dims) -> Runner:
-        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-            x = inputs["x"]
-            y = torch.empty_like(x)
-
-            def once() -> Any:
-                return y.copy_(x)
-
-            once.outputs = [y]  # type: ignore[attr-defined]
-            return once
-        return runner
-
     peers = [Peer("torch.softmax", vendor),
              Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]
     peers += [Peer(name, triton_peer(kind, block, warps),
                    notes={"kind": kind, "block": block, "num_warps": warps})
               for name, kind, block, warps in softmax_variants(dims["cols"])]
-    peers.append(Peer("copy", copy, exact=True))
+    peers.append(Peer("copy", same_bytes_copy("x"), exact=True))
     return peers
 
 
@@ -255,24 +261,12 @@ def transpose_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Pe
             return runner
         return make
 
-    def copy(torch: Any, dims: Dims) -> Runner:
-        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-            x = inputs["input"]
-            y = torch.empty_like(x)
-
-            def once() -> Any:
-                return y.copy_(x)
-
-            once.outputs = [y]  # type: ignore[attr-defined]
-            return once
-        return runner
-
     peers = [Peer("torch transpose", vendor),
              Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]
     peers += [Peer(name, triton_peer(bm, bn, warps),
                    notes={"block_m": bm, "block_n": bn, "num_warps": warps})
               for name, bm, bn, warps in transpose_variants()]
-    peers.append(Peer("copy", copy, exact=True))
+    peers.append(Peer("copy", same_bytes_copy("input"), exact=True))
     return peers
 
 
