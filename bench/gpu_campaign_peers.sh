@@ -55,19 +55,7 @@ if (( ${#list[@]} == 1 )); then where=(--shape "$shapes"); else where=(--shapes 
 timeout -s KILL $(( wall + 30 )) python3 -m cli.main tune --backend gpu --kernel "$kernel" \
   "${where[@]}" --budget "$budget" --wall-seconds "$wall" --db "$db" --out /tmp/tfout --json \
   2>"$r/tune-progress.txt" | tail -1 > "$r/tune.json"
-python3 - "$r/tune.json" <<'PY' 2>&1 | tee -a "$log"
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit("tune: no summary (killed?): the campaigns' bests are still in tune.db")
-print(f"tune: {r.get('status')} · {r.get('evaluations')} evaluations · {r.get('gpu_seconds')} "
-      f"GPU-s · {r.get('wall_seconds')} s")
-for s in r.get("shapes") or [r]:
-    b = s.get("best") or {}
-    print(f"  {s.get('shape', '')!s:>16s} {s.get('evaluations')!s:>4} evals  best "
-          f"{b.get('avg_us')} us")
-PY
+python3 bench/tune_summary.py "$r/tune.json" 2>&1 | tee -a "$log"
 echo "campaigns done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 pack
 timeout -s KILL $(( peer_s + 20 )) python3 bench/peer_quality.py --family "$kernel" \

@@ -35,19 +35,7 @@ echo "step 1 done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 timeout -s KILL 170 python3 -m cli.main tune --backend gpu --kernel softmax --shapes "$shapes" \
   --budget 300 --wall-seconds 150 --db "$OUT/tune.db" --out /tmp/tfout --json \
   2>"$OUT/tune-progress.txt" | tail -1 > "$OUT/tune.json"
-python3 - "$OUT/tune.json" <<'PY' 2>&1 | tee -a "$log"
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit("tune: no summary (killed?): the campaigns' bests are still in tune.db")
-print(f"tune: {r.get('status')} · {r.get('evaluations')} evaluations · {r.get('gpu_seconds')} "
-      f"GPU-s · {r.get('wall_seconds')} s")
-for s in r.get("shapes", []):
-    b = s.get("best") or {}
-    print(f"  {s['shape']:>12s} {s.get('evaluations'):4} evals  best {b.get('avg_us')} us "
-          f"{s.get('x_vendor')}x torch  {json.dumps(b.get('params'), sort_keys=True)}")
-PY
+python3 bench/tune_summary.py "$OUT/tune.json" --params 2>&1 | tee -a "$log"
 timeout -s KILL 60 python3 bench/replay_from_campaigns.py --kernel softmax --db "$OUT/tune.db" \
   --out "$OUT/campaigns.jsonl.gz" | tail -14 | tee -a "$log"
 echo "step 2 done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
