@@ -375,8 +375,10 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, l
         looked += ["--points"] if args.points is not None else []
         looked += ["--campaigns (campaigns of " + ", ".join(
             f.name for f in families.values()) + ")"] if args.campaigns else []
-        raise ValueError(f"no point to time in {'; '.join(looked)}: a family without replay "
-                         "datasets (a user family) needs --points or --campaigns")
+        hint = ("the campaigns' shapes and families must be those running" if args.points
+                or args.campaigns else "a family without replay datasets (a user family) "
+                "needs --points or --campaigns")
+        raise ValueError(f"no point to time in {'; '.join(looked)}: {hint}")
     return families, shapes, points
 
 

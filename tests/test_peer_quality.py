@@ -374,6 +374,25 @@ def test_a_spec_familys_campaigns_are_found_by_its_registry_key(
                   for p in points["transpose"]) == [("4096x4096", "campaign best", True),
                                                     ("8192x8192", "campaign best", True)]
     assert [str(d) for d in shapes["transpose"]] == ["8192x8192", "4096x4096"]
+    # a database with campaigns of other families only: told where it looked, not to give
+    # the --campaigns it gave
+    other = tmp_path / "other.db"
+    upgrade_database(f"sqlite:///{other}")
+    with session_factory(f"sqlite:///{other}").begin() as s:
+        campaign = create_campaign(s, CampaignSpec(kernel="softmax",
+                                                   dims={"rows": 64, "cols": 64}),
+                                   backend="gpu", device={"name": "H100"})
+        s.flush()
+        cand = Candidate(campaign_id=campaign.id, iteration=1, params={}, params_key="k",
+                         status="ok", avg_us=5.0)
+        s.add(cand)
+        s.flush()
+        campaign.best_id = cand.id
+    with pytest.raises(ValueError, match=rf"no point to time in --campaigns \(campaigns of "
+                                         rf"{transpose_key}\): the campaigns' shapes and "
+                                         "families must be those running"):
+        _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--campaigns", str(other),
+              "--no-replay", "--shapes", "8192x8192")
 
 
 @pytest.mark.parametrize(("argv", "said"), [
