@@ -83,22 +83,34 @@ def softmax_variants(cols: int) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def same_bytes_copy(key: str) -> Callable[[Any, Dims], Runner]:
-    """The ``copy`` peer: ``y.copy_(x)`` of the input ``key`` into a fixed tensor of its shape,
-    the same bytes read and written as a one-pass row or tile kernel moves (exact)."""
+def writes_into(key: str, bind: Callable[[Any], Callable[[Any, Any], Any]],
+                transposed: bool = False) -> Callable[[Any, Dims], Runner]:
+    """A peer of one input, ``key``, that writes a fixed output: ``bind(torch)`` returns the
+    function ``(x, y)`` that runs it once (bound when the peer is built, outside the timed
+    calls); ``y`` is allocated once per inputs, ``x``'s shape, or with ``transposed`` its
+    transpose's, and is the runner's ``outputs``."""
 
     def make(torch: Any, dims: Dims) -> Runner:
+        run = bind(torch)
+
         def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
             x = inputs[key]
-            y = torch.empty_like(x)
+            y = (torch.empty((x.shape[1], x.shape[0]), device=x.device, dtype=x.dtype)
+                 if transposed else torch.empty_like(x))
 
             def once() -> Any:
-                return y.copy_(x)
+                return run(x, y)
 
             once.outputs = [y]  # type: ignore[attr-defined]
             return once
         return runner
     return make
+
+
+def same_bytes_copy(key: str) -> Callable[[Any, Dims], Runner]:
+    """The ``copy`` peer: ``y.copy_(x)`` of the input ``key`` into a fixed tensor of its shape,
+    the same bytes read and written as a one-pass row or tile kernel moves (exact)."""
+    return writes_into(key, lambda torch: lambda x, y: y.copy_(x))
 
 
 # ---- softmax --------------------------------------------------------------------------------
@@ -130,17 +142,8 @@ def softmax_errors(torch: Any, y: Any, inputs: dict[str, Any]) -> dict[str, Any]
 def softmax_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
     """The softmax peers at ``dims`` (the vendor first)."""
 
-    def vendor(torch: Any, dims: Dims) -> Runner:
-        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-            x = inputs["x"]
-            y = torch.empty_like(x)
-
-            def once() -> Any:
-                return torch.ops.aten._softmax.out(x, -1, False, out=y)
-
-            once.outputs = [y]  # type: ignore[attr-defined]
-            return once
-        return runner
+    vendor = writes_into("x", lambda torch: lambda x, y: torch.ops.aten._softmax.out(
+        x, -1, False, out=y))
 
     def compiled(torch: Any, dims: Dims) -> Runner:
         torch._dynamo.reset()  # each shape compiled afresh: no recompile limit, no dynamic dims
@@ -152,20 +155,10 @@ def softmax_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer
         return runner
 
     def triton_peer(kind: str, block: int, warps: int) -> Callable[[Any, Dims], Runner]:
-        def make(torch: Any, dims: Dims) -> Runner:
+        def bind(torch: Any) -> Callable[[Any, Any], Any]:
             from bench import peer_triton
-
-            def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-                x = inputs["x"]
-                y = torch.empty_like(x)
-
-                def once() -> Any:
-                    return peer_triton.softmax(x, y, kind, block, warps)
-
-                once.outputs = [y]  # type: ignore[attr-defined]
-                return once
-            return runner
-        return make
+            return lambda x, y: peer_triton.softmax(x, y, kind, block, warps)
+        return writes_into("x", bind)
 
     peers = [Peer("torch.softmax", vendor),
              Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]
@@ -221,20 +214,7 @@ def transpose_errors(torch: Any, y: Any, inputs: dict[str, Any]) -> dict[str, An
 def transpose_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Peer]:
     """The transpose peers at ``dims`` (the vendor first)."""
 
-    def transposed(x: Any) -> Any:
-        return torch.empty((x.shape[1], x.shape[0]), device=x.device, dtype=x.dtype)
-
-    def vendor(torch: Any, dims: Dims) -> Runner:
-        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-            x = inputs["input"]
-            y = transposed(x)
-
-            def once() -> Any:
-                return y.copy_(x.t())
-
-            once.outputs = [y]  # type: ignore[attr-defined]
-            return once
-        return runner
+    vendor = writes_into("input", lambda torch: lambda x, y: y.copy_(x.t()), transposed=True)
 
     def compiled(torch: Any, dims: Dims) -> Runner:
         torch._dynamo.reset()  # each shape compiled afresh: no recompile limit, no dynamic dims
@@ -246,20 +226,10 @@ def transpose_peers(torch: Any, dims: Dims, compile_mode: str | None) -> list[Pe
         return runner
 
     def triton_peer(block_m: int, block_n: int, warps: int) -> Callable[[Any, Dims], Runner]:
-        def make(torch: Any, dims: Dims) -> Runner:
+        def bind(torch: Any) -> Callable[[Any, Any], Any]:
             from bench import peer_triton
-
-            def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
-                x = inputs["input"]
-                y = transposed(x)
-
-                def once() -> Any:
-                    return peer_triton.transpose(x, y, block_m, block_n, warps)
-
-                once.outputs = [y]  # type: ignore[attr-defined]
-                return once
-            return runner
-        return make
+            return lambda x, y: peer_triton.transpose(x, y, block_m, block_n, warps)
+        return writes_into("input", bind, transposed=True)
 
     peers = [Peer("torch transpose", vendor),
              Peer("torch.compile", compiled, notes={"mode": compile_mode or "default"})]

@@ -228,7 +228,7 @@ def prefill_vendor_cache(name: str, family: KernelFamily, ev: Any, peers: dict[s
     declares no vendor baseline (``family.vendor`` None: a user family's spec names none): the
     evaluator asks for none, its perf has no share of a vendor, and the table's vendor column
     is the peers' alone."""
-    if getattr(family, "vendor", None) is None:
+    if family.vendor is None:
         return
     from worker.evaluate import vendor_cache_key
 
