@@ -21,9 +21,10 @@ shapes, or where it has none (a user family) its ``default_dims``. ``--shapes`` 
 shape the dataset did not measure, the fastest point of the shape it measured most), unless
 ``--no-replay`` (a user family has no replay dataset), and every entry of ``--points`` (a JSON
 list of ``{"kernel", "label", "shape", "params"}``; ``kernel`` may be left out when one family
-runs), and the best of every campaign of a running family in the ``--campaigns`` databases
-(``tuneforge tune --db``: a SQLite path or a URL; labelled ``campaign best``, the fastest where
-several campaigns ran at a shape; a campaign's shape joins the family's shapes).
+runs), and at every shape a running family's campaigns measured in the ``--campaigns``
+databases (``tuneforge tune --db``: a SQLite path or a URL) the point the team's library exports
+there: the fastest correct candidate of any campaign at that shape, labelled ``library entry``
+(a campaign's shape joins the family's shapes).
 
 In one run on one GPU: the evaluation child of each family starts and the points compile (nvcc,
 in the background) while :mod:`bench.peers` checks and times the vendor and every peer at every
@@ -156,15 +157,18 @@ def load_points(path: Path, families: dict[str, KernelFamily]) -> dict[str, list
 
 def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
                     ) -> dict[str, list[Point]]:
-    """``--campaigns``: the best of every campaign of each family in the databases ``urls``
-    (SQLite paths or URLs), the fastest at each shape, by the names ``families`` has them by
-    (a campaign stored its family's registry key: a user family's ``name@hash12``); ValueError
-    naming a database that cannot be read."""
+    """``--campaigns``: at every shape a running family's campaigns measured in the databases
+    ``urls`` (SQLite paths or URLs), the point the team's library exports there
+    (:func:`agent.library.entries`: the fastest correct candidate of any campaign at that shape,
+    not only a campaign's accepted incumbent), the fastest over the databases, teams and GPU
+    models; by the names ``families`` has them by (a campaign stored its family's registry key:
+    a user family's ``name@hash12``). ValueError naming a database that cannot be read."""
     from sqlalchemy import select
     from sqlalchemy.exc import SQLAlchemyError
 
+    from agent.library import entries, gpus
     from core.db import session_factory
-    from core.models import Campaign, Candidate
+    from core.models import Campaign
 
     by_key = {family.name: name for name, family in families.items()}
     found: dict[tuple[str, str], tuple[float, Point]] = {}
@@ -174,21 +178,21 @@ def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
             raise ValueError(f"--campaigns {url}: no such database")
         try:
             with session_factory(address)() as s:
-                for campaign in s.scalars(select(Campaign).where(
-                        Campaign.kernel.in_(list(by_key)))).all():
-                    best = s.get(Candidate, campaign.best_id) if campaign.best_id else None
-                    if best is None or best.avg_us is None:
-                        continue
-                    name = by_key[campaign.kernel]
+                for key, name in by_key.items():
                     family = families[name]
-                    dims = family.parse_dims(campaign.shape_text)
-                    label = ("campaign best" if campaign.backend == "gpu"
-                             else f"campaign best ({campaign.backend})")
-                    point = Point(label, family.for_shape(
-                        family.params_from_dict(best.params), dims), dims)
-                    key = (name, str(dims))
-                    if key not in found or best.avg_us < found[key][0]:
-                        found[key] = (best.avg_us, point)
+                    teams = s.scalars(select(Campaign.team_id).where(
+                        Campaign.kernel == key).distinct()).all()
+                    for team in teams:
+                        for gpu in gpus(s, team_id=team, kernel=key):
+                            for entry in entries(s, team_id=team, kernel=key, gpu=gpu):
+                                dims = family.parse_dims(entry.shape)
+                                label = ("library entry" if entry.backend == "gpu"
+                                         else f"library entry ({entry.backend})")
+                                point = Point(label, family.for_shape(
+                                    family.params_from_dict(entry.params), dims), dims)
+                                at = (name, str(dims))
+                                if at not in found or entry.avg_us < found[at][0]:
+                                    found[at] = (entry.avg_us, point)
         except SQLAlchemyError as exc:
             raise ValueError(f"--campaigns {url}: {exc}") from exc
     out: dict[str, list[Point]] = {name: [] for name in families}
@@ -302,8 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--points", type=Path, default=None,
                     help='JSON list of {"kernel", "label", "shape", "params"}')
     ap.add_argument("--campaigns", action="append", default=[],
-                    help="a database of campaigns (SQLite path or URL; repeatable): time each "
-                         "shape's best campaign point")
+                    help="a database of campaigns (SQLite path or URL; repeatable): time at "
+                         "each shape the point the library exports (the fastest correct "
+                         "candidate there)")
     ap.add_argument("--no-replay", action="store_true",
                     help="time only --points and --campaigns, not the replay datasets' bests")
     ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length (ms)")

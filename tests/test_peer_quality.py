@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from bench.peer_families import softmax_variants
 from bench.peer_quality import build_parser, plan
 from bench.peer_table import format_table, peer_problems, summary_rows, vendor_noise
 from bench.peers import judge, parse_jobs
+from kernels import get_family
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
@@ -72,8 +74,9 @@ def test_a_points_entry_of_no_running_family_is_named(tmp_path: Path) -> None:
 
 
 def test_campaign_bests_come_from_a_tune_database(tmp_path: Path) -> None:
-    """``--campaigns``: the best of each campaign in a ``tuneforge tune --db`` file (here a
-    replay shape set, as a user runs it), its shape among the peers' shapes."""
+    """``--campaigns``: at each shape of a ``tuneforge tune --db`` file (here a replay shape
+    set, as a user runs it) the fastest correct candidate, the library's entry, its shape among
+    the peers' shapes."""
     db = tmp_path / "tune.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEFORGE_")}
     env["TUNEFORGE_HOME"] = str(tmp_path)
@@ -83,14 +86,25 @@ def test_campaign_bests_come_from_a_tune_database(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.splitlines()[-1])
-    bests = {s["shape"]: s["best"]["params"] for s in summary["shapes"]}
+    bests = {s["shape"]: s["best"] for s in summary["shapes"]}
     _, shapes, points = _plan("--family", "softmax", "--campaigns", str(db), "--no-replay",
                               "--shapes", "8192x8192")
     found = {str(p.dims): p for p in points["softmax"]}
     assert set(found) == {"16384x1024", "65536x128"}
-    for shape, params in bests.items():
-        assert found[shape].label == "campaign best (replay)"
-        assert found[shape].params.to_dict() == params
+    softmax = get_family("softmax")
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT c.dims, d.params, d.avg_us FROM candidates d JOIN campaigns c "
+            "ON c.id = d.campaign_id WHERE d.status = 'ok' AND d.avg_us IS NOT NULL").fetchall()
+    for shape, best in bests.items():
+        assert found[shape].label == "library entry (replay)"
+        at_shape = [(us, json.loads(params)) for dims, params, us in rows
+                    if str(softmax.make_dims(json.loads(dims))) == shape]
+        fastest_us = min(us for us, _ in at_shape)
+        assert fastest_us <= best["avg_us"]
+        # the point timed is a fastest correct candidate there, maybe not the incumbent
+        assert any(params == found[shape].params.to_dict() and us == fastest_us
+                   for us, params in at_shape)
     assert [str(d) for d in shapes["softmax"]] == ["8192x8192", "16384x1024", "65536x128"]
     with pytest.raises(ValueError, match="--campaigns .*: no such database"):
         _plan("--family", "softmax", "--campaigns", str(tmp_path / "none.db"))
@@ -367,12 +381,20 @@ def test_a_spec_familys_campaigns_are_found_by_its_registry_key(
             s.add(cand)
             s.flush()
             campaign.best_id = cand.id
+            # measured 0.5 % faster than the incumbent, inside the acceptance threshold: the
+            # library's entry all the same, and what is timed
+            s.add(Candidate(campaign_id=campaign.id, iteration=4, params={**best, "pad": 0},
+                            params_key=f"f{us}", status="ok", avg_us=us * 0.995,
+                            accepted=False))
+            # faster still, but wrong: never
+            s.add(Candidate(campaign_id=campaign.id, iteration=5, params={**best, "rows": 8},
+                            params_key=f"w{us}", status="wrong", avg_us=us * 0.5))
     assert campaign.kernel == transpose_key
     _, shapes, points = _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--campaigns",
                               str(db), "--no-replay", "--shapes", "8192x8192")
-    assert sorted((str(p.dims), p.label, p.params.to_dict() == best)
-                  for p in points["transpose"]) == [("4096x4096", "campaign best", True),
-                                                    ("8192x8192", "campaign best", True)]
+    assert sorted((str(p.dims), p.label, p.params.to_dict() == {**best, "pad": 0})
+                  for p in points["transpose"]) == [("4096x4096", "library entry", True),
+                                                    ("8192x8192", "library entry", True)]
     assert [str(d) for d in shapes["transpose"]] == ["8192x8192", "4096x4096"]
     # a database with campaigns of other families only: told where it looked, not to give
     # the --campaigns it gave
