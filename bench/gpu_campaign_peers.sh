@@ -35,7 +35,9 @@ IFS=, read -r -a list <<< "$shapes"
 budget=${BUDGET:-$(( 50 * ${#list[@]} ))}
 wall=${WALL_S:-240}
 peer_s=${PEER_S:-200}
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1 || exit 1
+# installed once a machine: a second call in the same command finds them there
+[[ -d /tmp/site/sqlalchemy ]] || python3 -m pip install -q --no-index --no-deps --no-compile \
+  --target /tmp/site .whl/*.whl > /dev/null 2>&1 || exit 1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
 export TUNEFORGE_COMMIT=${TUNEFORGE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
