@@ -1,17 +1,19 @@
 """Write the reference pages of docs/reference/ from the code: the CLI (every command's help),
 the API (the OpenAPI schema's routes and schemas), the feedback record (its JSON Schema and the
-candidate statuses) and the settings (``core.settings.Settings``).
+candidate statuses), the settings (``core.settings.Settings``) and the tools in ``bench/``
+(each one's docstring or header comment).
 
     python -m bench.reference_docs            # rewrite docs/reference/*.md
     python -m bench.reference_docs --check    # exit 1 naming the pages that are out of date
 
-``tests/test_docs.py`` runs the check, so a change to a command, a route, the record or a setting
-comes with its page.
+``tests/test_docs.py`` runs the check, so a change to a command, a route, the record, a setting
+or a bench tool's description comes with its page.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -268,9 +270,75 @@ def settings_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# ---- the tools in bench/ ---------------------------------------------------------------------
+def tool_text(path: Path) -> str:
+    """What a tool in ``bench/`` says of itself: a module's docstring (read, not imported: a
+    tool may import torch or pycuda), a shell script's header comment."""
+    source = path.read_text()
+    if path.suffix == ".py":
+        return ast.get_docstring(ast.parse(source)) or ""
+    lines = source.splitlines()[1:] if source.startswith("#!") else source.splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line[2:] if line.startswith("# ") else line[1:])
+    return "\n".join(header)
+
+
+#: a usage line: environment assignments, then a command (``.venv/bin/python`` too), or the
+#: assignments alone continued on the next line
+USAGE = re.compile(r"(\[?[A-Z_]+=\S*\]? )*(\S*/)?(python3?|bash|make|tuneforge)\b"
+                   r"|([A-Z_]+=\S* )+\\$")
+
+
+def tool_markdown(text: str) -> list[str]:
+    """A tool's description as Markdown: its first paragraph, then its usage lines (the indented
+    lines that run a command, each with the lines that continue it: after a trailing backslash,
+    or indented deeper) in a code block."""
+    first = " ".join(text.replace("``", "`").strip().split("\n\n")[0].split())
+    usage: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        if indent < 2 or not USAGE.match(line.strip()):
+            i += 1
+            continue
+        usage.append(line.strip())
+        i += 1
+        while i < len(lines) and lines[i].strip() and (
+                usage[-1].endswith("\\") or len(lines[i]) - len(lines[i].lstrip()) > indent):
+            usage.append("    " + lines[i].strip())
+            i += 1
+    out = [first, ""]
+    if usage:
+        out += ["```sh", *usage, "```", ""]
+    return out
+
+
+def bench_page() -> str:
+    """Every tool in ``bench/``: what it is for and how it is run, from its own text."""
+    lines = ["# The tools in bench/", "", GENERATED, "",
+             "The benchmarks print a short table and write their figures under `--out`; what they "
+             "measured is recorded in [BENCHMARKS.md](../BENCHMARKS.md) and "
+             "[GPU.md](../GPU.md) (date, GPU, commit, command), their raw records in `runs/`. "
+             "Those that launch kernels run on the device machine ([GPU.md](../GPU.md#running-"
+             "on-the-lent-gpu)); a module without usage lines is shared by the tools that "
+             "import it.",
+             ""]
+    bench = ROOT / "bench"
+    for path in sorted([*bench.glob("*.py"), *bench.glob("*.sh")], key=lambda p: p.name):
+        if path.name == "__init__.py":
+            continue
+        lines += [f"## `bench/{path.name}`", "", *tool_markdown(tool_text(path))]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "CLI.md": cli_page, "API.md": api_page, "FEEDBACK.md": feedback_page,
-    "SETTINGS.md": settings_page,
+    "SETTINGS.md": settings_page, "BENCH.md": bench_page,
 }
 
 

@@ -117,3 +117,24 @@ def test_the_reference_pages_are_current() -> None:
 
     assert not stale(), (f"docs/reference/ out of date: {', '.join(stale())}; "
                          "run `make docs` (python -m bench.reference_docs)")
+
+
+def test_a_bench_tools_usage_lines_are_found_with_their_continuations() -> None:
+    """The BENCH page takes a tool's first paragraph and the indented lines that run a
+    command, with what continues them (a trailing backslash, or deeper indentation), and
+    leaves the prose and an example's data out."""
+    from bench.reference_docs import tool_markdown
+
+    text = ("What it does,\non two lines.\n\nMore prose.\n\n"
+            "    python bench/x.py --out out/      # a comment\n"
+            "    SPEC=examples/t BUDGET=3 \\\n"
+            "      bash bench/y.sh t 64x64\n"
+            "    .venv/bin/python -m bench.z [--tree DIR]\n"
+            "        [--streams 1]\n"
+            "    {\"json\": 1}\n")
+    assert tool_markdown(text) == [
+        "What it does, on two lines.", "", "```sh",
+        "python bench/x.py --out out/      # a comment",
+        "SPEC=examples/t BUDGET=3 \\", "    bash bench/y.sh t 64x64",
+        ".venv/bin/python -m bench.z [--tree DIR]", "    [--streams 1]", "```", ""]
+    assert tool_markdown("Shared helpers.\n\n    {\"a\": 1}\n") == ["Shared helpers.", ""]
