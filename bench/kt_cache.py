@@ -15,7 +15,9 @@ keyed by the comma-joined parameter values in ``tune_params_keys`` order. Boolea
 as 0/1 (Kernel Tuner treats parameters as numbers). Only the measured points are in the cache;
 ``tune_cache`` infers from them the restriction that keeps a strategy inside the dataset.
 
-Usage: ``python -m bench.kt_cache OUT.json`` writes the cache of the shipped H200 dataset.
+The cache of the shipped H200 dataset:
+
+    python -m bench.kt_cache OUT.json
 """
 
 from __future__ import annotations
