@@ -296,7 +296,6 @@ def tool_markdown(text: str) -> list[str]:
     """A tool's description as Markdown: its first paragraph, then its usage lines (the indented
     lines that run a command, each with the lines that continue it: after a trailing backslash,
     or indented deeper) in a code block."""
-    first = " ".join(text.replace("``", "`").strip().split("\n\n")[0].split())
     usage: list[str] = []
     lines = text.splitlines()
     i = 0
@@ -312,7 +311,7 @@ def tool_markdown(text: str) -> list[str]:
                 usage[-1].endswith("\\") or len(lines[i]) - len(lines[i].lstrip()) > indent):
             usage.append("    " + lines[i].strip())
             i += 1
-    out = [first, ""]
+    out = [first_paragraph(text), ""]
     if usage:
         out += ["```sh", *usage, "```", ""]
     return out
