@@ -182,17 +182,17 @@ def campaign_points(urls: Sequence[str], families: dict[str, KernelFamily]
                     family = families[name]
                     teams = s.scalars(select(Campaign.team_id).where(
                         Campaign.kernel == key).distinct()).all()
-                    for team in teams:
-                        for gpu in gpus(s, team_id=team, kernel=key):
-                            for entry in entries(s, team_id=team, kernel=key, gpu=gpu):
-                                dims = family.parse_dims(entry.shape)
-                                label = ("library entry" if entry.backend == "gpu"
-                                         else f"library entry ({entry.backend})")
-                                point = Point(label, family.for_shape(
-                                    family.params_from_dict(entry.params), dims), dims)
-                                at = (name, str(dims))
-                                if at not in found or entry.avg_us < found[at][0]:
-                                    found[at] = (entry.avg_us, point)
+                    every = (entry for team in teams for gpu in gpus(s, team_id=team, kernel=key)
+                             for entry in entries(s, team_id=team, kernel=key, gpu=gpu))
+                    for entry in every:
+                        dims = family.parse_dims(entry.shape)
+                        label = ("library entry" if entry.backend == "gpu"
+                                 else f"library entry ({entry.backend})")
+                        point = Point(label, family.for_shape(
+                            family.params_from_dict(entry.params), dims), dims)
+                        at = (name, str(dims))
+                        if at not in found or entry.avg_us < found[at][0]:
+                            found[at] = (entry.avg_us, point)
         except SQLAlchemyError as exc:
             raise ValueError(f"--campaigns {url}: {exc}") from exc
     out: dict[str, list[Point]] = {name: [] for name in families}
