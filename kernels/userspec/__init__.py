@@ -22,10 +22,10 @@ from kernels.userspec.family import (
     SpecParams,
     build_family,
     family_from_normal,
-    render_point,
 )
 from kernels.userspec.files import MAX_FILE_BYTES, MAX_TOTAL_BYTES, SPEC_FILE, load_spec_dir
 from kernels.userspec.kt import from_kernel_tuner
+from kernels.userspec.source import render_point
 from kernels.userspec.validate import (
     MAX_POINTS,
     canonical_json,

@@ -13,13 +13,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-import json
 import math
 import random
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from kernels.arch import STATIC_SMEM_LIMIT, max_smem
@@ -100,39 +98,14 @@ def params_class(name: str, baseline: Mapping[str, Any]) -> type[SpecParams]:
     return cls
 
 
-def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
-    """The CUDA source nvcc compiles for the point ``values`` of a normalized spec: a header
-    line, the tunables as ``#define`` lines (``macros``) or the Jinja template rendered with
-    them, the family's includes inlined, all checked again (:func:`source.final_check`)."""
-    files = spec["files"]
-    kernel = spec["kernel"]
-    own = {n: files[n] for n in spec["includes"]}
-    text = files[kernel["source"]]
-    params = json.dumps(dict(values), sort_keys=True)
-    header = f"// tuneforge user family {spec['name']}: {params}\n"
-    if kernel["template"] == "jinja":
-        body = src.render_template(_template(text), values)
-        prelude = ""
-    else:
-        body = text
-        prelude = src.macro_prelude(values)
-    inlined = src.inline(body, kernel["source"], own)
-    return src.final_check(f'{header}{prelude}#line 1 "{kernel["source"]}"\n{inlined}')
-
-
 def reference_text(spec: Mapping[str, Any]) -> str:
     """What :meth:`SpecFamily.reference_source` compiles, for a normalized spec."""
     ref = spec["reference"]
     files = spec["files"]
     own = {n: files[n] for n in spec["includes"]}
     if ref["source"] == spec["kernel"]["source"]:
-        return render_point(spec, spec["baseline"])
+        return src.render_point(spec, spec["baseline"])
     return src.final_check(src.inline(files[ref["source"]], ref["source"], own))
-
-
-@lru_cache(maxsize=64)
-def _template(text: str) -> Any:
-    return src.check_template(text)
 
 
 class SpecFamily(FamilyBase):
@@ -422,7 +395,7 @@ def _render_cached(family: SpecFamily, params: SpecParams) -> str:
         if text is not None:
             _rendered.move_to_end(key)
             return text
-    text = render_point(family.spec, params.to_dict())
+    text = src.render_point(family.spec, params.to_dict())
     with _rendered_lock:
         if key not in _rendered:
             _rendered[key] = text

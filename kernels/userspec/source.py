@@ -10,9 +10,11 @@ the spec check refused.
 from __future__ import annotations
 
 import contextvars
+import json
 import re
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import jinja2
@@ -337,3 +339,27 @@ def render_template(template: jinja2.Template, values: Mapping[str, Any]) -> str
     finally:
         _budget.reset(token)
 
+
+@lru_cache(maxsize=64)
+def _cached_template(text: str) -> jinja2.Template:
+    return check_template(text)
+
+
+def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    """The CUDA source nvcc compiles for the point ``values`` of a normalized spec: a header
+    line, the tunables as ``#define`` lines (``macros``) or the Jinja template rendered with
+    them, the family's includes inlined, all checked again (:func:`final_check`)."""
+    files = spec["files"]
+    kernel = spec["kernel"]
+    own = {n: files[n] for n in spec["includes"]}
+    text = files[kernel["source"]]
+    params = json.dumps(dict(values), sort_keys=True)
+    header = f"// tuneforge user family {spec['name']}: {params}\n"
+    if kernel["template"] == "jinja":
+        body = render_template(_cached_template(text), values)
+        prelude = ""
+    else:
+        body = text
+        prelude = macro_prelude(values)
+    inlined = inline(body, kernel["source"], own)
+    return final_check(f'{header}{prelude}#line 1 "{kernel["source"]}"\n{inlined}')

@@ -671,8 +671,6 @@ def _check_sources(spec: dict[str, Any]) -> None:
         raise SpecError("reference.kernel", f"no extern \"C\" __global__ kernel "
                                             f"{ref['kernel']!r} in {ref['source']!r}")
     _check_reference_parameters(spec, ref_text)
-    from kernels.userspec.family import render_point  # the one renderer of a point
-
     domains = {t["name"]: t["values"] for t in spec["tunables"]}
     points = [spec["baseline"]]
     if spec["kernel"]["template"] == "jinja":
@@ -689,7 +687,7 @@ def _check_sources(spec: dict[str, Any]) -> None:
         if checked >= MAX_CHECKED_BYTES:  # the rest are checked when a campaign renders them
             break
         try:
-            rendered = render_point(spec, point)
+            rendered = src.render_point(spec, point)
         except src.SourceError as exc:
             raise _source_error("kernel.source", exc) from None
         checked += len(rendered)
