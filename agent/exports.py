@@ -9,7 +9,6 @@ campaign read from the database and one read over the REST API.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +20,7 @@ from sqlalchemy.orm import Session, defer, object_session
 
 from core import formats
 from core.arch import ceiling
-from core.models import Campaign, Candidate
+from core.models import Campaign, Candidate, aware
 from core.statuses import CANDIDATE_FINAL, FinalStatus, failure_line
 from kernels import get_family
 from kernels.family import KernelFamily, point_peak
@@ -32,13 +31,6 @@ STATUS_COLOURS: dict[FinalStatus, str] = {
     "ok": "#2b8a3e", "rejected": "#868e96", "compile_error": "#e67700",
     "compile_timeout": "#d9480f", "wrong": "#c92a2a", "crashed": "#862e9c", "timeout": "#5f3dc4",
     "launch_error": "#a61e4d", "not_measured": "#adb5bd"}
-
-
-def aware(value: dt.datetime | None) -> dt.datetime | None:
-    """A datetime with its zone (SQLite gives naive UTC datetimes back)."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value
 
 
 def rate(campaign: Mapping[str, Any], us: float | None) -> float | None:

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from agent.campaigns import DEFAULTS, CampaignCreate, open_campaign
 from agent.policies.base import ShapeOutcome
-from core.models import Campaign, Candidate, ShapeSet, utcnow
+from core.models import Campaign, Candidate, ShapeSet, aware, utcnow
 from core.statuses import CANDIDATE_FINAL
 from kernels import get_family
 
@@ -135,7 +135,14 @@ def its_turn(session: Session, campaign: Campaign) -> bool:
 
 
 def before_start(session: Session, campaign: Campaign) -> None:
-    """Give a member its share of what is left of the set's budget; mark the set running."""
+    """Give a member its share of what is left of each of the set's budgets; mark the set
+    running.
+
+    Evaluations, wall seconds and GPU seconds are shared alike: what the set has left (its
+    budget less what the finished members used, or the time since the set started), in
+    proportion to the member's weight among the members not started. Until it starts, a
+    member's wall and GPU budgets hold the set's whole ones (:func:`open_set` gives every
+    member the request's)."""
     if campaign.set_id is None:
         return
     shape_set = session.get(ShapeSet, campaign.set_id, with_for_update=True)
@@ -143,12 +150,21 @@ def before_start(session: Session, campaign: Campaign) -> None:
     if shape_set.status == "queued":
         shape_set.status, shape_set.started_at = "running", utcnow()
     rows = members(session, campaign.set_id)
-    used = sum(m.evaluations for m in rows if m.status in _FINISHED)
+    finished = [m for m in rows if m.status in _FINISHED]
     later = [m for m in rows if m.status == "queued" and m.id != campaign.id]
-    left = shape_set.budget_iterations - used - MIN_MEMBER_EVALUATIONS * len(later)
     weights = campaign.weight + sum(m.weight for m in later)
-    share = int(left * campaign.weight / weights) if weights > 0 else left
-    campaign.budget_iterations = max(MIN_MEMBER_EVALUATIONS, min(share, left))
+    part = campaign.weight / weights if weights > 0 else 1.0
+    used = sum(m.evaluations for m in finished)
+    left = shape_set.budget_iterations - used - MIN_MEMBER_EVALUATIONS * len(later)
+    campaign.budget_iterations = max(MIN_MEMBER_EVALUATIONS, min(int(left * part), left))
+    if campaign.budget_wall_s is not None:
+        started = aware(shape_set.started_at)
+        assert started is not None  # set above, when the first member starts
+        spent = (utcnow() - started).total_seconds()
+        campaign.budget_wall_s = round(max(0.0, campaign.budget_wall_s - spent) * part, 2)
+    if campaign.budget_gpu_s is not None:
+        spent = sum(m.gpu_seconds for m in finished)
+        campaign.budget_gpu_s = round(max(0.0, campaign.budget_gpu_s - spent) * part, 3)
 
 
 def advance(session: Session, campaign: Campaign) -> str | None:

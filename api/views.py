@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
-from agent.exports import STATUS_COLOURS, aware, campaign_ceiling, campaign_points
+from agent.exports import STATUS_COLOURS, campaign_ceiling, campaign_points
 from agent.report import summary
 from api.schemas import (
     BudgetModel,
@@ -24,7 +24,7 @@ from api.schemas import (
     MetricRead,
 )
 from core import families
-from core.models import Campaign, Candidate, Event, Family
+from core.models import Campaign, Candidate, Event, Family, aware
 from core.statuses import CandidateStatus, FinalStatus
 from kernels import family_names, get_family
 from kernels.family import KernelFamily, campaign_tolerance, describe

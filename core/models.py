@@ -39,6 +39,13 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def aware(value: dt.datetime | None) -> dt.datetime | None:
+    """A datetime with its zone (SQLite gives naive UTC datetimes back)."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value
+
+
 def new_id() -> str:
     """A random id (uuid4 hex)."""
     return uuid.uuid4().hex

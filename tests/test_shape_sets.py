@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,29 @@ def test_a_shape_set_on_the_replay_and_the_same_set_again(tmp_path: Path) -> Non
     assert all(served for st, served in statuses if st in ("ok", "wrong"))
     assert [(r["shape"], r["best"]["avg_us"]) for r in again["shapes"]] == \
         [(r["shape"], r["best"]["avg_us"]) for r in first["shapes"]]
+
+
+@pytest.mark.parametrize(("option", "budget", "reason"), [
+    ("--wall-seconds", 1.5, r"wall-clock budget of ([\d.]+) s spent"),
+    ("--gpu-seconds", 2.0, r"GPU budget of ([\d.]+) s spent"),
+])
+def test_a_sets_seconds_are_shared_by_its_members(tmp_path: Path, option: str, budget: float,
+                                                 reason: str) -> None:
+    """Wall and GPU seconds are one budget for the whole set, like its evaluations: each
+    member starts with its share of what is left. Given to every member whole, the seven
+    shapes ran 9.4 s on a 1.5 s wall budget and spent 14.9 GPU-seconds of 2."""
+    summary = tune(tmp_path, "--kernel", "softmax", "--shapes", SHAPES, "--budget", "100000",
+                   option, str(budget), "--settle-after", "0", "--db", str(tmp_path / "t.db"),
+                   "--out", str(tmp_path / "out"))
+    assert summary["status"] == "done"
+    spent = summary["wall_seconds"] if option == "--wall-seconds" else summary["gpu_seconds"]
+    # a member's baseline and the evaluations in flight when its share runs out go past it
+    assert spent <= 2 * budget, summary
+    shares = [float(m.group(1)) for row in summary["shapes"]
+              if (m := re.fullmatch(reason, row["reason"] or ""))]
+    assert len(shares) >= 5, summary["shapes"]
+    assert sum(shares) <= budget + 1e-6
+    assert shares[0] < budget  # the heaviest shape's share, not the whole
 
 
 def test_the_ways_to_write_a_set(tmp_path: Path) -> None:

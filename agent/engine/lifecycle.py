@@ -4,7 +4,6 @@ finish, cancel, and the actions a user injects into a running campaign.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from agent.engine.locking import CampaignError, emit, lock_campaign
 from agent.policies.base import PolicyContext, key_of
-from core.models import Campaign, Candidate, new_id, utcnow
+from core.models import Campaign, Candidate, aware, new_id, utcnow
 from core.settings import get_settings
 from core.version import commit
 from kernels import get_family
@@ -61,12 +60,6 @@ class CampaignSpec:
     #: serve an evaluation the team made before from its history (False: measure afresh)
     reuse: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value
 
 
 def new_candidate(session: Session, campaign: Campaign, family: Any, params: Any, *,
@@ -195,7 +188,7 @@ def start_campaign(session: Session, campaign_id: str,
 def budget_left(campaign: Campaign) -> tuple[int, str | None]:
     """Evaluations that may still be proposed, and the budget that is spent (if any)."""
     if campaign.budget_wall_s is not None and campaign.started_at is not None:
-        started = _aware(campaign.started_at)
+        started = aware(campaign.started_at)
         assert started is not None
         if (utcnow() - started).total_seconds() >= campaign.budget_wall_s:
             return 0, f"wall-clock budget of {campaign.budget_wall_s:g} s spent"
