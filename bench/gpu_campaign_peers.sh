@@ -42,7 +42,7 @@ export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 T
 export TUNEFORGE_COMMIT=${TUNEFORGE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 # What comes back from the GPU machine: $OUT/log.txt and $OUT/results.tgz, packed again after
-# each step (at most 8 files return from a call).
+# each step; the unpacked folder goes once the run ends (at most 8 files return from a call).
 r=$OUT/r; mkdir -p "$r"; log=$r/log.txt; db=$r/tune.db
 pack() { cp "$log" "$OUT/log.txt"; tar czf "$OUT/results.tgz" -C "$OUT" r; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; date -u
@@ -66,3 +66,4 @@ timeout -s KILL $(( peer_s + 20 )) python3 bench/peer_quality.py --family "$kern
 echo "peer_quality rc=${PIPESTATUS[0]} · all done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 gzip -9 "$db"
 pack
+rm -rf "$r"  # packed: two runs in one device command return 4 files, within its 8
