@@ -10,6 +10,10 @@ builders that :mod:`bench.peers` checks and times (its docstring lists them).
   (Inductor's tiled kernel), the tiled Triton launches of :func:`transpose_variants` and
   ``copy``, the same bytes.
 
+With a bundle of our exported library (``tuneforge library export``), :func:`library_peer`
+adds ``tuneforge library`` at each shape the bundle has an entry: our kernel called through
+its loader as a PyTorch program calls it, checked and timed by the same harness as the peers.
+
 Each family's inputs (named as its input buffers), its check (against float64; the
 transpose's, bit for bit), the tolerance its peers are judged at (0 for the transpose) and the
 dimensions its peers read come with its peers (:data:`FAMILIES`). torch is passed in, never
@@ -18,7 +22,10 @@ imported here; the Triton module is imported when a Triton peer is built.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +39,8 @@ VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32",
                "transpose": "torch transpose"}
 #: the longest row (columns, a power of two) the textbook Triton softmax holds in registers
 ROW_BLOCK_MAX = 32768
+#: the peer that is our own exported library, called through its loader (:func:`library_peer`)
+LIBRARY_PEER = "tuneforge library"
 Runner = Callable[[dict[str, Any]], Callable[[], Any]]
 
 
@@ -368,3 +377,64 @@ def spec_families(dirs: Sequence[str | Path]) -> dict[str, KernelFamily]:
         out[built.display_name] = register_family(built, replace=True)
     return out
 
+
+
+# ---- our library, through its loader --------------------------------------------------------
+def check_bundles(dirs: Sequence[str | Path], names: Sequence[str]) -> dict[str, Path]:
+    """Each ``--bundle`` directory by the family its dispatch table holds (read as JSON, no
+    torch): ValueError naming ``--bundle`` and the directory when it is no bundle, when its
+    family is not one of ``names`` (the families being timed) or when two hold one family."""
+    out: dict[str, Path] = {}
+    for raw in dirs:
+        path = Path(raw)
+        table, loader = path / "dispatch.json", path / "tuneforge_loader.py"
+        if not table.is_file() or not loader.is_file():
+            raise ValueError(f"--bundle {raw}: not a bundle (no dispatch.json and "
+                             f"tuneforge_loader.py there: `tuneforge library export` writes one)")
+        try:
+            name = json.loads(table.read_text())["family"]["display_name"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"--bundle {raw}: dispatch.json names no family ({exc})") from exc
+        if name not in names:
+            raise ValueError(f"--bundle {raw}: its family {name!r} is not one timed here "
+                             f"({', '.join(names) or 'none'})")
+        if name in out:
+            raise ValueError(f"--bundle {raw}: a second bundle of {name!r} (the first: "
+                             f"{out[name]})")
+        out[name] = path.resolve()
+    return out
+
+
+def load_library(path: Path, name: str) -> Any:
+    """The family ``name`` of the bundle at ``path``, loaded by the bundle's own loader (the
+    module imported from its file under a name of its own: tuneforge's code is not used)."""
+    module_name = f"tuneforge_loader_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(module_name, path / "tuneforge_loader.py")
+    if spec is None or spec.loader is None:
+        raise ValueError(f"--bundle {path}: its tuneforge_loader.py cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module.load(path)[name]
+
+
+def has_entry(kernel: Any, dims: Dims) -> bool:
+    """Whether the loaded family ``kernel`` has a tuned entry at ``dims`` (else its calls run
+    the fallback, which is not ours to time)."""
+    return tuple(int(dims[n]) for n in kernel.dim_names) in kernel.entries
+
+
+def library_peer(kernel: Any, bundle: Path) -> Peer:
+    """``tuneforge library``: the loaded family ``kernel`` called on the family's inputs (by
+    their buffer names, else in order), its output allocated by each call as a PyTorch
+    program gets it."""
+
+    def make(torch: Any, dims: Dims) -> Runner:
+        names = [b["name"] for b in kernel.inputs]
+
+        def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
+            args = ([inputs[n] for n in names] if all(n in inputs for n in names)
+                    else list(inputs.values()))
+            return lambda: kernel(*args)
+        return runner
+    return Peer(LIBRARY_PEER, make, notes={"bundle": str(bundle)})

@@ -43,6 +43,16 @@ while the table sets ours against the peers' vendor and their ``copy`` of the sa
 the same run. Prints the peers' problems, then a table a family (x = their time / ours,
 flushed/sustained; the same-bytes copy as % of ours), last; writes ``peer_quality.json`` (and
 the peers' ``peers.json``) under ``--out``.
+
+``--bundle DIR`` (a family's library as ``tuneforge library export`` writes it; repeatable, one
+a family) gives the peers' process our library too: at each shape of the run where the bundle
+has an entry, its kernel is called through the bundle's own loader and checked and timed by
+the peers' harness, the same code that times ``torch.compile`` and Triton. A second table a
+family sets the peers against it, and against it the child's time of our fastest point there
+(``child``): ours and the peers' in one timer, and how far the two timers differ. ::
+
+    tuneforge library export --kernel softmax --db tune.db --out lib/
+    python bench/peer_quality.py --family softmax --campaigns tune.db --bundle lib/ --out out/
 """
 
 from __future__ import annotations
@@ -63,9 +73,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.peer_families import FAMILIES as PEER_FAMILIES  # noqa: E402
-from bench.peer_families import VENDOR_PEER, peers_of, spec_families  # noqa: E402
+from bench.peer_families import VENDOR_PEER, check_bundles, peers_of, spec_families  # noqa: E402
 from bench.peer_table import (  # noqa: E402
+    format_library_table,
     format_table,
+    library_rows,
     peer_problems,
     peer_times,
     summary_rows,
@@ -317,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "75 %%; our points past it are skipped")
     ap.add_argument("--no-graph", action="store_true", help="peers: no CUDA-graph rate")
     ap.add_argument("--compile-mode", default=None, help="torch.compile's mode")
+    ap.add_argument("--bundle", action="append", type=Path, default=[],
+                    help="a family's exported library (repeatable, one a family): timed by "
+                         "the peers' harness beside them where it has an entry")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
     ap.add_argument("--out", type=Path, required=True)
     return ap
@@ -393,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         families, shapes, points = plan(args)
+        bundles = check_bundles(args.bundle, list(families))
     except ValueError as exc:
         ap.error(str(exc))
     began = time.monotonic()
@@ -413,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         ["--compile-mode", args.compile_mode] if args.compile_mode else [])
     for spec in args.spec:  # the peers' process builds the user families too (its cwd: ROOT)
         extra += ["--spec", str(spec.resolve())]
+    for path in bundles.values():
+        extra += ["--bundle", str(path)]
     # the GEMM's few shapes first: past the deadline only the softmax's last rows go untimed
     peers = run_peers(dict(sorted(shapes.items())), args.out, min_ms=args.min_ms,
                       deadline_s=0.6 * args.budget_s,
@@ -428,9 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         ours = measure_ours(ev, points[name], futures[name], min_ms=args.min_ms,
                             stop_at=began + args.budget_s)
         ev.close()
-        rows = summary_rows(name, ours, peers.get("families", {}).get(name, {}))
+        theirs = peers.get("families", {}).get(name, {})
+        rows = summary_rows(name, ours, theirs)
         record["device"] = ev.device
         record["families"][name] = {"family": family.name, "ours": ours, "summary": rows,
+                                    "library": library_rows(name, theirs, rows),
                                     "peers": peers.get("families", {}).get(name)}
         (args.out / "peer_quality.json").write_text(json.dumps(record, indent=1, default=str))
     device = str((record.get("device") or {}).get("name"))
@@ -441,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in families:
         print("\n" + vendor_noise(name, peers))
         print("\n".join(format_table(name, record["families"][name]["summary"], device)))
+        library = format_library_table(name, record["families"][name]["library"], device)
+        if library:
+            print("\n" + "\n".join(library))
     return 0
 
 

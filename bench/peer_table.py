@@ -1,9 +1,10 @@
 """The peers benchmark's figures and table: ours against the vendor and each peer (their time
 over ours, flushed and sustained), the same-bytes copy as a share of ours, the geometric means,
 and the lines that say which peer failed (the elements a transpose got wrong) and how noisy the
-vendor was. Softmax and the transpose share one layout: x the vendor, torch.compile, the
-textbook Triton launch and the best Triton launch, then % of the copy. Plain dicts in, text
-out: what :mod:`bench.peer_quality` prints last and the tests read.
+vendor was; with a bundle, our library as the peers' harness timed it beside them. Softmax and
+the transpose share one layout: x the vendor, torch.compile, the textbook Triton launch and the
+best Triton launch, then % of the copy. Plain dicts in, text out: what :mod:`bench.peer_quality`
+prints last and the tests read.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from bench.peer_families import VENDOR_PEER
+from bench.peer_families import LIBRARY_PEER, VENDOR_PEER
 
 #: the peers set against ours in the table, after the vendor (``triton best``: the fastest
 #: correct Triton launch of the shape)
@@ -210,3 +211,66 @@ def vendor_noise(name: str, peers: dict[str, Any]) -> str:
             spreads.append(abs(a - b) / min(a, b))
     return (f"{vendor} timed twice a shape: spread up to {100 * max(spreads):.1f} %"
             if spreads else f"{vendor} timed twice a shape: no pair")
+
+
+def library_rows(name: str, peers: dict[str, Any], summary: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """At each shape where the peers' harness timed our library (``tuneforge library``, a
+    bundle's kernel through its loader): its times, each column's peer against it (their
+    time over the library's) and the same-bytes copy, all from that one harness; and
+    ``child``: our fastest point at the shape as the evaluation child timed it (``summary``:
+    :func:`summary_rows`), over the library's time (above 1: the child's figure is the
+    slower)."""
+    columns = [VENDOR_PEER[name], *PEER_COLUMNS[name]]
+    child = {r["shape"]: r for r in fastest_rows(summary)}
+    rows = []
+    for shape, at in (peers.get("shapes") or {}).items():
+        found = (at.get("peers") or {}).get(LIBRARY_PEER)
+        if not found:
+            continue
+        us, sus = peer_times(found)
+        row: dict[str, Any] = {"shape": shape, "us": us, "sustained_us": sus,
+                               "error": found.get("error") or (
+                                   None if us else "wrong (its check failed)"),
+                               "worst_err": worst_error(found.get("correctness")), "x": {}}
+        for col in columns:
+            theirs, theirs_sus = peer_times(column_entry(at.get("peers") or {}, col))
+            row["x"][col] = (ratio(theirs, us), ratio(theirs_sus, sus))
+        copy, copy_sus = peer_times((at.get("peers") or {}).get(COPY_PEER))
+        if copy:
+            row["pct_copy"] = (pct(copy, us), pct(copy_sus, sus))
+        mine = child.get(shape)
+        row["child"] = ((ratio(mine["us"], us), ratio(mine["sustained_us"], sus))
+                        if mine else None)
+        rows.append(row)
+    return rows
+
+
+def format_library_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str]:
+    """The library's rows (:func:`library_rows`) as a table, then the geometric means; nothing
+    when the peers' harness timed no library."""
+    if not rows:
+        return []
+    columns = [VENDOR_PEER[name], *PEER_COLUMNS[name]]
+    lines = [f"{name}: our library through its loader, in the peers' harness, on {device} · "
+             f"x = their time / the library's · child = the evaluation child's time / it"]
+    head = f"{'shape':>15s} {'library us':>15s}"
+    head += "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
+    lines.append(head + f" {'% copy':>11s} {'child':>11s} {'err':>8s}")
+    for r in rows:
+        line = f"{r['shape']:>15s} "
+        if not r["us"]:
+            lines.append(line + f"{(r.get('error') or '')[:70]}")
+            continue
+        line += f"{_pair((r['us'], r['sustained_us']), 1):>15s}"
+        line += "".join(f" {_pair(r['x'][c]):>13s}" for c in columns)
+        err = r["worst_err"]
+        lines.append(line + f" {_pair(r.get('pct_copy'), 1):>11s} {_pair(r['child']):>11s}"
+                     f" {'-' if err is None else f'{err:8.1e}':>8s}")
+    timed = [r for r in rows if r["us"]]
+    means = f"{'geomean':>15s} {f'{len(timed)} shape(s)':>15s}"
+    for c in columns:
+        pair = (geomean([r["x"][c][0] for r in timed]), geomean([r["x"][c][1] for r in timed]))
+        means += f" {_pair(pair):>13s}"
+    lines.append(means)
+    return lines

@@ -28,6 +28,11 @@ One process, one GPU, every shape of every ``--job`` in turn. The peers of each 
   ``triton bMxN wW``: the neighbouring tiles and warps, :func:`transpose_variants`) and
   ``copy``, the same bytes.
 
+``--bundle DIR`` (a bundle of our exported library, ``tuneforge library export``) adds
+``tuneforge library`` at each shape its dispatch table has an entry: our kernel called through
+the bundle's own loader, as a PyTorch program calls it, checked and timed by this same harness
+beside the peers (second, after the vendor).
+
 For each peer at each shape: correctness on fresh random inputs (other seeds than the timed
 inputs; outputs poisoned with NaN first where the peer writes a fixed output) against float64
 (:func:`softmax_errors`, :func:`gemm_errors`), or for the transpose against the input's
@@ -63,6 +68,10 @@ from bench.peer_families import (  # noqa: E402
     FamilyPeers,
     Peer,
     Runner,
+    check_bundles,
+    has_entry,
+    library_peer,
+    load_library,
     peers_of,
     spec_families,
 )
@@ -197,13 +206,17 @@ def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
 
 
 def measure_shape(torch: Any, name: str, dims: Dims, *, min_ms: float, graph: bool,
-                  compile_mode: str | None, seed: int) -> dict[str, Any]:
-    """Every peer of family ``name`` at ``dims``, the vendor again last (``<vendor> again``)."""
+                  compile_mode: str | None, seed: int,
+                  library: Peer | None = None) -> dict[str, Any]:
+    """Every peer of family ``name`` at ``dims`` (``library`` second, after the vendor), the
+    vendor again last (``<vendor> again``)."""
     family = FAMILIES[name]
     timing = family.inputs(torch, dims, seed)
     checks = [(dist, family.inputs(torch, dims, seed + 1 + i, dist))
               for i, dist in enumerate(family.check_dists)]
     peers = family.peers(torch, dims, compile_mode)
+    if library is not None:
+        peers.insert(1, library)
     results: dict[str, Any] = {}
     for peer in [*peers, peers[0]]:
         key = peer.name if peer.name not in results else f"{peer.name} again"
@@ -271,9 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-graph", action="store_true", help="no CUDA-graph sustained rate")
     ap.add_argument("--compile-mode", default=None, help="torch.compile's mode (default: none)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bundle", action="append", type=Path, default=[],
+                    help="a bundle of our exported library (repeatable, one a family): its "
+                         "kernels timed beside the peers at the shapes it has an entry")
     args = ap.parse_args(argv)
     try:
         jobs = parse_jobs(args.job, spec_families(args.spec))
+        bundles = check_bundles(args.bundle, [name for name, _ in jobs])
     except ValueError as exc:
         ap.error(str(exc))
     began = time.monotonic()
@@ -284,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {"device": device_facts(torch), "min_ms": args.min_ms,
                               "tolerance": TOLERANCE, "families": {}}
     for name, shapes in jobs:
+        kernel = load_library(bundles[name], name) if name in bundles else None
         tolerance = FAMILIES[name].tolerance
         fam = record["families"].setdefault(name, {
             "vendor": VENDOR_PEER[name], "shapes": {},
@@ -292,9 +310,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.deadline_s and time.monotonic() - began > args.deadline_s:
                 fam["shapes"][str(dims)] = {"shape": str(dims), "skipped": "deadline"}
             else:
+                library = (library_peer(kernel, bundles[name])
+                           if kernel is not None and has_entry(kernel, dims) else None)
                 fam["shapes"][str(dims)] = measure_shape(
                     torch, name, dims, min_ms=args.min_ms, graph=not args.no_graph,
-                    compile_mode=args.compile_mode, seed=args.seed)
+                    compile_mode=args.compile_mode, seed=args.seed, library=library)
             record["seconds"] = round(time.monotonic() - began, 1)
             args.json_out.parent.mkdir(parents=True, exist_ok=True)
             args.json_out.write_text(json.dumps(record, indent=1, default=str))

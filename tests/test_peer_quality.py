@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +16,23 @@ from typing import Any
 
 import pytest
 
-from bench.peer_families import softmax_variants
+from bench.peer_families import (
+    LIBRARY_PEER,
+    check_bundles,
+    has_entry,
+    library_peer,
+    load_library,
+    softmax_variants,
+)
 from bench.peer_quality import build_parser, plan
-from bench.peer_table import format_table, peer_problems, summary_rows, vendor_noise
+from bench.peer_table import (
+    format_library_table,
+    format_table,
+    library_rows,
+    peer_problems,
+    summary_rows,
+    vendor_noise,
+)
 from bench.peers import judge, parse_jobs
 from kernels import get_family
 
@@ -121,6 +136,12 @@ def test_the_command_line_refuses_before_touching_a_gpu() -> None:
                           timeout=60)
     assert done.returncode == 2
     assert "--job 'conv=64x64'" in done.stderr
+    for script, args in (("peer_quality.py", ["--family", "softmax", "--out", "unused"]),
+                         ("peers.py", ["--job", "softmax=64x64", "--json-out", "unused"])):
+        done = subprocess.run([sys.executable, f"bench/{script}", *args, "--bundle", "docs"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, script
+        assert "--bundle docs: not a bundle" in done.stderr, script
 
 
 def test_a_case_that_counts_unequal_elements_passes_only_with_none() -> None:
@@ -626,3 +647,56 @@ def test_the_triton_transpose_imports_without_a_gpu_and_runs_in_the_interpreter(
                           text=True, env=env, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "exact"
+
+
+def test_the_library_is_set_against_the_peers_in_their_own_harness() -> None:
+    peers = {"shapes": {"16384x1024": {"peers": {
+        **PEERS["shapes"]["16384x1024"]["peers"], LIBRARY_PEER: _peer(36.0, 34.5, 34.0)}},
+        "65536x128": {"peers": {"torch.softmax": _peer(21.0, 19.0)}},
+        "32768x512": {"peers": {LIBRARY_PEER: _peer(30.0, 29.0, passed=False)}}}}
+    rows = library_rows("softmax", peers, summary_rows("softmax", OURS, peers))
+    assert [r["shape"] for r in rows] == ["16384x1024", "32768x512"]
+    row = rows[0]
+    # the library's sustained time is the faster of its loop and its graph replays, as a peer's
+    assert (row["us"], row["sustained_us"]) == (36.0, 34.0)
+    assert row["x"]["torch.compile"] == (round(36.4 / 36.0, 3), round(36.0 / 34.0, 3))
+    assert row["x"]["triton best"] == (round(35.0 / 36.0, 3), 1.0)
+    assert row["pct_copy"] == (round(100 * 36.3 / 36.0, 1), round(100 * 34.8 / 34.0, 1))
+    # the child timed our fastest point there at 38.7 / 36.0 µs
+    assert row["child"] == (round(38.7 / 36.0, 3), round(36.0 / 34.0, 3))
+    assert rows[1]["us"] is None
+    assert "wrong" in rows[1]["error"]
+    lines = format_library_table("softmax", rows, "NVIDIA H100 80GB HBM3")
+    assert "peers' harness" in lines[0]
+    assert "child" in lines[1]
+    assert lines[2].split()[:2] == ["16384x1024", "36.0/34.0"]
+    assert lines[2].split()[-2] == "1.07/1.06"  # child
+    assert lines[3].split()[0] == "32768x512"
+    assert "wrong" in lines[3]
+    assert lines[-1].split()[:3] == ["geomean", "1", "shape(s)"]
+    assert format_library_table("softmax", [], "NVIDIA H100 80GB HBM3") == []
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_a_bundle_is_read_by_its_own_loader_and_timed_where_it_has_an_entry(
+        compiler: Any, tmp_path: Path) -> None:
+    from bundle_support import build
+
+    softmax = get_family("softmax")
+    path = build(compiler, tmp_path / "lib", softmax, ["65536x128"])
+    assert check_bundles([str(path)], ["gemm_bias_relu", "softmax"]) == {
+        "softmax": path.resolve()}
+    with pytest.raises(ValueError, match="its family 'softmax' is not one timed here"):
+        check_bundles([str(path)], ["gemm_bias_relu"])
+    with pytest.raises(ValueError, match="a second bundle of 'softmax'"):
+        check_bundles([str(path), str(path)], ["softmax"])
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "dispatch.json").write_text("{}")
+    with pytest.raises(ValueError, match="half: not a bundle"):
+        check_bundles([str(tmp_path / "half")], ["softmax"])
+    kernel = load_library(path.resolve(), "softmax")
+    assert has_entry(kernel, softmax.parse_dims("65536x128"))
+    assert not has_entry(kernel, softmax.parse_dims("16384x1024"))
+    peer = library_peer(kernel, path)
+    assert peer.name == LIBRARY_PEER
+    assert peer.notes == {"bundle": str(path)}
