@@ -2,8 +2,11 @@
 # On the GPU machine, from the repository root: GPU campaigns at a family's shapes (one shape
 # set, or one campaign for one shape, from the family's baseline, embedded), then
 # bench/peer_quality.py: their bests beside the family's vendor and peers, flushed and
-# sustained, in the same call. $OUT/log.txt and $OUT/results.tgz (the campaigns' database
-# gzipped, their JSON, the peers' and ours); a short table last.
+# sustained, in the same call. The bests are timed twice: by the evaluation child, and as the
+# library exported from the campaigns' database (`tuneforge library export`, in r/lib) called
+# through its own loader, by the peers' harness (peer_quality --bundle): one timer for ours
+# and theirs. $OUT/log.txt and $OUT/results.tgz (the campaigns' database gzipped, their JSON,
+# the bundle, the peers' and ours); the two short tables last.
 #
 #   bash bench/gpu_campaign_peers.sh softmax \
 #     65536x128,32768x512,16384x1024,65536x1024,8192x4096,8192x8192,4096x32768,2048x65536,1024x131072,16x262144,256x262144
@@ -60,9 +63,13 @@ timeout -s KILL $(( wall + 30 )) python3 -m cli.main tune --backend gpu --kernel
 python3 bench/tune_summary.py "$r/tune.json" 2>&1 | tee -a "$log"
 echo "campaigns done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 pack
+python3 -m cli.main library export --kernel "$kernel" --db "$db" --out "$r/lib" 2>&1 | tail -2 \
+  | tee -a "$log"
+bundle_args=(); [[ -f $r/lib/dispatch.json ]] && bundle_args=(--bundle "$r/lib")
 timeout -s KILL $(( peer_s + 20 )) python3 bench/peer_quality.py --family "$kernel" \
-  "${spec_args[@]}" --campaigns "$db" --no-replay --shapes "$shapes" --out "$r/q" \
-  --budget-s "$peer_s" 2>"$r/q-progress.txt" | tee -a "$log" | tail -$(( ${#list[@]} + 5 ))
+  "${spec_args[@]}" "${bundle_args[@]}" --campaigns "$db" --no-replay --shapes "$shapes" \
+  --out "$r/q" --budget-s "$peer_s" 2>"$r/q-progress.txt" | tee -a "$log" \
+  | tail -$(( 2 * ${#list[@]} + 10 ))
 echo "peer_quality rc=${PIPESTATUS[0]} · all done at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 gzip -9 "$db"
 pack
