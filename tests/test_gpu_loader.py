@@ -1,11 +1,14 @@
 """The exported bundle's Python loader on a GPU: correct at its entries and at random shapes
 without one (the fallback), eager and under ``torch.compile(fullgraph=True)``, for softmax,
 the GEMM and a user family (``examples/transpose``); its time at an entry against the cubin
-launched directly, and torch's beside it in the same run."""
+launched directly, and torch's beside it in the same run; the peers' harness
+(``bench/peers.py --bundle``) checking and timing it beside the peers."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 import sys
 import threading
 import warnings
@@ -36,6 +39,7 @@ from kernels.base import Candidate, Dims  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 
 pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX_TUNED = ("65536x128", "16384x1024", "16x262144", "256x262144")
 EXTRA = {"softmax": [{"rows": 64, "cols": 1024}, {"rows": 300, "cols": 777}],
          "gemm_bias_relu": [{"m": 64, "n": 64, "k": 64}, {"m": 517, "n": 1029, "k": 263}]}
@@ -238,3 +242,30 @@ def test_time_at_entries_is_the_cubins_and_dispatch_is_cheap(
     added = per_call_us(torch, lambda: kernel(*args), 500) - per_call_us(torch, direct, 500)
     sys.stdout.write(f"{family} {small}: dispatch adds {added:.2f} us a call\n")
     assert added <= 20.0
+
+
+def test_the_peers_harness_times_the_library_where_it_has_an_entry(
+        bundles: dict[str, Path], tmp_path: Path) -> None:
+    """``bench/peers.py --bundle``: at a tuned entry and a nearest one the library is a peer
+    of its own, called through the bundle's loader, checked on every distribution and timed
+    flushed and sustained; at a shape without an entry it is not timed (that would be the
+    fallback, torch's own kernel)."""
+    out = tmp_path / "peers.json"
+    done = subprocess.run(
+        [sys.executable, "bench/peers.py", "--job", "softmax=65536x128,300x777,100x100",
+         "--bundle", str(bundles["softmax"]), "--min-ms", "20", "--json-out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shapes = json.loads(out.read_text())["families"]["softmax"]["shapes"]
+    for shape in ("65536x128", "300x777"):
+        peers = shapes[shape]["peers"]
+        assert list(peers)[:2] == ["torch.softmax", "tuneforge library"], shape
+        mine = peers["tuneforge library"]
+        assert "error" not in mine, (shape, mine.get("error"))
+        assert mine["correctness"]["passed"], (shape, mine["correctness"])
+        assert [c["dist"] for c in mine["correctness"]["cases"]] == ["normal", "large"]
+        assert mine["avg_us"] > 0
+        assert mine["sustained_us"] > 0
+        assert mine["graph_us"] > 0
+        assert mine["bundle"] == str(bundles["softmax"].resolve())
+    assert "tuneforge library" not in shapes["100x100"]["peers"]
