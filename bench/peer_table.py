@@ -153,19 +153,31 @@ def format_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str
         if not r["us"]:
             lines.append(line + f"{r['status']}: {(r.get('error') or '')[:70]}")
             continue
-        line += f"{_pair((r['us'], r['sustained_us']), 1):>15s}"
-        line += "".join(f" {_pair(r['x'][c]):>13s}" for c in columns)
         tail = _pair(r.get("pct_copy"), 1) if has_copy else f"{r.get('tflops') or 0:.1f}"
-        err = r["worst_err"]
-        lines.append(line + f" {tail:>11s} {'-' if err is None else f'{err:8.1e}':>8s}")
+        lines.append(line + _cells(r, columns) + f" {tail:>11s} {_err(r['worst_err'])}")
     fastest = fastest_rows(rows)
-    means = f"{'geomean':>15s} {f'our best at {len(fastest)} shape(s)':22s} {'':>15s}"
-    for c in columns:
-        pair = (geomean([r["x"][c][0] for r in fastest]),
-                geomean([r["x"][c][1] for r in fastest]))
-        means += f" {_pair(pair):>13s}"
-    lines.append(means)
+    lines.append(f"{'geomean':>15s} {f'our best at {len(fastest)} shape(s)':22s} {'':>15s}"
+                 + _means(fastest, columns))
     return lines
+
+
+def _cells(row: dict[str, Any], columns: Sequence[str]) -> str:
+    """A table row's times (flushed/sustained µs) and its ratio to each column's peer."""
+    return (f"{_pair((row['us'], row['sustained_us']), 1):>15s}"
+            + "".join(f" {_pair(row['x'][c]):>13s}" for c in columns))
+
+
+def _err(err: float | None) -> str:
+    return f"{'-' if err is None else f'{err:8.1e}':>8s}"
+
+
+def _means(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """The geometric mean of each column's ratios over ``rows``, flushed/sustained."""
+    out = ""
+    for c in columns:
+        pair = (geomean([r["x"][c][0] for r in rows]), geomean([r["x"][c][1] for r in rows]))
+        out += f" {_pair(pair):>13s}"
+    return out
 
 
 def fastest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -262,15 +274,8 @@ def format_library_table(name: str, rows: list[dict[str, Any]], device: str) -> 
         if not r["us"]:
             lines.append(line + f"{(r.get('error') or '')[:70]}")
             continue
-        line += f"{_pair((r['us'], r['sustained_us']), 1):>15s}"
-        line += "".join(f" {_pair(r['x'][c]):>13s}" for c in columns)
-        err = r["worst_err"]
-        lines.append(line + f" {_pair(r.get('pct_copy'), 1):>11s} {_pair(r['child']):>11s}"
-                     f" {'-' if err is None else f'{err:8.1e}':>8s}")
+        lines.append(line + _cells(r, columns) + f" {_pair(r.get('pct_copy'), 1):>11s}"
+                     f" {_pair(r['child']):>11s} {_err(r['worst_err'])}")
     timed = [r for r in rows if r["us"]]
-    means = f"{'geomean':>15s} {f'{len(timed)} shape(s)':>15s}"
-    for c in columns:
-        pair = (geomean([r["x"][c][0] for r in timed]), geomean([r["x"][c][1] for r in timed]))
-        means += f" {_pair(pair):>13s}"
-    lines.append(means)
+    lines.append(f"{'geomean':>15s} {f'{len(timed)} shape(s)':>15s}" + _means(timed, columns))
     return lines
