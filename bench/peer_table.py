@@ -146,7 +146,7 @@ def format_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str
              + (" · % copy = same-bytes copy time / ours" if has_copy else "")
              + LEGENDS.get(name, "")]
     head = f"{'shape':>15s} {'label':22s} {'ours us':>15s}"
-    head += "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
+    head += _heads(columns)
     lines.append(head + f" {last:>11s} {'err':>8s}")
     for r in rows:
         line = f"{r['shape']:>15s} {r['label'][:22]:22s} "
@@ -159,6 +159,11 @@ def format_table(name: str, rows: list[dict[str, Any]], device: str) -> list[str
     lines.append(f"{'geomean':>15s} {f'our best at {len(fastest)} shape(s)':22s} {'':>15s}"
                  + _means(fastest, columns))
     return lines
+
+
+def _heads(columns: Sequence[str]) -> str:
+    """The columns' short headers, as wide as their cells."""
+    return "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
 
 
 def _cells(row: dict[str, Any], columns: Sequence[str]) -> str:
@@ -267,7 +272,7 @@ def format_library_table(name: str, rows: list[dict[str, Any]], device: str) -> 
     lines = [f"{name}: our library through its loader, in the peers' harness, on {device} · "
              f"x = their time / the library's · child = the evaluation child's time / it"]
     head = f"{'shape':>15s} {'library us':>15s}"
-    head += "".join(f" {HEADERS.get(c, 'x ' + c)[:13]:>13s}" for c in columns)
+    head += _heads(columns)
     lines.append(head + f" {'% copy':>11s} {'child':>11s} {'err':>8s}")
     for r in rows:
         line = f"{r['shape']:>15s} "
