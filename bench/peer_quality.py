@@ -24,7 +24,8 @@ list of ``{"kernel", "label", "shape", "params"}``; ``kernel`` may be left out w
 runs), and at every shape a running family's campaigns measured in the ``--campaigns``
 databases (``tuneforge tune --db``: a SQLite path or a URL) the point the team's library exports
 there: the fastest correct candidate of any campaign at that shape, labelled ``library entry``
-(a campaign's shape joins the family's shapes).
+(a campaign's shape joins the family's shapes; with ``--shapes``, only the entries at those
+shapes are timed).
 
 In one run on one GPU: the evaluation child of each family starts and the points compile (nvcc,
 in the background) while :mod:`bench.peers` checks and times the vendor and every peer at every
@@ -379,7 +380,12 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, KernelFamily], dict[str, l
               for name in families}
     extras = [load_points(args.points, families)] if args.points is not None else []
     if args.campaigns:
-        extras.append(campaign_points(args.campaigns, families))
+        found = campaign_points(args.campaigns, families)
+        if args.shapes:  # the shapes asked for, not every shape the databases hold
+            found = {name: [p for p in found_points
+                            if any(str(d) == str(p.dims) for d in shapes[name])]
+                     for name, found_points in found.items()}
+        extras.append(found)
     for found in extras:
         for name, extra in found.items():
             points[name] += extra

@@ -102,8 +102,7 @@ def test_campaign_bests_come_from_a_tune_database(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.splitlines()[-1])
     bests = {s["shape"]: s["best"] for s in summary["shapes"]}
-    _, shapes, points = _plan("--family", "softmax", "--campaigns", str(db), "--no-replay",
-                              "--shapes", "8192x8192")
+    _, shapes, points = _plan("--family", "softmax", "--campaigns", str(db), "--no-replay")
     found = {str(p.dims): p for p in points["softmax"]}
     assert set(found) == {"16384x1024", "65536x128"}
     softmax = get_family("softmax")
@@ -120,7 +119,15 @@ def test_campaign_bests_come_from_a_tune_database(tmp_path: Path) -> None:
         # the point timed is a fastest correct candidate there, maybe not the incumbent
         assert any(params == found[shape].params.to_dict() and us == fastest_us
                    for us, params in at_shape)
-    assert [str(d) for d in shapes["softmax"]] == ["8192x8192", "16384x1024", "65536x128"]
+    assert {"16384x1024", "65536x128"} <= {str(d) for d in shapes["softmax"]}
+    # --shapes narrows the databases' entries to the shapes asked for
+    _, shapes, points = _plan("--family", "softmax", "--campaigns", str(db), "--no-replay",
+                              "--shapes", "65536x128,8192x8192")
+    assert [str(p.dims) for p in points["softmax"]] == ["65536x128"]
+    assert [str(d) for d in shapes["softmax"]] == ["65536x128", "8192x8192"]
+    with pytest.raises(ValueError, match="no point to time in --campaigns"):
+        _plan("--family", "softmax", "--campaigns", str(db), "--no-replay",
+              "--shapes", "8192x8192")
     with pytest.raises(ValueError, match="--campaigns .*: no such database"):
         _plan("--family", "softmax", "--campaigns", str(tmp_path / "none.db"))
 
@@ -412,11 +419,16 @@ def test_a_spec_familys_campaigns_are_found_by_its_registry_key(
                             params_key=f"w{us}", status="wrong", avg_us=us * 0.5))
     assert campaign.kernel == transpose_key
     _, shapes, points = _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--campaigns",
-                              str(db), "--no-replay", "--shapes", "8192x8192")
+                              str(db), "--no-replay")
     assert sorted((str(p.dims), p.label, p.params.to_dict() == {**best, "pad": 0})
                   for p in points["transpose"]) == [("4096x4096", "library entry", True),
                                                     ("8192x8192", "library entry", True)]
+    # the family's default shape, then the campaign's other shape
     assert [str(d) for d in shapes["transpose"]] == ["8192x8192", "4096x4096"]
+    _, shapes, points = _plan("--family", "transpose", "--spec", str(SPEC_DIR), "--campaigns",
+                              str(db), "--no-replay", "--shapes", "8192x8192")
+    assert [str(p.dims) for p in points["transpose"]] == ["8192x8192"]
+    assert [str(d) for d in shapes["transpose"]] == ["8192x8192"]
     # a database with campaigns of other families only: told where it looked, not to give
     # the --campaigns it gave
     other = tmp_path / "other.db"
