@@ -378,7 +378,6 @@ def spec_families(dirs: Sequence[str | Path]) -> dict[str, KernelFamily]:
     return out
 
 
-
 # ---- our library, through its loader --------------------------------------------------------
 def check_bundles(dirs: Sequence[str | Path], names: Sequence[str]) -> dict[str, Path]:
     """Each ``--bundle`` directory by the family its dispatch table holds (read as JSON, no
