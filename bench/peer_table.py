@@ -87,18 +87,28 @@ def summary_rows(name: str, ours: list[dict[str, Any]], peers: dict[str, Any]) -
         row: dict[str, Any] = {"shape": r["shape"], "label": r["label"],
                                "status": r.get("status") or r.get("compile"),
                                "error": r.get("error"), "us": us, "sustained_us": sus,
-                               "worst_err": worst_error(r.get("correctness")), "x": {}}
-        for col in columns:
-            theirs, theirs_sus = peer_times(column_entry(at, col))
-            row["x"][col] = (ratio(theirs, us), ratio(theirs_sus, sus))
-        if COPY_PEER in at:
-            copy, copy_sus = peer_times(at[COPY_PEER])
-            row["pct_copy"] = (pct(copy, us), pct(copy_sus, sus))
+                               "worst_err": worst_error(r.get("correctness")),
+                               **against(at, columns, us, sus)}
         flops = flop_count(name, r["shape"])
         if flops and us:
             row["tflops"] = round(flops / us / 1e6, 1)
         rows.append(row)
     return rows
+
+
+def against(at: dict[str, Any], columns: Sequence[str], us: float | None,
+            sus: float | None) -> dict[str, Any]:
+    """Times ``us`` / ``sus`` (flushed, sustained) set against the peers ``at`` one shape:
+    ``x``, each column's peer time over them; ``pct_copy``, where the run has a same-bytes
+    copy, its time as a percentage of them."""
+    out: dict[str, Any] = {"x": {}}
+    for col in columns:
+        theirs, theirs_sus = peer_times(column_entry(at, col))
+        out["x"][col] = (ratio(theirs, us), ratio(theirs_sus, sus))
+    if COPY_PEER in at:
+        copy, copy_sus = peer_times(at[COPY_PEER])
+        out["pct_copy"] = (pct(copy, us), pct(copy_sus, sus))
+    return out
 
 
 def pct(copy_us: float | None, ours_us: float | None) -> float | None:
@@ -249,13 +259,8 @@ def library_rows(name: str, peers: dict[str, Any], summary: list[dict[str, Any]]
         row: dict[str, Any] = {"shape": shape, "us": us, "sustained_us": sus,
                                "error": found.get("error") or (
                                    None if us else "wrong (its check failed)"),
-                               "worst_err": worst_error(found.get("correctness")), "x": {}}
-        for col in columns:
-            theirs, theirs_sus = peer_times(column_entry(at.get("peers") or {}, col))
-            row["x"][col] = (ratio(theirs, us), ratio(theirs_sus, sus))
-        copy, copy_sus = peer_times((at.get("peers") or {}).get(COPY_PEER))
-        if copy:
-            row["pct_copy"] = (pct(copy, us), pct(copy_sus, sus))
+                               "worst_err": worst_error(found.get("correctness")),
+                               **against(at.get("peers") or {}, columns, us, sus)}
         mine = child.get(shape)
         row["child"] = ((ratio(mine["us"], us), ratio(mine["sustained_us"], sus))
                         if mine else None)
