@@ -23,12 +23,14 @@ imported here; the Triton module is imported when a Triton peer is built.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from kernels.base import Dims
@@ -41,6 +43,8 @@ VENDOR_PEER = {"softmax": "torch.softmax", "gemm_bias_relu": "cuBLAS fp32",
 ROW_BLOCK_MAX = 32768
 #: the peer that is our own exported library, called through its loader (:func:`library_peer`)
 LIBRARY_PEER = "tuneforge library"
+#: numbers the bundle loaders imported in this process (:func:`import_loader`)
+_loaders = itertools.count()
 Runner = Callable[[dict[str, Any]], Callable[[], Any]]
 
 
@@ -404,17 +408,23 @@ def check_bundles(dirs: Sequence[str | Path], names: Sequence[str]) -> dict[str,
     return out
 
 
-def load_library(path: Path, name: str) -> Any:
-    """The family ``name`` of the bundle at ``path``, loaded by the bundle's own loader (the
-    module imported from its file under a name of its own: tuneforge's code is not used)."""
-    module_name = f"tuneforge_loader_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(module_name, path / "tuneforge_loader.py")
+def import_loader(bundle: Path) -> ModuleType:
+    """The ``tuneforge_loader.py`` of ``bundle`` imported as a module of its own (a name of
+    its own each time: two bundles' loaders never share one)."""
+    module_name = f"tuneforge_loader_{next(_loaders)}"
+    spec = importlib.util.spec_from_file_location(module_name, bundle / "tuneforge_loader.py")
     if spec is None or spec.loader is None:
-        raise ValueError(f"--bundle {path}: its tuneforge_loader.py cannot be imported")
+        raise ValueError(f"{bundle}: its tuneforge_loader.py cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    return module.load(path)[name]
+    return module
+
+
+def load_library(path: Path, name: str) -> Any:
+    """The family ``name`` of the bundle at ``path``, loaded by the bundle's own loader
+    (:func:`import_loader`: tuneforge's code is not used)."""
+    return import_loader(path).load(path)[name]
 
 
 def has_entry(kernel: Any, dims: Dims) -> bool:

@@ -3,22 +3,20 @@ session compiler's cache makes a second build free), and the bundle's own loader
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from agent.bundle import BundleEntry, replay_entries, write_bundle
+from bench.peer_families import import_loader
 from kernels.base import Dims
 from kernels.userspec import build_family, load_spec_dir
 from worker.compile import Compiler
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "transpose"
 PROVENANCE = {"exported": "by the tests", "commit": "test"}
-_modules = itertools.count()
+__all__ = ["EXAMPLE", "PROVENANCE", "build", "import_loader", "transpose_entries",
+           "transpose_family"]
 
 
 def build(compiler: Compiler, out: Path, family: Any, shapes: Iterable[str] | None = None,
@@ -42,15 +40,3 @@ def transpose_entries(family: Any, shapes: Iterable[tuple[int, int]]) -> list[Bu
     """The family's baseline at each shape (``tuned``, no figures)."""
     return [BundleEntry(Dims(m=m, n=n), family.baseline, source="tuned",
                         provenance={"campaign": "test"}) for m, n in shapes]
-
-
-def import_loader(bundle: Path) -> ModuleType:
-    """The ``tuneforge_loader.py`` of ``bundle`` as a module of its own."""
-    name = f"tuneforge_loader_{next(_modules)}"
-    spec = importlib.util.spec_from_file_location(name, bundle / "tuneforge_loader.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
