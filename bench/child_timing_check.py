@@ -5,11 +5,13 @@
 ``bench/harness_check.py`` found the child timing a 20 us kernel about 1.5 us slower than the
 vendor's harness times the same cubin. This runs the child's own runtime
 (:class:`worker.gpu_child.Runtime`: its poison, flush, events and launch path) in this process
-three ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
+four ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
 default stream, and ``tf_flush``: a grid-stride loop of scalar read-modify-writes), on a
-non-blocking stream (``CU_STREAM_NON_BLOCKING``), and with the flush done as torch's
+non-blocking stream (``CU_STREAM_NON_BLOCKING``), with the flush done as torch's
 elementwise kernels do it (one float4 a thread, a CTA on each contiguous 4 KB, the same bytes
-and arithmetic), and prints the flushed median of each.
+and arithmetic), and without the poison of the outputs before each flush (as a call that
+allocates its output is timed), and prints the flushed median of each; then the child's
+sustained rate (``Runtime.sustain``, ``--min-ms``), a loop of launches and a CUDA graph of them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def main() -> int:
     ap.add_argument("--shape", required=True)
     ap.add_argument("--params", action="append", required=True)
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
     args = ap.parse_args()
     family = get_family(args.kernel)
@@ -79,9 +82,12 @@ def main() -> int:
     blocked_fn = blocked.get_function("flush_blocked")
     blocked_fn.prepare("Pq")
     child_flush = rt.flush
-    variants = {"the child's": (rt.stream, child_flush),
-                "non-blocking stream": (cuda.Stream(flags=1), child_flush),  # NON_BLOCKING
-                "torch-like flush": (rt.stream, BlockedFlush(blocked_fn))}
+    unpoisoned = {**signature, "buffers": [{**b, "role": "unpoisoned"} if b["role"] == "out"
+                                           else b for b in signature["buffers"]]}
+    variants = {"the child's": (rt.stream, child_flush, signature),
+                "non-blocking stream": (cuda.Stream(flags=1), child_flush, signature),
+                "torch-like flush": (rt.stream, BlockedFlush(blocked_fn), signature),
+                "no output poison": (rt.stream, child_flush, unpoisoned)}
     for text in args.params:
         params = family.params_from_dict(json.loads(text))
         compiled = compile_candidate(compiler, family, params)
@@ -97,14 +103,23 @@ def main() -> int:
         rt.sync()
         medians: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(3):
-            for name, (stream, flush) in variants.items():
+            for name, (stream, flush, sig) in variants.items():
                 rt.stream, rt.flush = stream, flush
-                times = rt.time_launches([(fn, ld)], b, signature, args.reps)[0]
+                times = rt.time_launches([(fn, ld)], b, sig, args.reps)[0]
                 medians[name].append(statistics.median(times))
-        rt.stream, rt.flush = variants["the child's"]
+        rt.stream, rt.flush, _ = variants["the child's"]
+        sustained = rt.sustain(fn, {"signature": signature, "launch": ld, "seed": 1,
+                                    "fills": [{"kind": "normal", "scale": 1.0}
+                                              for _ in lc.inputs(signature)],
+                                    "min_ms": args.min_ms})
         print(f"{family.name} {dims} {text[:60]}")
         for name, runs in medians.items():
             print(f"  {name:24s} " + " ".join(f"{v:8.2f}" for v in runs) + " us")
+        ways = [f"{way} {sustained[way]['us_per_launch']:.2f}" for way in ("loop", "graph")
+                if way in sustained]
+        print(f"  {'sustained':24s} " + ", ".join(ways) + " us"
+              + (f" (no graph: {sustained['graph_error']})" if "graph_error" in sustained
+                 else ""))
     rt.context.pop()
     return 0
 

@@ -40,9 +40,10 @@ transpose bit for bit (:func:`transpose_errors`, judged at tolerance 0 with no e
 unequal); the vendor harness's flushed median
 (``worker.vendor.measure_torch``: the evaluation child's own poison and L2-flush kernels before
 every timed call, CUDA events, median of 3 run medians) and its sustained rate of back-to-back
-calls for at least ``--min-ms``; then the rate of a CUDA graph of back-to-back calls replayed
-for at least ``--min-ms`` (``graph_us``: the GPU's rate without the host's per-call cost, which
-a compiled function's guards and wrappers add). The JSON (``--json-out``) is rewritten after
+calls for at least ``--min-ms``, the faster of a loop of calls and a CUDA graph of them
+replayed (``graph_us``: the GPU's rate without the host's per-call cost, which a compiled
+function's guards and wrappers add; ``--no-graph``: the loop alone), as the evaluation child
+times our candidates. The JSON (``--json-out``) is rewritten after
 every shape, so a run cut short keeps what it measured; past ``--deadline-s`` the remaining
 shapes are listed as skipped.
 """
@@ -54,7 +55,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,6 @@ from kernels.family import KernelFamily  # noqa: E402
 #: the correctness contract a peer is judged by where its family gives none of its own
 #: (:class:`FamilyPeers`' ``tolerance``: the transpose's is 0)
 TOLERANCE = 1e-4
-#: a CUDA graph of back-to-back calls spans about this long (ms), replayed for ``--min-ms``
-GRAPH_SPAN_MS = 20.0
-#: at most this many calls in one graph, and this many bytes of outputs a graph may allocate
-GRAPH_MAX_CALLS = 2000
-GRAPH_MAX_OUTPUT_BYTES = 8 << 30
 
 
 # ---- checking and timing --------------------------------------------------------------------
@@ -131,41 +127,6 @@ def check_peer(torch: Any, family: FamilyPeers, peer: Peer, runner: Runner,
     return judge(cases, TOLERANCE if family.tolerance is None else family.tolerance)
 
 
-def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call_us: float,
-                    output_bytes: int) -> dict[str, Any]:
-    """The rate of ``once`` in CUDA graphs of back-to-back calls replayed for at least
-    ``min_ms``: ``graph_us`` a call, the calls in one graph and in all, the milliseconds."""
-    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_SPAN_MS * 1000.0 / max(per_call_us, 1.0)),
-                       GRAPH_MAX_OUTPUT_BYTES // max(output_bytes, 1)))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            once()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            once()
-    graph.replay()
-    torch.cuda.synchronize()
-    replays = max(1, math.ceil(min_ms * 1000.0 / (calls * max(per_call_us, 1.0))))
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):  # again, longer, when the estimate that sized it fell short
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        total_ms = float(start.elapsed_time(end))
-        if total_ms >= min_ms:
-            break
-        replays = math.ceil(replays * 1.05 * min_ms / max(total_ms, 1e-3))
-    del graph
-    return {"graph_us": total_ms * 1000.0 / (replays * calls), "graph_calls": calls,
-            "graph_replays": replays, "graph_ms": round(total_ms, 3)}
-
-
 def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
                  timing: dict[str, Any], checks: Sequence[tuple[str, dict[str, Any]]], *,
                  min_ms: float, graph: bool) -> dict[str, Any]:
@@ -184,19 +145,11 @@ def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
         if mode:
             entry["mode"] = mode
         entry.update(measure_torch(lambda _torch, _dims: once, dims.as_dict(),
-                                   sustain_ms=min_ms))
+                                   sustain_ms=min_ms, graph=graph))
         if peer.name == "Triton bf16x3":
             from bench import peer_triton
 
             entry["config"] = peer_triton.gemm_config()
-        if graph:
-            out = once()
-            nbytes = int(out.numel() * out.element_size())
-            del out
-            try:
-                entry.update(graph_sustained(torch, once, min_ms, entry["avg_us"], nbytes))
-            except Exception as exc:  # the loop's sustained rate stands; the table says why
-                entry["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
     except Exception as exc:  # a peer that cannot build or run is a row with its reason
         entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
     entry["seconds"] = round(time.perf_counter() - began, 2)

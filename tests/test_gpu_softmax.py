@@ -183,6 +183,35 @@ def test_plans_beside_torch(evaluator: GpuEvaluator) -> None:
     assert min(ratios) >= 0.75, table  # 0.78x at 65536x128 (2026-12-01): short rows
 
 
+@pytest.mark.parametrize(("label", "rows", "cols"), [
+    ("plan", 16, 262144), ("plan", 256, 262144), ("g16x512", 16, 262144)])
+def test_a_sustained_rate_is_the_faster_of_a_loop_and_a_graph_of_the_launches(
+        evaluator: GpuEvaluator, label: str, rows: int, cols: int) -> None:
+    """The child's sustained rate, two ways: a loop of launches and a CUDA graph of them
+    replayed (a plain launch, a cluster of 16 at 256x262144, a persistent spread group),
+    each at least ``min_ms`` long; the figure given is the faster, the graph ran the very
+    launches (no faster than the loop by more than the launch gaps it saves), and the recheck
+    after both passes."""
+    shape = dims(rows, cols)
+    p = plan(rows, cols) if label == "plan" else SPREAD_PICKS[label]
+    compiled = evaluator.compile(p).result()
+    assert compiled.status == "ok", compiled.error
+    got = evaluator.sustained(p, compiled, shape=shape, seed=4, min_ms=50.0)
+    save(f"softmax_sustained_ways_{label}_{rows}x{cols}", got)
+    assert "error" not in got, got
+    assert "graph_error" not in got, got
+    loop, graph = got["loop"], got["graph"]
+    assert loop["total_ms"] >= 50.0, got
+    assert graph["total_ms"] >= 50.0, got
+    assert graph["launches"] % graph["calls"] == 0, got
+    assert got["us_per_launch"] == min(loop["us_per_launch"], graph["us_per_launch"]), got
+    assert got["way"] == ("graph" if graph["us_per_launch"] < loop["us_per_launch"]
+                          else "loop"), got
+    # a graph that lost its launches would read near zero; 1-2 us a launch is what it saves
+    assert graph["us_per_launch"] >= 0.8 * loop["us_per_launch"], got
+    assert got["recheck"]["passed"], got
+
+
 def test_the_driver_counts_the_resident_ctas_of_a_persistent_launch(
         compiler: Compiler) -> None:
     """``worker.launch_contract.resident_ctas`` on the GPU: a prefetching point at 256x262144

@@ -477,6 +477,38 @@ def test_a_sustained_run_that_fell_short_is_made_again_at_its_own_rate() -> None
     assert sustained_count(200.0, 0.0) == MAX_SUSTAINED_LAUNCHES
 
 
+def test_a_run_until_repeats_a_short_run_at_its_own_rate_and_keeps_the_last() -> None:
+    from worker.launch_contract import run_until
+    runs: list[int] = []
+
+    def run(count: int) -> float:  # the estimate said 23.6 us; the launches take 20
+        runs.append(count)
+        return count * 0.020
+
+    count, total_ms = run_until(200.0, 8476, run)
+    assert runs[0] == 8476
+    assert len(runs) == 2
+    assert count == runs[-1]
+    assert total_ms == count * 0.020
+    assert total_ms >= 1.05 * 200.0 - 0.1
+    assert run_until(1.0, 100, run) == (100, 2.0)  # long enough at once: one run
+
+
+def test_a_graph_of_a_sustained_run_spans_about_twenty_ms() -> None:
+    from worker.launch_contract import GRAPH_MAX_CALLS, graph_calls, graph_replays
+    assert graph_calls(100.0) == 200  # 20 ms of 100 us launches
+    assert graph_calls(13.8) == 1450
+    assert graph_calls(1.0) == GRAPH_MAX_CALLS  # short launches: at most 2000 a graph
+    assert graph_calls(0.0) == GRAPH_MAX_CALLS
+    assert graph_calls(50_000.0) == 1  # a 50 ms launch: one a graph
+    assert graph_calls(13.8, most=3) == 3  # the caller's cap (outputs a graph may allocate)
+    assert graph_calls(13.8, most=0) == 1
+    # replays of 1450 launches at 13.8 us that last 200 ms
+    assert graph_replays(200.0, 1450, 13.8) == 10
+    assert graph_replays(200.0, 1, 50_000.0) == 4
+    assert graph_replays(0.0, 10, 1.0) == 1
+
+
 class AttrFunction:
     """A stand-in for a pycuda function: records set_attribute(), keeps attributes."""
 

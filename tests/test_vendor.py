@@ -73,9 +73,10 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
     seen: dict[str, Any] = {}
 
     def fake_measure_torch(prepare: Any, dims: dict[str, int], sustain_ms: float = 0.0,
-                           flush_mode: str = "child", poison: bool = True) -> dict[str, Any]:
+                           flush_mode: str = "child", poison: bool = True,
+                           graph: bool = True) -> dict[str, Any]:
         seen["prepare"], seen["dims"], seen["sustain_ms"] = prepare, dims, sustain_ms
-        seen["flush"], seen["poison"] = flush_mode, poison
+        seen["flush"], seen["poison"], seen["graph"] = flush_mode, poison, graph
         return {"avg_us": 9.0}
 
     monkeypatch.setattr(vendor, "measure_torch", fake_measure_torch)
@@ -97,5 +98,9 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
     assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--no-poison"]) == 0
     capsys.readouterr()
     assert seen["poison"] is False
+    assert seen["graph"] is True  # sustained in CUDA graphs too, as the child times ours
+    assert vendor.main(["--family", "gemm_bias_relu", "8x8x8", "--no-graph"]) == 0
+    capsys.readouterr()
+    assert seen["graph"] is False
     assert vendor.main(["--family", "no_such_family", "1x1x1"]) == 0
     assert "unknown kernel family" in json.loads(capsys.readouterr().out)["error"]

@@ -365,8 +365,10 @@ class GpuEvaluator:
 
     def sustained(self, params: Any, compiled: CompileResult, *, shape: Dims, seed: int = 0,
                   min_ms: float = 300.0) -> dict[str, Any]:
-        """The rate of back-to-back launches of a compiled point over at least ``min_ms``
-        (``us_per_launch``, ``launches``, ``total_ms``, and the ``recheck`` after them), or
+        """The rate of back-to-back launches of a compiled point over at least ``min_ms``: the
+        faster of a loop of launches and a CUDA graph of them replayed (``us_per_launch``,
+        ``launches``, ``total_ms``, ``way``; both ways under ``loop`` and ``graph``:
+        :meth:`worker.gpu_child.Runtime.sustain`), and the ``recheck`` after them; or
         ``error`` when the child could not or the recheck failed (the rate is then not
         given)."""
         family = self.family
@@ -379,7 +381,7 @@ class GpuEvaluator:
             "launch": launch.to_dict(), "signature": family.signature.resolve(shape),
             "fills": family.distributions[0].resolve(family.signature),
             "recheck": self.recheck_case(shape, recheck_seed([], seed)),
-        }, max(self.options.timeout_s, 4 * min_ms / 1000.0 + 30.0))
+        }, max(self.options.timeout_s, 6 * min_ms / 1000.0 + 30.0))  # two ways, each ≥ min_ms
         if reply.get("status") != "ok":
             return {"error": f"{reply.get('status')}: {reply.get('error')}"}
         sustained = reply["sustained"]

@@ -21,8 +21,9 @@ Requests (plain data, built by ``worker/evaluate.py``; no family is named here):
   shape and launch, in the buffers it was timed in (:meth:`Runtime.recheck`);
 - ``sustain``: ``candidate``, ``shape``, ``launch``, ``signature``, ``fills``, ``seed``,
   ``min_ms`` and a ``tol`` and ``recheck`` like ``evaluate``'s: the rate of back-to-back
-  launches (no flush) over at least ``min_ms`` — the clock the GPU holds under load, which the
-  flushed runs of ``evaluate`` (tens of ms) do not reach — then the same recheck;
+  launches (no flush) over at least ``min_ms``, the faster of a loop of launches and a CUDA
+  graph of them replayed — the clock the GPU holds under load, which the flushed runs of
+  ``evaluate`` (tens of ms) do not reach — then the same recheck;
 - ``stats`` (the checker on given arrays), ``info``, ``ping``.
 
 A kernel fault (illegal address, …) corrupts the CUDA context: the child answers
@@ -40,6 +41,7 @@ import struct
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
@@ -488,35 +490,72 @@ class Runtime:
 
 
     def sustain(self, fn: Any, req: dict[str, Any]) -> dict[str, Any]:
-        """Launches back to back for at least ``min_ms`` between two events, after a warm-up
-        and a short batch that sizes the run (a run that fell short is made again at its own
-        rate: :func:`worker.launch_contract.sustained_again`); microseconds a launch."""
+        """The rate of back-to-back launches, two ways, each for at least ``min_ms`` between
+        two events: a loop of launches (after a warm-up and a short batch that sizes it; a run
+        that fell short is made again at its own rate: :func:`worker.launch_contract.
+        run_until`), then a CUDA graph of the same launches replayed
+        (:class:`worker.launch_contract.LaunchGraph`: the GPU's rate without the host's
+        per-launch cost), as the peers' harness times a peer. ``us_per_launch`` is the faster
+        of the two (``way`` says which; ``launches`` and ``total_ms`` are its); ``loop`` and
+        ``graph`` hold both, or ``graph_error`` why no graph could be captured."""
         signature, launch = req["signature"], req["launch"]
         b = self.fill_inputs(signature, req["fills"], req["seed"])
         self.workspace(int(launch.get("workspace_bytes") or 0))
-        start, end = self._events(1)[0]
+        loop_of = self.back_to_back(lambda: self.launch(fn, launch, b, signature))
         for _ in range(3):
             self.launch(fn, launch, b, signature)
         self.sync()
-        start.record(self.stream)
-        for _ in range(5):
-            self.launch(fn, launch, b, signature)
-        end.record(self.stream)
-        self.sync()
-        estimate_us = max(end.time_since(start) * 1000.0 / 5, 1.0)
+        estimate_us = max(loop_of(5) * 1000.0 / 5, 1.0)
         min_ms = float(req["min_ms"])
-        again: int | None = lc.sustained_count(min_ms, estimate_us)
-        while again is not None:
-            count = again
+        count, total_ms = lc.run_until(min_ms, lc.sustained_count(min_ms, estimate_us), loop_of)
+        loop = {"launches": count, "total_ms": round(total_ms, 3),
+                "us_per_launch": total_ms * 1000.0 / count}
+        out: dict[str, Any] = {**loop, "way": "loop", "loop": loop}
+        calls = lc.graph_calls(loop["us_per_launch"])
+        try:
+            captured = lc.LaunchGraph(self.stream,
+                                      lambda: self.launch(fn, launch, b, signature), calls)
+        except (RuntimeError, cuda.Error) as exc:  # the loop's rate stands; the reply says why
+            out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            return out
+        try:  # a fault while replaying is a fault like any other: it is not caught here
+            graph = self.replay_sustained(captured, min_ms, loop["us_per_launch"])
+        finally:
+            captured.close()
+        out["graph"] = graph
+        if graph["us_per_launch"] < loop["us_per_launch"]:
+            out.update(launches=graph["launches"], total_ms=graph["total_ms"],
+                       us_per_launch=graph["us_per_launch"], way="graph")
+        return out
+
+    def back_to_back(self, step: Callable[[], None]) -> Callable[[int], float]:
+        """``run(count)``: ``step`` enqueued ``count`` times between two events on the stream,
+        waited for; the milliseconds between the events."""
+        start, end = self._events(1)[0]
+
+        def run(count: int) -> float:
             start.record(self.stream)
             for _ in range(count):
-                self.launch(fn, launch, b, signature)
+                step()
             end.record(self.stream)
             self.sync()
-            total_ms = end.time_since(start)
-            again = lc.sustained_again(count, total_ms, min_ms)
-        return {"launches": count, "total_ms": round(total_ms, 3),
-                "us_per_launch": total_ms * 1000.0 / count}
+            return float(end.time_since(start))
+        return run
+
+    def replay_sustained(self, graph: Any, min_ms: float, per_launch_us: float
+                         ) -> dict[str, Any]:
+        """``graph`` (a :class:`worker.launch_contract.LaunchGraph` on this runtime's stream)
+        replayed back to back for at least ``min_ms`` (:func:`worker.launch_contract.
+        run_until`): ``us_per_launch``, ``launches`` (all replays'), ``calls`` (one graph's),
+        ``total_ms``."""
+        graph.replay()  # the first replay uploads the graph; it is not timed
+        self.sync()
+        replays, total_ms = lc.run_until(min_ms, lc.graph_replays(min_ms, graph.calls,
+                                                                  per_launch_us),
+                                         self.back_to_back(graph.replay))
+        return {"launches": replays * graph.calls, "calls": graph.calls,
+                "total_ms": round(total_ms, 3),
+                "us_per_launch": total_ms * 1000.0 / (replays * graph.calls)}
 
     def recheck(self, fn: Any, timed: dict[str, Any], recheck: dict[str, Any], tol: float
                 ) -> dict[str, Any]:

@@ -251,6 +251,90 @@ def sustained_again(count: int, total_ms: float, min_ms: float) -> int | None:
     return max(count + 1, sustained_count(1.05 * min_ms, total_ms * 1000.0 / count))
 
 
+def run_until(min_ms: float, count: int, run: Callable[[int], float]) -> tuple[int, float]:
+    """``run(count)`` (back-to-back units, milliseconds between two events), made again at its
+    own rate until it lasts ``min_ms`` (:func:`sustained_again`): the last count and its
+    milliseconds."""
+    again: int | None = count
+    total_ms = 0.0
+    while again is not None:
+        count = again
+        total_ms = run(count)
+        again = sustained_again(count, total_ms, min_ms)
+    return count, total_ms
+
+
+#: a CUDA graph of back-to-back launches spans about this long (ms) ...
+GRAPH_SPAN_MS = 20.0
+#: ... and holds at most this many launches
+GRAPH_MAX_CALLS = 2000
+
+
+def graph_calls(per_launch_us: float, most: int = GRAPH_MAX_CALLS) -> int:
+    """Launches one CUDA graph of a sustained run holds: about :data:`GRAPH_SPAN_MS` of them at
+    ``per_launch_us``, at least 1 and at most ``most``."""
+    return max(1, min(most, math.ceil(GRAPH_SPAN_MS * 1000.0 / max(per_launch_us, 1.0))))
+
+
+def graph_replays(min_ms: float, calls: int, per_launch_us: float) -> int:
+    """Replays of a graph of ``calls`` launches at ``per_launch_us`` that last ``min_ms``."""
+    return max(1, math.ceil(min_ms * 1000.0 / (calls * max(per_launch_us, 1e-3))))
+
+
+class LaunchGraph:
+    """A CUDA graph captured from what ``enqueue`` puts on ``stream`` (a pycuda stream), called
+    ``calls`` times, then instantiated; :meth:`replay` launches it on that stream. libcuda
+    through ctypes (``cuStreamBeginCapture_v2`` in thread-local mode, ``cuStreamEndCapture``,
+    ``cuGraphInstantiateWithFlags``, ``cuGraphLaunch``): pycuda does not wrap graphs. A capture
+    that fails is ended, so the stream is left as it was; :meth:`close` frees the graph."""
+
+    def __init__(self, stream: Any, enqueue: Callable[[], None], calls: int) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        lib = self._lib = _driver()
+        for name in ("cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
+                     "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"):
+            getattr(lib, name).restype = ctypes.c_int
+        self.stream = stream
+        self._handle = ctypes.c_void_p(int(stream.handle))
+        self.graph, self.exec = ctypes.c_void_p(), ctypes.c_void_p()
+        self._ok(lib.cuStreamBeginCapture_v2(self._handle, ctypes.c_int(1)),
+                 "cuStreamBeginCapture")
+        try:
+            for _ in range(calls):
+                enqueue()
+        finally:  # ends the capture whatever happened inside it
+            ended = lib.cuStreamEndCapture(self._handle, ctypes.byref(self.graph))
+        self._ok(ended, "cuStreamEndCapture")
+        try:
+            self._ok(lib.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph,
+                                                     ctypes.c_ulonglong(0)),
+                     "cuGraphInstantiateWithFlags")
+        except RuntimeError:
+            self.close()
+            raise
+        self.calls = calls
+
+    @staticmethod
+    def _ok(result: int, call: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{call} failed with CUresult {result}")
+
+    def replay(self) -> None:
+        """Enqueue the whole graph once on its stream."""
+        self._ok(self._lib.cuGraphLaunch(self.exec, self._handle), "cuGraphLaunch")
+
+    def close(self) -> None:
+        """Free the executable graph and the graph (once)."""
+        if self.exec.value:
+            self._lib.cuGraphExecDestroy(self.exec)
+            self.exec = self._ctypes.c_void_p()
+        if self.graph.value:
+            self._lib.cuGraphDestroy(self.graph)
+            self.graph = self._ctypes.c_void_p()
+
+
 #: ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`` (cuda.h), which pycuda's
 #: ``function_attribute`` does not name (an enum value built from the number works)
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14

@@ -67,10 +67,13 @@ def _support_kernels(torch: Any, dev: Any) -> tuple[Any, Any, int, Any] | None:
 def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
                   dims: dict[str, int], runs: int = 3, target_ms: float = 50.0,
                   sustain_ms: float = 0.0, flush_mode: str = "child",
-                  poison: bool = True) -> dict[str, Any]:
+                  poison: bool = True, graph: bool = True) -> dict[str, Any]:
     """Median of run medians of the function ``prepare`` returns, L2 flushed before each
     launch (:data:`FLUSH_MODES`), CUDA events; with ``sustain_ms`` also the rate of
-    back-to-back calls (no flush) over at least that long (``sustained_us``).
+    back-to-back calls (no flush) over at least that long, two ways as the evaluation child
+    times a candidate: a loop of calls (``loop_us``) and, with ``graph``, CUDA graphs of them
+    replayed (:func:`graph_sustained`, ``graph_us``; ``graph_error`` where the calls cannot be
+    captured). ``sustained_us`` is the faster, ``sustained_way`` says which.
 
     The function's ``outputs`` attribute (tensors it writes, when it has one) are poisoned
     before each flush, as the evaluation child poisons a candidate's outputs: the same writes,
@@ -143,27 +146,80 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
                "runs_us": run_medians, "reps_per_run": reps, "flush": flush_mode,
                "poisoned_outputs": len(outputs)}
         if sustain_ms > 0:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            again: int | None = lc.sustained_count(sustain_ms, min(run_medians))
-            while again is not None:  # made again at its own rate when it fell short
-                count = again
-                start.record()
-                for _ in range(count):
-                    run_once()
-                end.record()
-                end.synchronize()
-                total_ms = float(start.elapsed_time(end))
-                again = lc.sustained_again(count, total_ms, sustain_ms)
-            out.update(sustained_us=total_ms * 1000.0 / count, sustained_launches=count,
-                       sustained_ms=round(total_ms, 3))
+            count, total_ms = lc.run_until(sustain_ms,
+                                           lc.sustained_count(sustain_ms, min(run_medians)),
+                                           back_to_back(torch, run_once))
+            loop_us = total_ms * 1000.0 / count
+            out.update(sustained_us=loop_us, sustained_way="loop", loop_us=loop_us,
+                       sustained_launches=count, sustained_ms=round(total_ms, 3))
+            if graph:
+                try:
+                    replayed = graph_sustained(torch, run_once, sustain_ms, loop_us)
+                except Exception as exc:  # the loop's rate stands; the record says why
+                    out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+                else:
+                    out.update(replayed)
+                    if replayed["graph_us"] < loop_us:
+                        out.update(sustained_us=replayed["graph_us"], sustained_way="graph")
         return out
     finally:
         if context is not None:  # the primary context pycuda pushed
             context.pop()
 
 
+def back_to_back(torch: Any, step: Callable[[], Any]) -> Callable[[int], float]:
+    """``run(count)``: ``step`` called ``count`` times between two CUDA events on torch's
+    current stream, waited for; the milliseconds between the events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def run(count: int) -> float:
+        start.record()
+        for _ in range(count):
+            step()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end))
+    return run
+
+
+#: most bytes of outputs the calls of one CUDA graph may allocate (each call's output may
+#: stay in the graph's memory pool)
+GRAPH_MAX_OUTPUT_BYTES = 8 << 30
+
+
+def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call_us: float
+                    ) -> dict[str, Any]:
+    """The rate of ``once`` in a CUDA graph of back-to-back calls (``lc.graph_calls`` of them,
+    fewer where their outputs would pass :data:`GRAPH_MAX_OUTPUT_BYTES`) replayed for at least
+    ``min_ms``: ``graph_us`` a call, the calls in one graph, the replays, the milliseconds."""
+    out = once()
+    nbytes = sum(int(t.numel() * t.element_size())
+                 for t in (out if isinstance(out, (tuple, list)) else [out])
+                 if isinstance(t, torch.Tensor))
+    del out
+    calls = lc.graph_calls(per_call_us, min(lc.GRAPH_MAX_CALLS,
+                                            GRAPH_MAX_OUTPUT_BYTES // max(nbytes, 1)))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            once()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            once()
+    graph.replay()
+    torch.cuda.synchronize()
+    replays, total_ms = lc.run_until(min_ms, lc.graph_replays(min_ms, calls, per_call_us),
+                                     back_to_back(torch, graph.replay))
+    return {"graph_us": total_ms * 1000.0 / (replays * calls), "graph_calls": calls,
+            "graph_replays": replays, "graph_ms": round(total_ms, 3)}
+
+
 def measure(family_name: str, dims_text: str, sustain_ms: float = 0.0,
-            flush_mode: str = "child", poison: bool = True) -> dict[str, Any]:
+            flush_mode: str = "child", poison: bool = True, graph: bool = True
+            ) -> dict[str, Any]:
     """The vendor baseline of ``family_name`` at ``dims_text``, or ``{"error": why}``."""
     from kernels import get_family
 
@@ -173,7 +229,7 @@ def measure(family_name: str, dims_text: str, sustain_ms: float = 0.0,
         return {"error": f"the {family.name} family declares no vendor baseline"}
     module = importlib.import_module(family.vendor.module)
     result = measure_torch(module.prepare, dims.as_dict(), sustain_ms=sustain_ms,
-                           flush_mode=flush_mode, poison=poison)
+                           flush_mode=flush_mode, poison=poison, graph=graph)
     return {"family": family.name, "vendor": family.vendor.name, "shape": str(dims), **result}
 
 
@@ -188,10 +244,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="how the L2 is flushed before each timed call")
     parser.add_argument("--no-poison", action="store_true",
                         help="do not fill the operator's outputs with NaN before each flush")
+    parser.add_argument("--no-graph", action="store_true",
+                        help="time the sustained calls in a loop only, not in CUDA graphs too")
     args = parser.parse_args(argv)
     try:
         result = measure(args.family, args.dims, args.sustain_ms, args.flush,
-                         not args.no_poison)
+                         not args.no_poison, not args.no_graph)
     except Exception as exc:  # no torch, no GPU, bad shape: the caller records null with this
         result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     sys.stdout.write(json.dumps(result) + "\n")
