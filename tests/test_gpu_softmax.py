@@ -190,8 +190,7 @@ def test_a_sustained_rate_is_the_faster_of_a_loop_and_a_graph_of_the_launches(
     """The child's sustained rate, two ways: a loop of launches and a CUDA graph of them
     replayed (a plain launch, a cluster of 16 at 256x262144, a persistent spread group),
     each at least ``min_ms`` long; the figure given is the faster, the graph ran the very
-    launches (no faster than the loop by more than the launch gaps it saves), and the recheck
-    after both passes."""
+    launches (not twice as fast as the loop), and the recheck after both passes."""
     shape = dims(rows, cols)
     p = plan(rows, cols) if label == "plan" else SPREAD_PICKS[label]
     compiled = evaluator.compile(p).result()
@@ -207,8 +206,10 @@ def test_a_sustained_rate_is_the_faster_of_a_loop_and_a_graph_of_the_launches(
     assert got["us_per_launch"] == min(loop["us_per_launch"], graph["us_per_launch"]), got
     assert got["way"] == ("graph" if graph["us_per_launch"] < loop["us_per_launch"]
                           else "loop"), got
-    # a graph that lost its launches would read near zero; 1-2 us a launch is what it saves
-    assert graph["us_per_launch"] >= 0.8 * loop["us_per_launch"], got
+    # a graph that lost its launches would read near zero. What a graph saves is the gap
+    # between launches: 1-2 us of 14-24 at plain launches, 3.4 of 14.1 for the spread group,
+    # whose CTAs wait for each other (H100, f8dfd27)
+    assert graph["us_per_launch"] >= 0.5 * loop["us_per_launch"], got
     assert got["recheck"]["passed"], got
 
 
