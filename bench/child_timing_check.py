@@ -12,6 +12,8 @@ elementwise kernels do it (one float4 a thread, a CTA on each contiguous 4 KB, t
 and arithmetic), and without the poison of the outputs before each flush (as a call that
 allocates its output is timed), and prints the flushed median of each; then the child's
 sustained rate (``Runtime.sustain``, ``--min-ms``), a loop of launches and a CUDA graph of them.
+With ``--primary`` the runtime opens torch's primary context instead of one of its own, and a
+fifth way runs on buffers from torch's caching allocator (the inputs copied from the child's).
 """
 
 from __future__ import annotations
@@ -59,8 +61,42 @@ class BlockedFlush:
         self.fn.prepared_async_call((-(-n4 // 256), 1, 1), (256, 1, 1), stream, buf, n4)
 
 
+def primary_context() -> Any:
+    """Make :class:`Runtime` open torch's primary context (where torch's allocations live)
+    instead of a context of its own; torch, initialized."""
+    import torch
+
+    torch.cuda.init()
+    torch.empty(1, device="cuda")  # the primary context, current on this thread
+
+    def make_context(device: Any) -> Any:
+        context = device.retain_primary_context()
+        context.push()
+        return context
+
+    cuda.Device.make_context = make_context
+    return torch
+
+
+def torch_buffers(torch: Any, signature: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """``b`` with the signature's buffers moved to torch's caching allocator: inputs copied
+    from the child's, outputs empty. The tensors are kept with the returned mapping."""
+    out: dict[str, Any] = dict(b)
+    keep = []
+    for buf in signature["buffers"]:
+        nbytes = int(buf["count"]) * lc.DTYPES[buf["dtype"]][0]
+        t = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        if buf["role"] != "out":
+            cuda.memcpy_dtod(t.data_ptr(), b[buf["name"]], nbytes)
+        keep.append(t)
+        out[buf["name"]] = t.data_ptr()
+    torch.cuda.synchronize()
+    out["_tensors"] = keep
+    return out
+
+
 def main() -> int:
-    """Time every point the three ways, interleaved, three rounds; print a table."""
+    """Time every point each way, interleaved, three rounds; print a table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--shape", required=True)
@@ -68,7 +104,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--min-ms", type=float, default=200.0, help="sustained run length")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/tf-cache"))
+    ap.add_argument("--primary", action="store_true",
+                    help="run the child's runtime in torch's (primary) context, and time it "
+                         "also on buffers from torch's caching allocator")
     args = ap.parse_args()
+    torch = primary_context() if args.primary else None
     family = get_family(args.kernel)
     dims = family.parse_dims(args.shape)
     compiler = Compiler(args.cache, arch="sm_90")
@@ -84,10 +124,11 @@ def main() -> int:
     child_flush = rt.flush
     unpoisoned = {**signature, "buffers": [{**b, "role": "unpoisoned"} if b["role"] == "out"
                                            else b for b in signature["buffers"]]}
-    variants = {"the child's": (rt.stream, child_flush, signature),
-                "non-blocking stream": (cuda.Stream(flags=1), child_flush, signature),
-                "torch-like flush": (rt.stream, BlockedFlush(blocked_fn), signature),
-                "no output poison": (rt.stream, child_flush, unpoisoned)}
+    variants: dict[str, tuple[Any, Any, dict[str, Any], dict[str, Any] | None]] = {
+        "the child's": (rt.stream, child_flush, signature, None),
+        "non-blocking stream": (cuda.Stream(flags=1), child_flush, signature, None),
+        "torch-like flush": (rt.stream, BlockedFlush(blocked_fn), signature, None),
+        "no output poison": (rt.stream, child_flush, unpoisoned, None)}
     for text in args.params:
         params = family.params_from_dict(json.loads(text))
         compiled = compile_candidate(compiler, family, params)
@@ -101,13 +142,17 @@ def main() -> int:
         b = rt.fill_inputs(signature, [{"kind": "normal", "scale": 1.0}
                                        for _ in lc.inputs(signature)], seed=1)
         rt.sync()
+        if torch is not None:
+            variants["torch's buffers"] = (rt.stream, child_flush, signature,
+                                           torch_buffers(torch, signature, b))
         medians: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(3):
-            for name, (stream, flush, sig) in variants.items():
+            for name, (stream, flush, sig, bufs) in variants.items():
                 rt.stream, rt.flush = stream, flush
-                times = rt.time_launches([(fn, ld)], b, sig, args.reps)[0]
+                times = rt.time_launches([(fn, ld)], b if bufs is None else bufs, sig,
+                                         args.reps)[0]
                 medians[name].append(statistics.median(times))
-        rt.stream, rt.flush, _ = variants["the child's"]
+        rt.stream, rt.flush, _, _ = variants["the child's"]
         sustained = rt.sustain(fn, {"signature": signature, "launch": ld, "seed": 1,
                                     "fills": [{"kind": "normal", "scale": 1.0}
                                               for _ in lc.inputs(signature)],
