@@ -302,16 +302,16 @@ class LaunchGraph:
         self._ok(lib.cuStreamBeginCapture_v2(self._handle, ctypes.c_int(1)),
                  "cuStreamBeginCapture")
         try:
-            for _ in range(calls):
-                enqueue()
-        finally:  # ends the capture whatever happened inside it
-            ended = lib.cuStreamEndCapture(self._handle, ctypes.byref(self.graph))
-        self._ok(ended, "cuStreamEndCapture")
-        try:
+            try:
+                for _ in range(calls):
+                    enqueue()
+            finally:  # ends the capture whatever happened inside it
+                ended = lib.cuStreamEndCapture(self._handle, ctypes.byref(self.graph))
+            self._ok(ended, "cuStreamEndCapture")
             self._ok(lib.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph,
                                                      ctypes.c_ulonglong(0)),
                      "cuGraphInstantiateWithFlags")
-        except RuntimeError:
+        except BaseException:
             self.close()
             raise
         self.calls = calls
