@@ -1,5 +1,5 @@
 #!/bin/bash
-# the GPU suite at 675abd8, part A: the GEMM's kernels (wgmma variants, bf16 splits, split pass,
+# the GPU suite at 252133c, part A: the GEMM's kernels (wgmma variants, bf16 splits, split pass,
 # stream-K, the race launches, split-K, the register pipeline, async copies) and the sanitizer gate
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 TUNEFORGE_GPU_OUT=$OUT/gpu

@@ -1,5 +1,5 @@
 #!/bin/bash
-# at 675abd8: bench/child_timing_check.py at three library entries of the 553da7c database, in the
+# at 252133c: bench/child_timing_check.py at three library entries of the 553da7c database, in the
 # child's own context and with --primary (torch's context; a way on torch's buffers)
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

@@ -1,5 +1,5 @@
 #!/bin/bash
-# the GPU suite at 675abd8, part B: the evaluation pipeline, the cheat checks, the user family, softmax,
+# the GPU suite at 252133c, part B: the evaluation pipeline, the cheat checks, the user family, softmax,
 # the loader under torch.compile, the campaign faults
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 TUNEFORGE_GPU_OUT=$OUT/gpu
