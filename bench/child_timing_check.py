@@ -5,15 +5,17 @@
 ``bench/harness_check.py`` found the child timing a 20 us kernel about 1.5 us slower than the
 vendor's harness times the same cubin. This runs the child's own runtime
 (:class:`worker.gpu_child.Runtime`: its poison, flush, events and launch path) in this process
-four ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
+five ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
 default stream, and ``tf_flush``: a grid-stride loop of scalar read-modify-writes), on a
 non-blocking stream (``CU_STREAM_NON_BLOCKING``), with the flush done as torch's
 elementwise kernels do it (one float4 a thread, a CTA on each contiguous 4 KB, the same bytes
-and arithmetic), and without the poison of the outputs before each flush (as a call that
-allocates its output is timed), and prints the flushed median of each; then the child's
-sustained rate (``Runtime.sustain``, ``--min-ms``), a loop of launches and a CUDA graph of them.
-With ``--primary`` the runtime opens torch's primary context instead of one of its own, and a
-fifth way runs on buffers from torch's caching allocator (the inputs copied from the child's).
+and arithmetic), without the poison of the outputs before each flush (as a call that
+allocates its output is timed), and waiting for each timed launch before the next one's poison
+and flush are enqueued (as the vendor and peers' harness times a call), and prints the flushed
+median of each; then the child's sustained rate (``Runtime.sustain``, ``--min-ms``), a loop of
+launches and a CUDA graph of them. With ``--primary`` the runtime opens torch's primary context
+instead of one of its own, and a sixth way runs on buffers from torch's caching allocator (the
+inputs copied from the child's).
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ extern "C" __global__ void flush_blocked(float4* __restrict__ x, long long n4)
     }
 }
 """
+
+
+#: the way that waits for each timed launch before it enqueues the next one's poison and
+#: flush, as the vendor and peers' harness (``worker.vendor.measure_torch``) does
+WAITED = "a wait after each launch"
 
 
 class BlockedFlush:
@@ -128,7 +135,8 @@ def main() -> int:
         "the child's": (rt.stream, child_flush, signature, None),
         "non-blocking stream": (cuda.Stream(flags=1), child_flush, signature, None),
         "torch-like flush": (rt.stream, BlockedFlush(blocked_fn), signature, None),
-        "no output poison": (rt.stream, child_flush, unpoisoned, None)}
+        "no output poison": (rt.stream, child_flush, unpoisoned, None),
+        WAITED: (rt.stream, child_flush, signature, None)}
     for text in args.params:
         params = family.params_from_dict(json.loads(text))
         compiled = compile_candidate(compiler, family, params)
@@ -149,8 +157,12 @@ def main() -> int:
         for _ in range(3):
             for name, (stream, flush, sig, bufs) in variants.items():
                 rt.stream, rt.flush = stream, flush
-                times = rt.time_launches([(fn, ld)], b if bufs is None else bufs, sig,
-                                         args.reps)[0]
+                used = b if bufs is None else bufs
+                if name == WAITED:  # the harness's way: each timed call waited for
+                    times = [rt.time_launches([(fn, ld)], used, sig, 1)[0][0]
+                             for _ in range(args.reps)]
+                else:
+                    times = rt.time_launches([(fn, ld)], used, sig, args.reps)[0]
                 medians[name].append(statistics.median(times))
         rt.stream, rt.flush, _, _ = variants["the child's"]
         sustained = rt.sustain(fn, {"signature": signature, "launch": ld, "seed": 1,
