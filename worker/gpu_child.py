@@ -441,7 +441,10 @@ class Runtime:
         epilogue: the user pays for both); the poison and the flush run outside it. The poison
         makes every timed launch look like a checked one: a kernel that skips its work when
         its output already holds numbers (``if (y[0] == y[0]) return;``) works on every timed
-        launch too. Returns microseconds per launch, one list per function.
+        launch too. Each timed launch is waited for before the next one's poison and flush are
+        enqueued, as the vendor harness (``worker.vendor.measure_torch``) times a call: a
+        hundred launches enqueued ahead read a 20-50 us kernel 0.6-0.8 us slower
+        (docs/GPU.md). Returns microseconds per launch, one list per function.
         """
         poisoned = [(b[buf["name"]], int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4)
                     for buf in signature["buffers"] if buf["role"] == "out"]
@@ -458,8 +461,8 @@ class Runtime:
                 start.record(self.stream)
                 self.launch(fn, launch, b, signature)
                 end.record(self.stream)
+                self.sync()
                 slot += 1
-        self.sync()
         out: list[list[float]] = [[] for _ in fns]
         for i in range(slot):
             start, end = events[i]
