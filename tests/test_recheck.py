@@ -386,7 +386,8 @@ class Recorder:
 def test_every_timed_launch_follows_a_poison_of_the_outputs_and_a_flush(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside each event pair: the ``out`` buffers poisoned, then L2 flushed (which evicts the
-    poison's lines), so a timed launch finds its output as a checked launch does."""
+    poison's lines), so a timed launch finds its output as a checked launch does; after it, a
+    wait for the stream."""
     log: list[tuple[Any, ...]] = []
     rt = gpu_child.Runtime.__new__(gpu_child.Runtime)
     rt.stream, rt.sm_count, rt.flush_buf, rt.flush_n = "stream", 132, "FLUSH", 4096
@@ -394,11 +395,13 @@ def test_every_timed_launch_follows_a_poison_of_the_outputs_and_a_flush(
     monkeypatch.setattr(rt, "_events", lambda count: [
         (Recorder("start", log), Recorder("end", log)) for _ in range(count)])
     monkeypatch.setattr(rt, "launch", lambda fn, launch, b, sig: log.append(("launch", fn)))
-    monkeypatch.setattr(rt, "sync", lambda: None)
+    monkeypatch.setattr(rt, "sync", lambda: log.append(("wait",)))
     sig = CHEAT.signature.resolve(Dims(n=1000))
     times = rt.time_launches([("cand", {}), ("inc", {})], {"x": "X", "y": "Y"}, sig, 2)
     one = [("poison", "Y", 1000), ("flush", "FLUSH", 4096), ("start",)]
-    assert log == [*one, ("launch", "cand"), ("end",), *one, ("launch", "inc"), ("end",)] * 2
+    # each timed launch waited for before the next one's poison, as the vendor harness times
+    assert log == [*one, ("launch", "cand"), ("end",), ("wait",),
+                   *one, ("launch", "inc"), ("end",), ("wait",)] * 2
     assert times == [[2.0, 2.0], [2.0, 2.0]]
 
 
