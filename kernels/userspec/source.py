@@ -341,7 +341,8 @@ def render_template(template: jinja2.Template, values: Mapping[str, Any]) -> str
 
 
 @lru_cache(maxsize=64)
-def _cached_template(text: str) -> jinja2.Template:
+def compiled_template(text: str) -> jinja2.Template:
+    """:func:`check_template` of ``text``, once for each text (the last 64 kept)."""
     return check_template(text)
 
 
@@ -356,7 +357,7 @@ def render_point(spec: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     params = json.dumps(dict(values), sort_keys=True)
     header = f"// tuneforge user family {spec['name']}: {params}\n"
     if kernel["template"] == "jinja":
-        body = render_template(_cached_template(text), values)
+        body = render_template(compiled_template(text), values)
         prelude = ""
     else:
         body = text

@@ -675,8 +675,8 @@ def _check_sources(spec: dict[str, Any]) -> None:
     points = [spec["baseline"]]
     if spec["kernel"]["template"] == "jinja":
         text = files[spec["kernel"]["source"]]
-        try:
-            src.check_template(text)
+        try:  # checked and compiled once: every render below takes it from the cache
+            src.compiled_template(text)
         except src.SourceError as exc:
             raise _source_error("kernel.source", exc) from None
         # each tunable's every value once, from the baseline: the template's branches
