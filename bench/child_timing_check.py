@@ -2,8 +2,8 @@
 
     python bench/child_timing_check.py --kernel softmax --shape 65536x128 --params '{...}'
 
-``bench/harness_check.py`` found the child timing a 20 us kernel about 1.5 us slower than the
-vendor's harness times the same cubin. This runs the child's own runtime
+The child and the vendor's harness must read the same cubin alike (``bench/harness_check.py``
+sets the two side by side). This runs the child's own runtime
 (:class:`worker.gpu_child.Runtime`: its poison, flush, events and launch path) in this process
 five ways, interleaved: as it is (``cuda.Stream()``, which synchronizes with the legacy
 default stream, and ``tf_flush``: a grid-stride loop of scalar read-modify-writes), on a
