@@ -56,26 +56,6 @@ extern "C" __global__ void flush_blocked(float4* __restrict__ x, long long n4)
 AHEAD = "all enqueued ahead"
 
 
-def time_ahead(rt: Runtime, fn: Any, launch: dict[str, Any], b: dict[str, Any],
-               signature: dict[str, Any], reps: int) -> list[float]:
-    """``reps`` flushed launches of ``fn`` as :meth:`Runtime.time_launches` times them, but all
-    enqueued before one wait at the end: microseconds per launch."""
-    poisoned = [(b[buf["name"]], int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4)
-                for buf in signature["buffers"] if buf["role"] == "out"]
-    events = rt._events(reps)
-    for start, end in events:
-        for ptr, words in poisoned:
-            rt.poison.prepared_async_call(rt._grid1d(words), (lc.FILL_THREADS, 1, 1), rt.stream,
-                                          ptr, words)
-        rt.flush.prepared_async_call(rt._grid1d(rt.flush_n), (lc.FILL_THREADS, 1, 1),
-                                     rt.stream, rt.flush_buf, rt.flush_n)
-        start.record(rt.stream)
-        rt.launch(fn, launch, b, signature)
-        end.record(rt.stream)
-    rt.sync()
-    return [end.time_since(start) * 1000.0 for start, end in events]
-
-
 class BlockedFlush:
     """Stands in for the child's prepared ``tf_flush``: the same buffer and count, launched
     one float4 a thread over a grid that covers it (the grid the child passes is ignored)."""
@@ -179,10 +159,8 @@ def main() -> int:
             for name, (stream, flush, sig, bufs) in variants.items():
                 rt.stream, rt.flush = stream, flush
                 used = b if bufs is None else bufs
-                if name == AHEAD:  # every launch enqueued before the first is waited for
-                    times = time_ahead(rt, fn, ld, used, sig, args.reps)
-                else:
-                    times = rt.time_launches([(fn, ld)], used, sig, args.reps)[0]
+                times = rt.time_launches([(fn, ld)], used, sig, args.reps,
+                                         wait_each=name != AHEAD)[0]
                 medians[name].append(statistics.median(times))
         rt.stream, rt.flush, _, _ = variants["the child's"]
         sustained = rt.sustain(fn, {"signature": signature, "launch": ld, "seed": 1,

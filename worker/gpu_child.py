@@ -433,7 +433,8 @@ class Runtime:
         return self.events[:count]
 
     def time_launches(self, fns: list[tuple[Any, dict[str, Any]]], b: dict[str, Any],
-                      signature: dict[str, Any], reps: int) -> list[list[float]]:
+                      signature: dict[str, Any], reps: int, wait_each: bool = True
+                      ) -> list[list[float]]:
         """Time ``reps`` launches of each function, interleaved, the ``out`` buffers poisoned
         and L2 flushed before each.
 
@@ -443,8 +444,9 @@ class Runtime:
         its output already holds numbers (``if (y[0] == y[0]) return;``) works on every timed
         launch too. Each timed launch is waited for before the next one's poison and flush are
         enqueued, as the vendor harness (``worker.vendor.measure_torch``) times a call: a
-        hundred launches enqueued ahead read a 20-50 us kernel 0.6-0.8 us slower
-        (docs/GPU.md). Returns microseconds per launch, one list per function.
+        hundred launches enqueued ahead (``wait_each=False``, one wait at the end) read a
+        20-50 us kernel 0.6-0.8 us slower (docs/GPU.md). Returns microseconds per launch, one
+        list per function.
         """
         poisoned = [(b[buf["name"]], int(buf["count"]) * lc.DTYPES[buf["dtype"]][0] // 4)
                     for buf in signature["buffers"] if buf["role"] == "out"]
@@ -461,8 +463,11 @@ class Runtime:
                 start.record(self.stream)
                 self.launch(fn, launch, b, signature)
                 end.record(self.stream)
-                self.sync()
+                if wait_each:
+                    self.sync()
                 slot += 1
+        if not wait_each:
+            self.sync()
         out: list[list[float]] = [[] for _ in fns]
         for i in range(slot):
             start, end = events[i]
@@ -504,9 +509,13 @@ class Runtime:
         signature, launch = req["signature"], req["launch"]
         b = self.fill_inputs(signature, req["fills"], req["seed"])
         self.workspace(int(launch.get("workspace_bytes") or 0))
-        loop_of = self.back_to_back(lambda: self.launch(fn, launch, b, signature))
-        for _ in range(3):
+
+        def step() -> None:
             self.launch(fn, launch, b, signature)
+
+        loop_of = self.back_to_back(step)
+        for _ in range(3):
+            step()
         self.sync()
         estimate_us = max(loop_of(5) * 1000.0 / 5, 1.0)
         min_ms = float(req["min_ms"])
@@ -516,8 +525,7 @@ class Runtime:
         out: dict[str, Any] = {**loop, "way": "loop", "loop": loop}
         calls = lc.graph_calls(loop["us_per_launch"])
         try:
-            captured = lc.LaunchGraph(self.stream,
-                                      lambda: self.launch(fn, launch, b, signature), calls)
+            captured = lc.LaunchGraph(self.stream, step, calls)
         except (RuntimeError, cuda.Error) as exc:  # the loop's rate stands; the reply says why
             out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
             return out
