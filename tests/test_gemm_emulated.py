@@ -107,6 +107,11 @@ def emulated_source(p: GemmParams) -> str:
     source = source.replace("__shared__ __align__(8) uint64_t bf_bars[2 * NBUF];",
                             'uint64_t* bf_bars = gemm::static_shared<uint64_t>("bf_bars", '
                             "2 * NBUF);")
+    # the pass's B tile (its columns a part at a time where the tile is wide)
+    source = re.sub(r"__shared__ float b_tile\[BK\]\[(\w+) \+ 1\];",
+                    lambda m: f"auto b_tile = reinterpret_cast<float (*)[{m[1]} + 1]>("
+                              f'gemm::static_shared<float>("b_tile", BK * ({m[1]} + 1)));',
+                    source)
     assert "asm" not in source
     assert "__shared__" not in source
     return source
