@@ -32,6 +32,7 @@ from bf16_points import (
 from gpu_support import gpu_evaluator, save
 
 from core.evaluation import CompileResult, EvalOptions
+from kernels.base import LaunchConfig
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.shape import Shape
 from worker.compile import Compiler
@@ -218,3 +219,30 @@ def test_bf16_sass_has_bf16_hgmma_and_no_local_memory(evaluator: GpuEvaluator) -
         assert all(".F32.BF16" in f for f in forms), forms
         assert counts["LDL"] == counts["STL"] == 0, counts
     save("bf16_sass", rows)
+
+
+@pytest.mark.parametrize(("label", "params"),
+                         [("pass", BF3_PASS), ("pass, stream-K", BF3_STREAM_K)])
+def test_a_sustained_graph_holds_the_prologue_and_the_epilogue(
+        evaluator: GpuEvaluator, label: str, params: GemmParams) -> None:
+    """The child's sustained rate of a launch of several kernels, both ways: the split pass
+    before the GEMM, and with stream-K the fix-up after it. The graph captured every kernel of
+    a launch (not faster than half the loop: a graph that lost the GEMM would read the pass
+    alone, a small part of the pair), each way ran at least ``min_ms``, and the recheck after
+    both passes (a graph that dropped the pass would leave the GEMM reading stale parts)."""
+    shape = Shape(2048, 2048, 4096)
+    launch = FAMILY.launch(params, shape)
+    assert isinstance(launch, LaunchConfig), launch
+    assert launch.prologue is not None
+    assert (launch.epilogue is not None) == bool(params.stream_k)
+    compiled = compiled_all(evaluator, [params])[0]
+    got = evaluator.sustained(params, compiled, shape=shape, seed=6, min_ms=50.0)
+    save(f"bf16_sustained_ways_{label.replace(', ', '_')}", got)
+    assert "error" not in got, got
+    assert "graph_error" not in got, got
+    loop, graph = got["loop"], got["graph"]
+    assert loop["total_ms"] >= 50.0, got
+    assert graph["total_ms"] >= 50.0, got
+    assert got["us_per_launch"] == min(loop["us_per_launch"], graph["us_per_launch"]), got
+    assert graph["us_per_launch"] >= 0.5 * loop["us_per_launch"], got
+    assert got["recheck"]["passed"], got
