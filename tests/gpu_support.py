@@ -40,6 +40,25 @@ def save(name: str, data: Any) -> None:
     (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
 
 
+def check_sustained_two_ways(got: dict[str, Any], min_ms: float) -> None:
+    """What :meth:`GpuEvaluator.sustained` gives, held to its contract: both ways (a loop of
+    launches, a CUDA graph of them replayed) ran at least ``min_ms``, the figure given is the
+    faster and ``way`` names it, the graph replays whole calls and ran the very launches (not
+    faster than half the loop: a graph that lost a kernel, or all of them, would read far
+    below), and the recheck after both passed."""
+    assert "error" not in got, got
+    assert "graph_error" not in got, got
+    loop, graph = got["loop"], got["graph"]
+    assert loop["total_ms"] >= min_ms, got
+    assert graph["total_ms"] >= min_ms, got
+    assert graph["launches"] % graph["calls"] == 0, got
+    assert got["us_per_launch"] == min(loop["us_per_launch"], graph["us_per_launch"]), got
+    assert got["way"] == ("graph" if graph["us_per_launch"] < loop["us_per_launch"]
+                          else "loop"), got
+    assert graph["us_per_launch"] >= 0.5 * loop["us_per_launch"], got
+    assert got["recheck"]["passed"], got
+
+
 def gpu_evaluator(compiler: Compiler, timeout_s: float) -> Iterator[GpuEvaluator]:
     """A GPU evaluator for a module's tests (skips where there is no GPU evaluation)."""
     try:
