@@ -226,10 +226,11 @@ def test_bf16_sass_has_bf16_hgmma_and_no_local_memory(evaluator: GpuEvaluator) -
 def test_a_sustained_graph_holds_the_prologue_and_the_epilogue(
         evaluator: GpuEvaluator, label: str, params: GemmParams) -> None:
     """The child's sustained rate of a launch of several kernels, both ways: the split pass
-    before the GEMM, and with stream-K the fix-up after it. The graph captured every kernel of
-    a launch: a graph that lost the GEMM would read the pass alone, a small part of the pair,
-    and one that dropped the pass would leave the GEMM reading stale parts, which the recheck
-    after both ways catches."""
+    before the GEMM, and with stream-K the fix-up after it. Such a launch is captured into one
+    graph (no ``graph_error``), both ways hold their contract (``check_sustained_two_ways``),
+    and a correctness case after them, launched the usual way in the same buffers, passes. A
+    graph that lost the GEMM would read the pass alone, far under half the loop; one that lost
+    the pass or the fix-up (a fifth of the launch or less) is not told apart by its time."""
     shape = Shape(2048, 2048, 4096)
     launch = FAMILY.launch(params, shape)
     assert isinstance(launch, LaunchConfig), launch
