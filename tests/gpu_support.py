@@ -45,7 +45,8 @@ def check_sustained_two_ways(got: dict[str, Any], min_ms: float) -> None:
     launches, a CUDA graph of them replayed) ran at least ``min_ms``, the figure given is the
     faster and ``way`` names it, the graph replays whole calls and ran the very launches (not
     faster than half the loop: a graph that lost a kernel, or all of them, would read far
-    below), and the recheck after both passed."""
+    below), the graph timed computed right when replayed on a correctness case (one that lost
+    a launch's prologue or epilogue would not), and the recheck after both passed."""
     assert "error" not in got, got
     assert "graph_error" not in got, got
     loop, graph = got["loop"], got["graph"]
@@ -56,6 +57,8 @@ def check_sustained_two_ways(got: dict[str, Any], min_ms: float) -> None:
     assert got["way"] == ("graph" if graph["us_per_launch"] < loop["us_per_launch"]
                           else "loop"), got
     assert graph["us_per_launch"] >= 0.5 * loop["us_per_launch"], got
+    assert graph["recheck"]["passed"], got
+    assert graph["recheck"]["after"] == "a graph of sustained launches", got
     assert got["recheck"]["passed"], got
 
 

@@ -126,6 +126,7 @@ def test_a_sustained_run_ends_with_the_same_recheck(evaluator: GpuEvaluator, mod
     assert good["recheck"]["passed"], good
     assert good["recheck"]["after"] == "sustained launches"
     assert good["recheck"]["launches_before"] == good["launches"]
+    assert good["graph"]["recheck"]["passed"], good  # the graph timed, replayed on the case
     assert "us_per_launch" not in bad
     assert bad["error"].startswith("wrong after sustained launches: 16777216 normal:"), bad
     assert not bad["recheck"]["passed"]

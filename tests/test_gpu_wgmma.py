@@ -8,11 +8,17 @@ evidence: HGMMA present, no local-memory traffic. Figures go to ``$TUNEFORGE_GPU
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 import re
 import shutil
 import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +35,7 @@ from bf16_points import (
     BF6,
     bf16_variants,
 )
-from gpu_support import check_sustained_two_ways, gpu_evaluator, save
+from gpu_support import OUT, check_sustained_two_ways, gpu_evaluator, save
 
 from core.evaluation import CompileResult, EvalOptions
 from kernels.base import LaunchConfig
@@ -227,10 +233,10 @@ def test_a_sustained_graph_holds_the_prologue_and_the_epilogue(
         evaluator: GpuEvaluator, label: str, params: GemmParams) -> None:
     """The child's sustained rate of a launch of several kernels, both ways: the split pass
     before the GEMM, and with stream-K the fix-up after it. Such a launch is captured into one
-    graph (no ``graph_error``), both ways hold their contract (``check_sustained_two_ways``),
-    and a correctness case after them, launched the usual way in the same buffers, passes. A
-    graph that lost the GEMM would read the pass alone, far under half the loop; one that lost
-    the pass or the fix-up (a fifth of the launch or less) is not told apart by its time."""
+    graph (no ``graph_error``), both ways hold their contract (``check_sustained_two_ways``:
+    the graph timed computes right on a correctness case, and so does a launch the usual way
+    after both). A graph that lost the pass or the fix-up is not told apart by its time; its
+    own check catches it (the test below)."""
     shape = Shape(2048, 2048, 4096)
     launch = FAMILY.launch(params, shape)
     assert isinstance(launch, LaunchConfig), launch
@@ -240,3 +246,68 @@ def test_a_sustained_graph_holds_the_prologue_and_the_epilogue(
     got = evaluator.sustained(params, compiled, shape=shape, seed=6, min_ms=50.0)
     save(f"bf16_sustained_ways_{label.replace(', ', '_')}", got)
     check_sustained_two_ways(got, 50.0)
+
+
+#: A child's runtime in this process serving the evaluator's own setup and ``sustain`` requests
+#: (pickled in ``argv[1]``), its graphs captured without the launch step ``argv[2]`` (the
+#: ``prologue`` or the ``epilogue``): a harness fault that would read faster. The reply, JSON.
+LOSES_A_STEP_SCRIPT = textwrap.dedent('''
+    import json, pickle, sys
+    from worker import gpu_child
+    from worker import launch_contract as lc
+    setup, request = pickle.load(open(sys.argv[1], "rb"))
+    dropped = sys.argv[2]
+    rt = gpu_child.Runtime()
+    assert gpu_child.handle(rt, setup)["status"] == "ok"
+    capturing = []
+
+    class LosesAStep(lc.LaunchGraph):
+        def __init__(self, *args):
+            capturing.append(True)
+            try:
+                super().__init__(*args)
+            finally:
+                capturing.clear()
+
+    launch_of = rt.launch
+
+    def launch(fn, launch, b, signature):
+        if capturing:
+            assert launch.get(dropped), dropped
+            launch = {k: v for k, v in launch.items() if k != dropped}
+        launch_of(fn, launch, b, signature)
+
+    rt.launch = launch
+    lc.LaunchGraph = LosesAStep
+    print(json.dumps(gpu_child.handle(rt, request), default=str))
+    rt.context.pop()
+''')
+
+
+@pytest.mark.parametrize("dropped", ["prologue", "epilogue"])
+def test_a_sustained_graph_that_lost_a_step_is_caught_by_its_own_check(
+        evaluator: GpuEvaluator, dropped: str) -> None:
+    """Stream-K's launch (split pass, GEMM, fix-up) sustained by a child whose graphs lose the
+    split pass or the fix-up: the loop and the recheck after it, launched whole, pass; the
+    graph, replayed on the correctness case, fails, so the evaluator would give no rate."""
+    shape = Shape(2048, 2048, 4096)
+    compiled = compiled_all(evaluator, [BF3_STREAM_K])[0]
+    request = evaluator.sustain_request(BF3_STREAM_K, compiled, shape, seed=6, min_ms=20.0)
+    spec = OUT / f"loses_{dropped}.pkl"
+    OUT.mkdir(parents=True, exist_ok=True)
+    spec.write_bytes(pickle.dumps((evaluator.child.setup_request, request)))
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", LOSES_A_STEP_SCRIPT, str(spec), dropped],
+                          cwd=str(root), capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=evaluator.gpu,
+                                   PYTHONPATH=os.pathsep.join(
+                                       [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])))
+    spec.unlink()
+    assert done.returncode == 0, done.stderr[-3000:]
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    save(f"bf16_sustained_graph_loses_{dropped}", reply)
+    assert reply["status"] == "ok", reply
+    sustained = reply["sustained"]
+    assert "graph_error" not in sustained, sustained
+    assert reply["recheck"]["passed"], reply
+    assert not sustained["graph"]["recheck"]["passed"], sustained

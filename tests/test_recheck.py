@@ -45,12 +45,15 @@ def case(seed: int, *, passed: bool = True, unwritten: int = 0, shape: Any = (1 
 
 class AnsweringChild:
     """Stands in for the GPU child: keeps the requests; passes every check, times the candidate
-    at 10 µs when asked to, and answers the recheck with ``recheck`` (a case; None: none)."""
+    at 10 µs when asked to, and answers the recheck with ``recheck`` (a case; None: none);
+    given ``graph_recheck``, a sustained run has a graph (8 µs a launch) rechecked with it."""
 
     gpu = "0"
 
-    def __init__(self, recheck: dict[str, Any] | None) -> None:
+    def __init__(self, recheck: dict[str, Any] | None,
+                 graph_recheck: dict[str, Any] | None = None) -> None:
         self.recheck = recheck
+        self.graph_recheck = graph_recheck
         self.requests: list[dict[str, Any]] = []
 
     def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -58,6 +61,10 @@ class AnsweringChild:
         if request["op"] == "sustain":
             reply: dict[str, Any] = {"status": "ok", "sustained": {"launches": 400, "total_ms": 4.0,
                                                                    "us_per_launch": 10.0}}
+            if self.graph_recheck is not None:
+                reply["sustained"]["graph"] = {
+                    "launches": 500, "calls": 5, "total_ms": 4.0, "us_per_launch": 8.0,
+                    "recheck": {**self.graph_recheck, "seed": request["recheck"]["seed"]}}
         else:
             reply = {"status": "ok", "cases": [case(c["seed"], shape=c["shape"], dist=c["dist"])
                                                for c in request["checks"]]}
@@ -237,6 +244,27 @@ def test_a_sustained_run_is_rechecked_and_a_failure_replaces_the_rate(
                             "element(s) never written")
 
 
+def test_the_graph_of_a_sustained_run_is_rechecked_and_a_failure_replaces_the_rate(
+        compiled: CompileResult) -> None:
+    """The graph the child timed was replayed on the recheck case: its verdict is kept beside
+    the graph's rate, and a graph that computed wrong (one that lost a launch's epilogue reads
+    faster) gives no rate, though the loop's recheck passed."""
+    good = evaluator(AnsweringChild(case(0), case(0))).sustained(
+        CheatParams(), compiled, shape=SHAPE, seed=3)
+    assert "error" not in good, good
+    assert good["graph"]["recheck"]["passed"]
+    assert good["graph"]["recheck"]["after"] == "a graph of sustained launches"
+    assert good["graph"]["recheck"]["launches_before"] == 500
+    assert good["graph"]["recheck"]["timed_us"] == 8.0
+    assert good["recheck"]["after"] == "sustained launches"
+    bad = evaluator(AnsweringChild(case(0), case(0, passed=False, unwritten=8))).sustained(
+        CheatParams(), compiled, shape=SHAPE, seed=3)
+    assert "us_per_launch" not in bad
+    assert bad["recheck"]["passed"]
+    assert bad["error"] == ("wrong in the graph of sustained launches: 16777216 normal: 8 output "
+                            "element(s) never written")
+
+
 def test_the_schema_takes_a_recheck_and_refuses_one_without_its_fields() -> None:
     defs = json_schema()["$defs"]
     assert defs["Correctness"]["properties"]["recheck"]["anyOf"][0] == {
@@ -285,7 +313,9 @@ class RecordingRuntime(gpu_child.Runtime):
             self.loaded[entry["key"]] = LoadedFunction()
         return self.loaded[entry["key"]]
 
-    def check_case(self, fn: Any, case_: dict[str, Any], tol: float) -> dict[str, Any]:
+    def check_case(self, fn: Any, case_: dict[str, Any], tol: float,
+                   run: Any = None) -> dict[str, Any]:
+        assert run is None  # the evaluate and sustain flows here check one launch of fn
         self.calls.append(("check", (fn, case_)))
         passed = not self.fail_check and (self.recheck_passes or case_["seed"] != 99)
         return case(case_["seed"], passed=passed, unwritten=0 if passed else 5)

@@ -132,10 +132,10 @@ def recheck_seed(checks: Sequence[dict[str, Any]], bench_seed: int | None) -> in
 
 def recheck_record(reply_recheck: dict[str, Any], after: str, *, launches: int,
                    timed_us: float | None) -> dict[str, Any]:
-    """The child's recheck case with what it came after: ``after`` (``timing`` or ``sustained
-    launches``), how many launches of the candidate were timed before it, and the time they
-    gave it (``timed_us``: the median of the runs, or the sustained rate; not used for
-    acceptance when the recheck fails)."""
+    """The child's recheck case with what it came after: ``after`` (``timing``, ``sustained
+    launches`` or ``a graph of sustained launches``), how many launches of the candidate were
+    timed before it, and the time they gave it (``timed_us``: the median of the runs, or the
+    sustained rate; not used for acceptance when the recheck fails)."""
     return {**reply_recheck, "after": after, "launches_before": int(launches),
             "timed_us": round(timed_us, 3) if timed_us is not None else None}
 
@@ -363,17 +363,13 @@ class GpuEvaluator:
                 "reference_launch": self.family.reference_launch(shape).to_dict(),
                 "rule": self.family.correctness.to_dict()}
 
-    def sustained(self, params: Any, compiled: CompileResult, *, shape: Dims, seed: int = 0,
-                  min_ms: float = 300.0) -> dict[str, Any]:
-        """The rate of back-to-back launches of a compiled point over at least ``min_ms``: the
-        faster of a loop of launches and a CUDA graph of them replayed (``us_per_launch``,
-        ``launches``, ``total_ms``, ``way``; both ways under ``loop`` and ``graph``:
-        :meth:`worker.gpu_child.Runtime.sustain`), and the ``recheck`` after them; or
-        ``error`` when the child could not or the recheck failed (the rate is then not
-        given)."""
+    def sustain_request(self, params: Any, compiled: CompileResult, shape: Dims, seed: int,
+                        min_ms: float) -> dict[str, Any]:
+        """The child's ``sustain`` request for a compiled point at ``shape`` (two ways, each at
+        least ``min_ms``), with the recheck case after them."""
         family = self.family
         launch = self._launches(params, [shape])[shape]
-        reply = self.child.request({
+        return {
             "op": "sustain", "min_ms": min_ms, "seed": seed, "tol": self.options.tolerance,
             "candidate": {"key": compiled.source_hash, "cubin": compiled.cubin(),
                           "kernel": launch.kernel_name},
@@ -381,7 +377,18 @@ class GpuEvaluator:
             "launch": launch.to_dict(), "signature": family.signature.resolve(shape),
             "fills": family.distributions[0].resolve(family.signature),
             "recheck": self.recheck_case(shape, recheck_seed([], seed)),
-        }, max(self.options.timeout_s, 6 * min_ms / 1000.0 + 30.0))  # two ways, each ≥ min_ms
+        }
+
+    def sustained(self, params: Any, compiled: CompileResult, *, shape: Dims, seed: int = 0,
+                  min_ms: float = 300.0) -> dict[str, Any]:
+        """The rate of back-to-back launches of a compiled point over at least ``min_ms``: the
+        faster of a loop of launches and a CUDA graph of them replayed (``us_per_launch``,
+        ``launches``, ``total_ms``, ``way``; both ways under ``loop`` and ``graph``:
+        :meth:`worker.gpu_child.Runtime.sustain`), and the ``recheck`` after them (the graph's
+        own under ``graph``: the graph timed, replayed on the recheck case); or ``error`` when
+        the child could not or either recheck failed (the rate is then not given)."""
+        reply = self.child.request(self.sustain_request(params, compiled, shape, seed, min_ms),
+                                   max(self.options.timeout_s, 6 * min_ms / 1000.0 + 30.0))
         if reply.get("status") != "ok":
             return {"error": f"{reply.get('status')}: {reply.get('error')}"}
         sustained = reply["sustained"]
@@ -391,6 +398,16 @@ class GpuEvaluator:
         if not recheck["passed"]:
             return {"error": f"wrong after sustained launches: {shape_text(recheck['shape'])} "
                              f"{recheck['dist']}: {recheck['reason']}", "recheck": recheck}
+        graph = sustained.get("graph")
+        if graph is not None and "recheck" in graph:
+            graph["recheck"] = recheck_record(graph["recheck"], "a graph of sustained launches",
+                                              launches=int(graph["launches"]),
+                                              timed_us=float(graph["us_per_launch"]))
+            if not graph["recheck"]["passed"]:
+                failed = graph["recheck"]
+                return {"error": f"wrong in the graph of sustained launches: "
+                                 f"{shape_text(failed['shape'])} {failed['dist']}: "
+                                 f"{failed['reason']}", "recheck": recheck, "graph": graph}
         return {**sustained, "recheck": recheck}
 
     def full_profile(self, profile: dict[str, Any], compiled: CompileResult, shape: Dims,

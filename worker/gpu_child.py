@@ -355,9 +355,11 @@ class Runtime:
             raise KernelFault(str(exc)) from exc
 
     # -- correctness ---------------------------------------------------------------------------
-    def check_case(self, fn: Any, case: dict[str, Any], tol: float) -> dict[str, Any]:
+    def check_case(self, fn: Any, case: dict[str, Any], tol: float,
+                   run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """One correctness case: fresh inputs, poisoned outputs, launch, on-GPU error stats
-        (accumulated over the output buffers)."""
+        (accumulated over the output buffers). ``run(buffers)``, given, enqueues what is checked
+        in place of one launch of ``fn`` (a captured graph of its launches)."""
         signature, launch = case["signature"], case["launch"]
         rule = case.get("rule") or {"kind": "scaled"}
         if self.reference_style == "contract":
@@ -384,7 +386,10 @@ class Runtime:
         cuda.memset_d32_async(self.counts, 0, 4, self.stream)
         self.sync()
         start = time.perf_counter()
-        self.launch(fn, launch, b, signature)
+        if run is None:
+            self.launch(fn, launch, b, signature)
+        else:
+            run(b)
         self.sync()
         kernel_s = time.perf_counter() - start
         for buf in lc.outputs(signature):
@@ -505,7 +510,10 @@ class Runtime:
         (:class:`worker.launch_contract.LaunchGraph`: the GPU's rate without the host's
         per-launch cost), as the peers' harness times a peer. ``us_per_launch`` is the faster
         of the two (``way`` says which; ``launches`` and ``total_ms`` are its); ``loop`` and
-        ``graph`` hold both, or ``graph_error`` why no graph could be captured."""
+        ``graph`` hold both, or ``graph_error`` why no graph could be captured. Given a
+        ``recheck`` case, the graph timed is replayed once more on it, in the same buffers,
+        and ``graph["recheck"]`` holds the verdict: a graph that lost a launch's prologue,
+        kernel or epilogue reads faster, and fails here."""
         signature, launch = req["signature"], req["launch"]
         b = self.fill_inputs(signature, req["fills"], req["seed"])
         self.workspace(int(launch.get("workspace_bytes") or 0))
@@ -529,8 +537,16 @@ class Runtime:
         except (RuntimeError, cuda.Error) as exc:  # the loop's rate stands; the reply says why
             out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
             return out
+        def replay_on(got: dict[str, Any]) -> None:
+            if got is not b:  # the graph holds b's pointers: a check elsewhere proves nothing
+                raise RuntimeError("the check's buffers are not those the graph was captured on")
+            captured.replay()
+
         try:  # a fault while replaying is a fault like any other: it is not caught here
             graph = self.replay_sustained(captured, min_ms, loop["us_per_launch"])
+            if req.get("recheck") is not None:
+                graph["recheck"] = self.recheck(fn, req, req["recheck"], float(req["tol"]),
+                                                run=replay_on)
         finally:
             captured.close()
         out["graph"] = graph
@@ -568,8 +584,8 @@ class Runtime:
                 "total_ms": round(total_ms, 3),
                 "us_per_launch": total_ms * 1000.0 / (replays * graph.calls)}
 
-    def recheck(self, fn: Any, timed: dict[str, Any], recheck: dict[str, Any], tol: float
-                ) -> dict[str, Any]:
+    def recheck(self, fn: Any, timed: dict[str, Any], recheck: dict[str, Any], tol: float,
+                run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """One more correctness case of ``fn`` after it was timed: fresh inputs (the recheck's
         seed), outputs poisoned again, ``timed``'s shape, signature and launch.
 
@@ -577,13 +593,14 @@ class Runtime:
         and whatever state the kernel keeps on the device (a ``__device__`` flag set on its
         first launch, the last input pointer it saw) is still there; the case runs in the
         buffers the timing used (:meth:`bufs` keeps them by shape), so a kernel that skips its
-        work when it sees the same pointer again is caught by its unwritten outputs.
+        work when it sees the same pointer again is caught by its unwritten outputs. ``run``:
+        as in :meth:`check_case`.
         """
         case = {"shape": timed["shape"], "signature": timed["signature"],
                 "launch": timed["launch"], "seed": recheck["seed"], "dist": recheck["dist"],
                 "fills": recheck["fills"], "reference_launch": recheck["reference_launch"],
                 "rule": recheck.get("rule")}
-        return self.check_case(fn, case, tol)
+        return self.check_case(fn, case, tol, run)
 
 
 # ---- request handling -----------------------------------------------------------------------
