@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# as run (one line) on a warm H100, 2026-12-06, the tree at ba5718a with the files of 95251e2
+# (docstrings aside) staged over it in stage-graph/: the GPU tests of a sustained run.
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1; nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader; rm -rf /tmp/g && mkdir -p /tmp/g $OUT/gpu2 && tar --exclude=./runs --exclude=./.git --exclude=./.whl --exclude=./stage-graph -cf - . | tar -xf - -C /tmp/g && cp -r stage-graph/. /tmp/g/ && cd /tmp/g && PYTHONPATH=/tmp/site:/tmp/g TUNEFORGE_HOME=/tmp/tfhome TUNEFORGE_GPU_OUT=$OUT/gpu2 timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 -k sustained tests/test_gpu_wgmma.py tests/test_gpu_softmax.py tests/test_gpu_cheat.py > $OUT/pytest2.txt 2>&1; echo "rc $?"; tail -25 $OUT/pytest2.txt
