@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# at ba5718a (f3df0df's code), on an H200 only (exits 3 at once on another GPU): the softmax
+# at cfa7f87, on an H200 only (exits 3 at once on another GPU): the softmax
 # library of the 553da7c database timed by the child and, through the exported bundle's loader,
 # by the peers' harness beside torch.compile, Triton and the copy; then the six GPU tests not yet
-# run on an H200 (test_plans_beside_torch and tests/test_gpu_user_family.py); then, in a copy of
-# the tree with the files of stage-graph/ over it (the sustained graph checked on its own
-# output), the GPU tests of a sustained run.
+# run on an H200 (test_plans_beside_torch and tests/test_gpu_user_family.py); then the GPU tests
+# of a sustained run (95251e2 checks the sustained graph on its own output).
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
 case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3;; esac
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1 || exit 1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 \
-  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=ba5718a TUNEFORGE_GPU_OUT=$OUT/gpu
-mkdir -p $OUT/gpu
+  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=cfa7f87 TUNEFORGE_GPU_OUT=$OUT/gpu
+mkdir -p $OUT/gpu $OUT/gpu2
 log=$OUT/log.txt
 { nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader; date -u; } | tee $log
 gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
@@ -25,15 +24,10 @@ echo "pytest gets ${left}s" | tee -a $log
 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 \
   tests/test_gpu_softmax.py::test_plans_beside_torch tests/test_gpu_user_family.py > $OUT/pytest.txt 2>&1
 echo "pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/pytest.txt
-if [ -d stage-graph ]; then
-  rm -rf /tmp/g && mkdir -p /tmp/g $OUT/gpu2
-  tar --exclude=./runs --exclude=./.git --exclude=./.whl --exclude=./stage-graph -cf - . | tar -xf - -C /tmp/g
-  cp -r stage-graph/. /tmp/g/
-  left=$(( 590 - ($(date +%s) - start) ))
-  echo "graph-check pytest gets ${left}s" | tee -a $log
-  (cd /tmp/g && PYTHONPATH=/tmp/site:/tmp/g TUNEFORGE_GPU_OUT=$OUT/gpu2 timeout $left python3 -m pytest \
-    -m gpu -q -p no:cacheprovider --durations=8 -k sustained tests/test_gpu_wgmma.py \
-    tests/test_gpu_softmax.py tests/test_gpu_cheat.py) > $OUT/pytest2.txt 2>&1
-  echo "graph-check pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/pytest2.txt
-fi
+left=$(( 590 - ($(date +%s) - start) ))
+echo "sustained pytest gets ${left}s" | tee -a $log
+TUNEFORGE_GPU_OUT=$OUT/gpu2 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider \
+  --durations=8 -k sustained tests/test_gpu_wgmma.py tests/test_gpu_softmax.py \
+  tests/test_gpu_cheat.py > $OUT/pytest2.txt 2>&1
+echo "sustained pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/pytest2.txt
 cd $OUT && tar czf r.tgz gpu gpu2 q && rm -rf gpu gpu2 q
