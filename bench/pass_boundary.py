@@ -10,7 +10,9 @@ of ``--reps``:
 - the prologue alone, the kernel alone (after one prologue, so its workspace holds the split
   values), and the pair as a launch enqueues it (prologue, then kernel, one stream);
 - the pair with an event between the two, which splits its time into the prologue's and the
-  kernel's share.
+  kernel's share;
+- a device-to-device copy of the bytes the prologue reads (the input buffers it takes): what a
+  pass that reads each byte once and writes as many moves, at the copy engine's rate.
 
 ``pair - prologue - kernel`` is what the boundary costs: the launch gap, the kernel's ramp
 before its first load, the prologue's drain. Programmatic dependent launch
@@ -90,11 +92,20 @@ def time_point(cuda: Any, point: dict[str, Any], compiler: Compiler, reps: int,
     def both() -> None:
         lc.enqueue(fn, aux, spec, signature, bufs, workspace, stream)
 
+    taken = {str(arg) for arg in spec["prologue"]["args"]}
+    copy_bytes = sum(int(b["count"]) * lc.DTYPES[b["dtype"]][0] for b in lc.inputs(signature)
+                     if b["name"] in taken)
+    source, target = cuda.mem_alloc(copy_bytes), cuda.mem_alloc(copy_bytes)
+
+    def copy() -> None:
+        cuda.memcpy_dtod_async(target, source, copy_bytes, stream)
+
     for _ in range(3):  # warm-up, and a workspace the kernel alone can read
         timed([both])
     runs: dict[str, list[float]] = {"prologue": [], "kernel": [], "pair": [], "split_pro": [],
-                                    "split_ker": []}
+                                    "split_ker": [], "copy": []}
     for _ in range(reps):
+        runs["copy"].append(timed([copy])[0])
         runs["prologue"].append(timed([prologue])[0])
         runs["kernel"].append(timed([kernel])[0])
         runs["pair"].append(timed([both])[0])
@@ -103,7 +114,10 @@ def time_point(cuda: Any, point: dict[str, Any], compiler: Compiler, reps: int,
         runs["split_ker"].append(ker)
     med = {k: statistics.median(v) for k, v in runs.items()}
     lc.free(bufs)
+    source.free()
+    target.free()
     return {**row, "us": med, "boundary_us": med["pair"] - med["prologue"] - med["kernel"],
+            "copy_bytes": copy_bytes, "prologue_pct_of_copy": 100 * med["copy"] / med["prologue"],
             "spread_pct": {k: 100 * (max(v) - min(v)) / statistics.median(v)
                            for k, v in runs.items()}}
 
@@ -130,17 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = [time_point(cuda, p, compiler, args.reps, flush, flush_bytes) for p in points]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "boundary.json").write_text(json.dumps(rows, indent=1) + "\n")
-    print("µs, medians, L2 flushed before each; boundary = pair - prologue - kernel")
-    print(f"{'shape':>15} {'point':<10} {'prologue':>8} {'kernel':>8} {'pair':>8} "
-          f"{'boundary':>8} {'in pair':>15}")
+    print("µs, medians, L2 flushed before each; boundary = pair - prologue - kernel; copy: the")
+    print("prologue's input bytes copied device to device (% = the copy's time over the pass's)")
+    print(f"{'shape':>15} {'point':<8} {'prologue':>8} {'copy':>6} {'%':>3} {'kernel':>7} "
+          f"{'pair':>7} {'bound':>5} {'in pair':>13}")
     for r in rows:
         if "error" in r:
-            print(f"{r['shape']:>15} {r['label']:<10.10} {r['error']}")
+            print(f"{r['shape']:>15} {r['label']:<8.8} {r['error']}")
             continue
         u = r["us"]
-        print(f"{r['shape']:>15} {r['label']:<10.10} {u['prologue']:8.1f} {u['kernel']:8.1f} "
-              f"{u['pair']:8.1f} {r['boundary_us']:8.1f} "
-              f"{u['split_pro']:7.1f}+{u['split_ker']:7.1f}")
+        print(f"{r['shape']:>15} {r['label']:<8.8} {u['prologue']:8.1f} {u['copy']:6.1f} "
+              f"{r['prologue_pct_of_copy']:3.0f} {u['kernel']:7.1f} {u['pair']:7.1f} "
+              f"{r['boundary_us']:5.1f} {u['split_pro']:6.1f}+{u['split_ker']:6.1f}")
     return 0 if all("error" not in r for r in rows) else 1
 
 
