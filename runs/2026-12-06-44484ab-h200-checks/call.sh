@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# at cfa7f87, on an H200 only (exits 3 at once on another GPU): the softmax
+# at 44484ab, on an H200 only (on another GPU: the pass-copy script of 44484ab, then exit 3):
+# the softmax
 # library of the 553da7c database timed by the child and, through the exported bundle's loader,
 # by the peers' harness beside torch.compile, Triton and the copy; then the six GPU tests not yet
 # run on an H200 (test_plans_beside_torch and tests/test_gpu_user_family.py); then the GPU tests
 # of a sustained run (95251e2 checks the sustained graph on its own output).
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
-case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3;; esac
+case "$name" in *H200*) ;; *) echo "not an H200: the H100 script instead"
+  bash runs/2026-12-06-44484ab-pass-copy/call.sh; exit 3;; esac
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1 || exit 1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 \
-  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=cfa7f87 TUNEFORGE_GPU_OUT=$OUT/gpu
+  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=44484ab TUNEFORGE_GPU_OUT=$OUT/gpu
 mkdir -p $OUT/gpu $OUT/gpu2
 log=$OUT/log.txt
 { nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader; date -u; } | tee $log
