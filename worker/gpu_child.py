@@ -537,6 +537,7 @@ class Runtime:
         except (RuntimeError, cuda.Error) as exc:  # the loop's rate stands; the reply says why
             out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
             return out
+
         def replay_on(got: dict[str, Any]) -> None:
             if got is not b:  # the graph holds b's pointers: a check elsewhere proves nothing
                 raise RuntimeError("the check's buffers are not those the graph was captured on")
