@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # at 44484ab, on an H200 only (exits 3 at once on another GPU; the first try that found an H100
-# ran runs/2026-12-06-44484ab-pass-copy/call.sh there): the softmax
-# library of the 553da7c database timed by the child and, through the exported bundle's loader,
-# by the peers' harness beside torch.compile, Triton and the copy; then the six GPU tests not yet
-# run on an H200 (test_plans_beside_torch and tests/test_gpu_user_family.py); then the GPU tests
-# of a sustained run (95251e2 checks the sustained graph on its own output).
+# ran runs/2026-12-06-44484ab-pass-copy/call.sh there): the six GPU tests not yet run on an
+# H200 (test_plans_beside_torch and tests/test_gpu_user_family.py); the softmax library of the
+# 553da7c database timed by the child and, through the exported bundle's loader, by the peers'
+# harness beside torch.compile, Triton and the copy; then the GPU tests of a sustained run
+# (95251e2 checks the sustained graph on its own output).
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
 case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3;; esac
@@ -14,18 +14,18 @@ export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 \
 mkdir -p $OUT/gpu $OUT/gpu2
 log=$OUT/log.txt
 { nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader; date -u; } | tee $log
-gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
-rm -rf /tmp/smlib
-python3 -m cli.main library export --kernel softmax --db /tmp/sm.db --out /tmp/smlib 2>&1 | tail -1 | tee -a $log
-timeout -s KILL 300 python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
-  --no-replay --bundle /tmp/smlib --budget-s 240 --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
-echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -32 $OUT/softmax.txt
-left=$(( 585 - ($(date +%s) - start) )); [ $left -gt 260 ] && left=260
+left=240
 echo "pytest gets ${left}s" | tee -a $log
 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 \
   tests/test_gpu_softmax.py::test_plans_beside_torch tests/test_gpu_user_family.py > $OUT/pytest.txt 2>&1
 echo "pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/pytest.txt
-left=$(( 590 - ($(date +%s) - start) ))
+gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
+rm -rf /tmp/smlib
+python3 -m cli.main library export --kernel softmax --db /tmp/sm.db --out /tmp/smlib 2>&1 | tail -1 | tee -a $log
+timeout -s KILL 200 python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
+  --no-replay --bundle /tmp/smlib --budget-s 170 --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
+echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -32 $OUT/softmax.txt
+left=90
 echo "sustained pytest gets ${left}s" | tee -a $log
 TUNEFORGE_GPU_OUT=$OUT/gpu2 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider \
   --durations=8 -k sustained tests/test_gpu_wgmma.py tests/test_gpu_softmax.py \
