@@ -14,7 +14,7 @@ export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 \
 mkdir -p $OUT/gpu $OUT/gpu2
 log=$OUT/log.txt
 { nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader; date -u; } | tee $log
-left=240
+left=200
 echo "pytest gets ${left}s" | tee -a $log
 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 \
   tests/test_gpu_softmax.py::test_plans_beside_torch tests/test_gpu_user_family.py > $OUT/pytest.txt 2>&1
@@ -22,10 +22,10 @@ echo "pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/
 gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
 rm -rf /tmp/smlib
 python3 -m cli.main library export --kernel softmax --db /tmp/sm.db --out /tmp/smlib 2>&1 | tail -1 | tee -a $log
-timeout -s KILL 200 python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
-  --no-replay --bundle /tmp/smlib --budget-s 170 --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
+timeout -s KILL 150 python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
+  --no-replay --bundle /tmp/smlib --budget-s 130 --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
 echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -32 $OUT/softmax.txt
-left=90
+left=60
 echo "sustained pytest gets ${left}s" | tee -a $log
 TUNEFORGE_GPU_OUT=$OUT/gpu2 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider \
   --durations=8 -k sustained tests/test_gpu_wgmma.py tests/test_gpu_softmax.py \
