@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from worker.gpu_runner import ChildUnavailable
 
 #: read at import: the autouse fixture clears TUNEFORGE_* variables for each test
 OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
+#: the repository's root
+ROOT = Path(__file__).resolve().parent.parent
 
 #: a kernel that writes to an illegal address (the CUDA context is lost)
 ILLEGAL = r'''
@@ -38,6 +42,20 @@ def save(name: str, data: Any) -> None:
     """Keep a figure for the run's record (runs/)."""
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+def run_script(script: str, *args: str, gpu: str | None = None) -> Any:
+    """``script`` run with ``args`` by this Python in a process of its own (the repository's
+    root its working directory and first on ``PYTHONPATH``; ``gpu``, given, its
+    ``CUDA_VISIBLE_DEVICES``): it must exit 0; the JSON on its last line of output."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def check_sustained_two_ways(got: dict[str, Any], min_ms: float) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_support import ILLEGAL, OUT, SPIN, gpu_evaluator, save
+from gpu_support import ILLEGAL, OUT, SPIN, gpu_evaluator, run_script, save
 
 from core.evaluation import EvalOptions
 from kernels.base import Action, Candidate, Rejection
@@ -228,8 +228,6 @@ def test_new_fill_kinds_and_the_copy_bandwidth(evaluator: GpuEvaluator, compiler
                                                 ) -> None:
     """normal_neg_inf puts -inf at ~7/64 of the positions and never at i % 8 == 0; constant
     writes the scale everywhere; the child measured the device-to-device copy rate."""
-    import os
-
     from worker.evaluate import SUPPORT_SOURCE
 
     support = compiler.compile(SUPPORT_SOURCE.read_text())
@@ -237,13 +235,7 @@ def test_new_fill_kinds_and_the_copy_bandwidth(evaluator: GpuEvaluator, compiler
     save("fill_spec", {
         "support": support.cubin_path, "reference": reference.cubin_path,
         "reference_kernel": FAMILY.reference_launch(Shape(1, 1, 1)).kernel_name})
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", FILL_SCRIPT, str(OUT / "fill_spec.json")],
-                          cwd=str(root), capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_script(FILL_SCRIPT, str(OUT / "fill_spec.json"))
     result["evaluator_device"] = {k: evaluator.device.get(k) for k in (
         "name", "copy_gbs", "copy_bytes", "copy_runs", "datasheet_gbs")}
     save("fill_kinds_copy", result)

@@ -9,16 +9,12 @@ their shape and refusing another one. Figures go to ``$TUNEFORGE_GPU_OUT`` as JS
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from gpu_support import OUT, gpu_evaluator, save
+from gpu_support import OUT, gpu_evaluator, run_script, save
 
 from core.evaluation import CompileResult, EvalOptions
 from kernels.base import Rejection
@@ -29,7 +25,6 @@ from worker.evaluate import SUPPORT_SOURCE, GpuEvaluator
 
 pytestmark = pytest.mark.gpu
 
-ROOT = Path(__file__).resolve().parent.parent
 
 SKINNY = Shape(256, 256, 65536)
 #: K not a multiple of splits x tile, M and N not multiples of any tile, tiny, and 8192x1024x4096
@@ -171,12 +166,7 @@ def test_repeated_launches_give_the_same_bits(evaluator: GpuEvaluator,
         "signature": FAMILY.signature.resolve(shape),
         "fills": FAMILY.distributions[0].resolve(FAMILY.signature),
         "shape": [300, 260, 20000], "kernels": kernels}))
-    done = subprocess.run([sys.executable, "-c", REPEAT_SCRIPT, str(spec)], cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_script(REPEAT_SCRIPT, str(spec))
     save("split_k_repeat", result)
     assert result["same_bits"] == [True, True, True]
     assert all(result["passed"]), result["passed"]

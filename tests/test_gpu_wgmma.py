@@ -8,17 +8,13 @@ evidence: HGMMA present, no local-memory traffic. Figures go to ``$TUNEFORGE_GPU
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +31,7 @@ from bf16_points import (
     BF6,
     bf16_variants,
 )
-from gpu_support import OUT, check_sustained_two_ways, gpu_evaluator, save
+from gpu_support import OUT, check_sustained_two_ways, gpu_evaluator, run_script, save
 
 from core.evaluation import CompileResult, EvalOptions
 from kernels.base import LaunchConfig
@@ -296,15 +292,10 @@ def test_a_sustained_graph_that_lost_a_step_is_caught_by_its_own_check(
     spec = OUT / f"loses_{dropped}.pkl"
     OUT.mkdir(parents=True, exist_ok=True)
     spec.write_bytes(pickle.dumps((evaluator.child.setup_request, request)))
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", LOSES_A_STEP_SCRIPT, str(spec), dropped],
-                          cwd=str(root), capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=evaluator.gpu,
-                                   PYTHONPATH=os.pathsep.join(
-                                       [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])))
-    spec.unlink()
-    assert done.returncode == 0, done.stderr[-3000:]
-    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        reply = run_script(LOSES_A_STEP_SCRIPT, str(spec), dropped, gpu=evaluator.gpu)
+    finally:
+        spec.unlink()
     save(f"bf16_sustained_graph_loses_{dropped}", reply)
     assert reply["status"] == "ok", reply
     sustained = reply["sustained"]
