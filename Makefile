@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	if command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q -e '.[gpu]'; fi
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
+	if command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-compile -e '.[gpu]'; fi
+	$(BIN)/python -m compileall -q -j0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') > /dev/null || true
 	touch $(STAMP)
 
 ## the main job: an embedded tuning campaign (GPU if pycuda finds one, else the replay dataset)
@@ -19,10 +20,10 @@ tune: $(STAMP)
 
 ## the whole test suite: lint, types, import contracts, tests (GPU tests skip without a GPU).
 ## The nvcc sweeps compile a stratified sample of their points (tests/sampling.py). mypy runs
-## beside the API fuzz file (about a core each; each one's output whole when it ends), then
-## the other tests on their workers
+## beside the API fuzz file (about a core each; each one's output whole when it ends) and the
+## browser's install (mostly waiting on apt), then the other tests on their workers
 test: lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck fuzz
+	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck fuzz browser
 	$(MAKE) --no-print-directory workers
 
 ## the same with every point of the nvcc sweeps compiled (pytest --full): for a scheduled run
