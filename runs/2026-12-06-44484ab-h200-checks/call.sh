@@ -25,11 +25,13 @@ TUNEFORGE_GPU_OUT=$OUT/gpu0 timeout 100 python3 -m pytest -m gpu -q -p no:cachep
   > $OUT/pytest0.txt 2>&1
 echo "run_script tests rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -8 $OUT/pytest0.txt
 fi
+if [ -z "${SOFTMAX_ONLY:-}" ]; then  # SOFTMAX_ONLY=1: the softmax library alone (SHORT too)
 left=200
 echo "pytest gets ${left}s" | tee -a $log
 timeout $left python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 \
   tests/test_gpu_softmax.py::test_plans_beside_torch tests/test_gpu_user_family.py > $OUT/pytest.txt 2>&1
 echo "pytest rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -14 $OUT/pytest.txt
+fi
 gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
 rm -rf /tmp/smlib
 python3 -m cli.main library export --kernel softmax --db /tmp/sm.db --out /tmp/smlib 2>&1 | tail -1 | tee -a $log
