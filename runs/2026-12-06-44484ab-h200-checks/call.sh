@@ -35,8 +35,10 @@ fi
 gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
 rm -rf /tmp/smlib
 python3 -m cli.main library export --kernel softmax --db /tmp/sm.db --out /tmp/smlib 2>&1 | tail -1 | tee -a $log
-timeout -s KILL 190 python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
-  --no-replay --bundle /tmp/smlib --budget-s 200 --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
+# SHAPES, BUDGET_S, KILL_S: fewer shapes in less time, where little device time is left
+timeout -s KILL ${KILL_S:-190} python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
+  --no-replay --bundle /tmp/smlib --budget-s ${BUDGET_S:-200} ${SHAPES:+--shapes $SHAPES} \
+  --out $OUT/q 2>$OUT/progress.txt > $OUT/softmax.txt
 echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -32 $OUT/softmax.txt
 if [ -z "${SHORT:-}" ]; then
 left=60
