@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: tune test test-full lint typecheck unit workers pool solo fuzz bytecode browser gpu-test bench docs clean
 
+## pip compiles nothing; site-packages is compiled afterwards on every core (a few packages
+## ship files for a newer Python, e.g. torch's py312_intrinsics.py, so compileall's status is
+## not the install's)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
