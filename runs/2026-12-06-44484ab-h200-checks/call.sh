@@ -6,8 +6,8 @@
 # harness beside torch.compile, Triton and the copy; then the GPU tests of a sustained run
 # (95251e2 checks the sustained graph on its own output).
 # From a5be515 on, the three tests whose subprocess a5be515 moved into gpu_support.run_script
-# come first (capped at 100 s). At 215ee87 they ran on any GPU; they passed on an H100 twice
-# (../2026-12-06-215ee87-run-script/), and since then another GPU exits at once again.
+# come first (capped at 100 s). At 9ce5a42 they ran on any GPU; they passed on an H100 twice
+# (../2026-12-06-9ce5a42-run-script/), and since then another GPU exits at once again.
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
 case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3;; esac
