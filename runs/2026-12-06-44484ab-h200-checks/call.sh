@@ -8,12 +8,14 @@
 # From a5be515 on, the three tests whose subprocess a5be515 moved into gpu_support.run_script
 # come first (capped at 100 s). At 9ce5a42 they ran on any GPU; they passed on an H100 twice
 # (../2026-12-06-9ce5a42-run-script/), and since then another GPU exits at once again.
+# Run as `call.sh COMMIT`: the device's copy of the tree has no .git to name its commit.
+commit=${1:?usage: call.sh COMMIT (the commit of the tree it runs on)}
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
 case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 3;; esac
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1 || exit 1
 export PYTHONPATH=/tmp/site:$PWD TUNEFORGE_HOME=/tmp/tfhome PYTHONUNBUFFERED=1 \
-  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo a5be515) \
+  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TUNEFORGE_COMMIT=$commit \
   TUNEFORGE_GPU_OUT=$OUT/gpu
 mkdir -p $OUT/gpu $OUT/gpu2 $OUT/gpu0
 log=$OUT/log.txt
