@@ -16,7 +16,8 @@
 // - the on-demand split's counters: host atomics (acquire / release); proxy fences: nothing
 //   (the async proxy's ordering is not modelled);
 // - warp shuffles, ballots and __syncwarp through a barrier of the warp's 32 threads, a warp
-//   being 32 consecutive threads of the block's linear index.
+//   being 32 consecutive threads of the block's linear index; a shuffle or ballot is one phase
+//   of it (its values double-buffered).
 #pragma once
 #include "simt.h"
 
@@ -32,7 +33,8 @@ constexpr size_t ARENA_BYTES = 256 * 1024;   // what an sm_90 SM's shared memory
 constexpr size_t DYNAMIC_BASE = 4096;         // static shared arrays below, dynamic from here
 
 struct MBar { int expected = 0, pending = 0; long long tx = 0; unsigned phase = 0; };
-struct Warp { simt::Barrier bar{32}; unsigned buf[32]; };
+// an exchange's values: exchanges alternate between the two buffers (one barrier each)
+struct Warp { simt::Barrier bar{32}; unsigned buf[2][32]; unsigned turn[32] = {}; };
 struct Cta {
     unsigned char* base;
     size_t dynamic_bytes;
@@ -88,27 +90,27 @@ inline size_t __cvta_generic_to_shared(const void* p)
 
 // ---- warps ---------------------------------------------------------------------------------
 inline void __syncwarp(unsigned = 0xffffffffu) { gemm::warp()->bar.arrive_and_wait(); }
-inline unsigned simt_exchange(unsigned v, int from)
+// a lane's values of an exchange, written to the buffer it did not use last time, once every
+// lane has written: it cannot come round to this buffer again before every lane has passed the
+// next exchange's barrier, i.e. has read this one
+inline const unsigned* simt_publish(unsigned v)
 {
     gemm::Warp* w = gemm::warp();
     const int lane = gemm::linear_tid() % 32;
-    w->buf[lane] = v;
+    unsigned* buf = w->buf[w->turn[lane]];
+    w->turn[lane] ^= 1u;
+    buf[lane] = v;
     w->bar.arrive_and_wait();
-    const unsigned r = w->buf[from];
-    w->bar.arrive_and_wait();
-    return r;
+    return buf;
 }
+inline unsigned simt_exchange(unsigned v, int from) { return simt_publish(v)[from]; }
 inline int __shfl_sync(unsigned, int v, int from) { return (int)simt_exchange((unsigned)v, from); }
 inline unsigned __shfl_sync(unsigned, unsigned v, int from) { return simt_exchange(v, from); }
 inline unsigned __ballot_sync(unsigned, bool p)
 {
-    gemm::Warp* w = gemm::warp();
-    const int lane = gemm::linear_tid() % 32;
-    w->buf[lane] = p ? 1u : 0u;
-    w->bar.arrive_and_wait();
+    const unsigned* buf = simt_publish(p ? 1u : 0u);
     unsigned m = 0;
-    for (int l = 0; l < 32; ++l) m |= w->buf[l] << l;
-    w->bar.arrive_and_wait();
+    for (int l = 0; l < 32; ++l) m |= buf[l] << l;
     return m;
 }
 inline int __ffs(int x) { return ffs(x); }

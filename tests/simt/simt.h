@@ -2,7 +2,8 @@
 // thread by thread on the host (tests/test_softmax_emulated.py): every CUDA thread is a host
 // thread; __syncthreads, warp shuffles and cluster barriers are simt::Barrier (a phase counter
 // whose waiters sleep on a futex: libstdc++'s std::barrier yields in a loop first, and with
-// thousands of host threads on few cores the yields took most of a run's time); __shared__
+// thousands of host threads on few cores the yields took most of a run's time; a shuffle is one
+// phase of its warp's barrier, its values double-buffered); __shared__
 // arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
 // map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
 // through __ldg / __ldcs / __stcs / st_ptx abort on a misaligned address, as the GPU would
@@ -75,7 +76,8 @@ private:
 
 struct Warp {
     Barrier bar{32};
-    float buf[32];
+    float buf[2][32];   // a shuffle's values; shuffles alternate between the two
+    unsigned turn[32] = {};   // each lane's next buffer
 };
 struct Cta {
     Barrier bar;
@@ -136,11 +138,14 @@ inline float __shfl_xor_sync(unsigned, float v, int offset)
 {
     const int lane = threadIdx.x % 32;
     simt::Warp* w = simt::cta->warps[threadIdx.x / 32];
-    w->buf[lane] = v;
+    // one barrier a shuffle: a lane writes the other buffer next time, and it cannot come
+    // round to this buffer again before every lane has passed the next shuffle's barrier,
+    // i.e. has read this one
+    float* buf = w->buf[w->turn[lane]];
+    w->turn[lane] ^= 1u;
+    buf[lane] = v;
     w->bar.arrive_and_wait();
-    const float r = w->buf[lane ^ offset];
-    w->bar.arrive_and_wait();
-    return r;
+    return buf[lane ^ offset];
 }
 template <typename T> inline T __ldg(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline T __ldcs(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
