@@ -1,5 +1,5 @@
 """The softmax kernels run on the host, thread by thread (``tests/simt``: every CUDA thread a
-host thread, barriers and shuffles through ``std::barrier``, DSMEM through per-CTA arenas), so
+host thread, barriers and shuffles through a futex barrier, DSMEM through per-CTA arenas), so
 that their logic is checked without a GPU: tails, misaligned rows, x and y aligned differently,
 the register-held capacity and its fallback, packed rows, clusters, every distribution, against
 a float64 reference with the family's scaled rule. Not a timing and not the GPU's arithmetic
