@@ -33,8 +33,7 @@ constexpr size_t ARENA_BYTES = 256 * 1024;   // what an sm_90 SM's shared memory
 constexpr size_t DYNAMIC_BASE = 4096;         // static shared arrays below, dynamic from here
 
 struct MBar { int expected = 0, pending = 0; long long tx = 0; unsigned phase = 0; };
-// an exchange's values: exchanges alternate between the two buffers (one barrier each)
-struct Warp { simt::Barrier bar{32}; unsigned buf[2][32]; unsigned turn[32] = {}; };
+using simt::Warp;   // a warp's barrier and its exchanges' buffers
 struct Cta {
     unsigned char* base;
     size_t dynamic_bytes;
@@ -90,18 +89,10 @@ inline size_t __cvta_generic_to_shared(const void* p)
 
 // ---- warps ---------------------------------------------------------------------------------
 inline void __syncwarp(unsigned = 0xffffffffu) { gemm::warp()->bar.arrive_and_wait(); }
-// a lane's values of an exchange, written to the buffer it did not use last time, once every
-// lane has written: it cannot come round to this buffer again before every lane has passed the
-// next exchange's barrier, i.e. has read this one
+// every lane's value of an exchange (simt::publish: one phase of the warp's barrier)
 inline const unsigned* simt_publish(unsigned v)
 {
-    gemm::Warp* w = gemm::warp();
-    const int lane = gemm::linear_tid() % 32;
-    unsigned* buf = w->buf[w->turn[lane]];
-    w->turn[lane] ^= 1u;
-    buf[lane] = v;
-    w->bar.arrive_and_wait();
-    return buf;
+    return simt::publish(gemm::warp(), gemm::linear_tid() % 32, v);
 }
 inline unsigned simt_exchange(unsigned v, int from) { return simt_publish(v)[from]; }
 inline int __shfl_sync(unsigned, int v, int from) { return (int)simt_exchange((unsigned)v, from); }

@@ -66,6 +66,8 @@ public:
                     FUTEX_WAIT_PRIVATE, phase, nullptr, nullptr, 0);
     }
     void arrive_and_wait() { wait(arrive()); }
+    // the phase now: the one a caller that has not yet arrived will arrive in
+    unsigned phase() const { return phase_.load(std::memory_order_relaxed); }
 
 private:
     const int expected_;
@@ -74,11 +76,24 @@ private:
     static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned));
 };
 
+// a warp's barrier, and two buffers for the 32-bit values its lanes publish: a publication
+// uses the buffer of its barrier phase's parity
 struct Warp {
     Barrier bar{32};
-    float buf[2][32];   // a shuffle's values; shuffles alternate between the two
-    unsigned turn[32] = {};   // each lane's next buffer
+    unsigned buf[2][32];
 };
+// a lane's 32 bits published to its warp (a shuffle, an exchange, a ballot): written to the
+// buffer of the phase it arrives in, then one phase of the warp's barrier; returns that buffer,
+// every lane's value in it. A lane writes this buffer again two phases later at the earliest,
+// which it can only reach once every lane has arrived at the phase between, i.e. has read this
+// one, so one barrier a publication is enough
+inline const unsigned* publish(Warp* w, int lane, unsigned bits)
+{
+    unsigned* buf = w->buf[w->bar.phase() & 1u];   // the phase cannot end before this arrival
+    buf[lane] = bits;
+    w->bar.arrive_and_wait();
+    return buf;
+}
 struct Cta {
     Barrier bar;
     std::vector<Warp*> warps;
@@ -134,18 +149,14 @@ using std::min;
 using std::max;
 inline float __expf(float x) { return expf(x); }
 inline void __syncthreads() { simt::cta->bar.arrive_and_wait(); }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline float __shfl_xor_sync(unsigned, float v, int offset)
 {
     const int lane = threadIdx.x % 32;
-    simt::Warp* w = simt::cta->warps[threadIdx.x / 32];
-    // one barrier a shuffle: a lane writes the other buffer next time, and it cannot come
-    // round to this buffer again before every lane has passed the next shuffle's barrier,
-    // i.e. has read this one
-    float* buf = w->buf[w->turn[lane]];
-    w->turn[lane] ^= 1u;
-    buf[lane] = v;
-    w->bar.arrive_and_wait();
-    return buf[lane ^ offset];
+    const unsigned* buf = simt::publish(simt::cta->warps[threadIdx.x / 32], lane,
+                                        __float_as_uint(v));
+    return __uint_as_float(buf[lane ^ offset]);
 }
 template <typename T> inline T __ldg(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
 template <typename T> inline T __ldcs(const T* p) { simt::check_aligned(p, sizeof(T)); return *p; }
@@ -176,8 +187,6 @@ inline unsigned spread_arrivals(const unsigned* counter)
 }
 template <typename T> inline T spread_read(const T* part) { return *part; }
 // a pipelined group's tagged slots: two 64-bit words a slot, each stored and loaded whole
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 template <typename M> inline void slot_put(unsigned long long* slot, M v, unsigned tag)
 {
     const unsigned long long hi = (unsigned long long)tag << 32;
