@@ -130,7 +130,7 @@ def launcher(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return gxx, obj
 
 
-FLAGS = ["-std=c++20", "-O2", "-pthread", f"-I{SIMT / 'inc'}", "-include",
+FLAGS = ["-std=c++20", "-O2", f"-I{SIMT / 'inc'}", "-include",
          str(SIMT / "gemm.h")]
 
 

@@ -1,9 +1,9 @@
 """The softmax kernels run on the host, thread by thread (``tests/simt``: every CUDA thread a
-host thread, barriers and shuffles through a futex barrier, DSMEM through per-CTA arenas), so
-that their logic is checked without a GPU: tails, misaligned rows, x and y aligned differently,
-the register-held capacity and its fallback, packed rows, clusters, every distribution, against
-a float64 reference with the family's scaled rule. Not a timing and not the GPU's arithmetic
-(``expf`` stands in for ``__expf``): the GPU tests judge those."""
+fiber of the host thread, giving way at barriers, shuffles and spins; DSMEM through per-CTA
+arenas), so that their logic is checked without a GPU: tails, misaligned rows, x and y aligned
+differently, the register-held capacity and its fallback, packed rows, clusters, every
+distribution, against a float64 reference with the family's scaled rule. Not a timing and not
+the GPU's arithmetic (``expf`` stands in for ``__expf``): the GPU tests judge those."""
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ ALIGNED_POINTS = {
 def gxx_flags(reference: bool) -> list[str]:
     """g++'s flags for both translation units (the kernel and the host launcher), less the
     ``-include`` of ``simt.h`` (:data:`HEADERS`)."""
-    return ["-std=c++20", "-O1", "-pthread", f"-I{SIMT / 'inc'}",
+    return ["-std=c++20", "-O1", f"-I{SIMT / 'inc'}",
             *(["-DREFERENCE"] if reference else [])]
 
 
@@ -565,7 +565,7 @@ def test_points_cover_every_path() -> None:
 def test_planned_points_on_the_host(rows: int, cols: int, gxx: str, tmp_path: Path) -> None:
     """The rule book's plans for long rows (CTAs of 512 and 1024 threads, clusters of 2 and 16,
     the two-pass point past every capacity) at their capacity's edges, misaligned. The two-pass
-    plan (16 CTAs of 1024 threads: 16384 host threads) runs its row past three strides only."""
+    plan (16 CTAs of 1024 threads: 16384 fibers) runs its row past three strides only."""
     p = plan(rows, cols)
     binary = build(gxx, p, tmp_path)
     rng = random.Random(cols)

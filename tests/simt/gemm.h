@@ -1,11 +1,11 @@
 // The host stand-in (simt.h) extended to the GEMM's bf16 kernels that copy their stages from a
 // split workspace (the split pass, or the split made on demand), for tests/test_gemm_emulated.py:
-// every CUDA thread a host thread, CTAs one after another. Shared memory is one 1024-aligned
-// arena a CTA whose offsets are the kernel's 32-bit shared addresses (static arrays below
-// DYNAMIC_BASE where the launch has dynamic shared memory, which starts there); the test removes the kernel's PTX
-// wrappers and this header defines them for the host:
+// every CUDA thread a fiber of the host thread (fibers.h), CTAs one after another. Shared
+// memory is one 1024-aligned arena a CTA whose offsets are the kernel's 32-bit shared addresses
+// (static arrays below DYNAMIC_BASE where the launch has dynamic shared memory, which starts
+// there); the test removes the kernel's PTX wrappers and this header defines them for the host:
 // - mbarriers: pending arrivals and transaction bytes, a phase flipping when both reach zero;
-//   a wait spins (yielding) until the phase of the parity it names is over;
+//   a wait gives way until the phase of the parity it names is over;
 // - cp.async.bulk: a memcpy that completes its bytes on the mbarrier at once, checked for what
 //   the instruction requires (16-byte aligned, a positive multiple of 16 bytes, inside the
 //   launch's dynamic shared memory);
@@ -50,7 +50,7 @@ struct Cta {
     }
     ~Cta() { for (Warp* w : warps) delete w; std::free(base); }
 };
-inline thread_local Cta* cta = nullptr;
+inline Cta* cta = nullptr;   // a CUDA thread's own (gemm_main.cpp keeps it by its fiber)
 
 inline unsigned char* at(uint32_t addr)
 {
@@ -155,7 +155,7 @@ inline void bf_mbar_wait(uint32_t bar, uint32_t parity)
             std::lock_guard<std::mutex> g(gemm::cta->lock);
             if (gemm::cta->bars.at(bar).phase != parity) return;
         }
-        std::this_thread::yield();
+        simt::yield();
     }
 }
 inline void bf_bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar)

@@ -8,8 +8,8 @@
 // (1: one after another; more: CTAs that share blocks claim and wait on each other's slices
 // as on the GPU); then, where EGRID is not 0, the stream-K fix-up's EGRID CTAs of 256 threads
 // (its parts: the GEMM's GX CTAs a row). The workspace and C start as garbage (0xff bytes:
-// NaN), as on the GPU.
-#include <pthread.h>
+// NaN), as on the GPU. Every thread of the CTAs that run together is a fiber (fibers.h).
+#include "fibers.h"
 
 extern "C" void gemm_bias_relu(const float* A, const float* B, const float* bias, float* C,
                                int M, int N, int K, unsigned char* W);
@@ -30,7 +30,7 @@ struct Job { unsigned tx, ty, cx, cy; simt::Cta* s; gemm::Cta* g; int which; };
 struct Args { const float *A, *B, *bias; float* C; unsigned char* W; int M, N, K, parts; };
 static Args args;
 
-static void* run(void* arg)
+static void run(void* arg)
 {
     Job* j = static_cast<Job*>(arg);
     threadIdx = {j->tx, j->ty, 0};
@@ -45,7 +45,6 @@ static void* run(void* arg)
         gemm_bias_relu_split_reset(args.W, args.M, args.N, args.K);
     else
         gemm_bias_relu_sk_fixup(args.W, args.bias, args.C, args.M, args.N, args.K, args.parts);
-    return nullptr;
 }
 
 // a grid's CTAs, each one's threads together: `together` CTAs at a time (every CTA of a
@@ -55,9 +54,6 @@ static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by,
 {
     gridDim = {gx, gy, 1};
     blockDim = {bx, by, 1};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
     const int threads = (int)(bx * by);
     const unsigned ctas = gx * gy;
     for (unsigned c0 = 0; c0 < ctas; c0 += together) {
@@ -65,7 +61,9 @@ static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by,
         std::vector<simt::Cta*> s;
         std::vector<gemm::Cta*> g;
         std::vector<Job> jobs(n * threads);
-        std::vector<pthread_t> ids(n * threads);
+        simt::Fibers fibers;
+        simt::own_simt_locals(fibers);
+        fibers.local(gemm::cta);
         for (unsigned i = 0; i < n; ++i) {
             s.push_back(new simt::Cta(threads));
             g.push_back(new gemm::Cta(threads, smem));
@@ -73,9 +71,9 @@ static int launch(int which, unsigned gx, unsigned gy, unsigned bx, unsigned by,
         for (unsigned i = 0; i < n * threads; ++i) {
             const unsigned c = c0 + i / threads, t = i % threads;
             jobs[i] = {t % bx, t / bx, c % gx, c / gx, s[i / threads], g[i / threads], which};
-            if (pthread_create(&ids[i], &attr, run, &jobs[i]) != 0) return 4;
+            fibers.spawn(run, &jobs[i]);
         }
-        for (auto& id : ids) pthread_join(id, nullptr);
+        fibers.run();
         for (unsigned i = 0; i < n; ++i) { delete s[i]; delete g[i]; }
     }
     return 0;

@@ -1,10 +1,10 @@
 // Runs the rendered kernel on the host: main ROWS COLS XOFF YOFF GRID BLOCK CLUSTER IN OUT [SMEM]
 // (x read from IN at XOFF floats past a 64-byte boundary, y poisoned with NaN at YOFF, written
 // to OUT; SMEM: the launch's dynamic shared memory in bytes, default 0). Clusters run one
-// after another, the CTAs of one cluster together (CLUSTER: a spread point's group). Built with -DREFERENCE it runs the float64
-// reference instead and writes ref, then scale.
-#include <pthread.h>
-#include <thread>
+// after another, the CTAs of one cluster together (CLUSTER: a spread point's group), each of
+// their threads a fiber (fibers.h). Built with -DREFERENCE it runs the float64 reference
+// instead and writes ref, then scale.
+#include "fibers.h"
 #ifdef REFERENCE
 extern "C" void reference_softmax(const float* x, double* ref, double* scale, int rows,
                                   int cols);
@@ -15,7 +15,7 @@ extern "C" void softmax(const float* x, float* y, int rows, int cols);
 struct Job { int block, cta, rank; simt::Cta* c; simt::Cluster* cl; int tid;
              const float* x; float* y; double* ref; double* scale; int rows, cols; };
 
-static void* run(void* arg)
+static void run(void* arg)
 {
     Job* j = static_cast<Job*>(arg);
     threadIdx = {(unsigned)j->tid, 0, 0};
@@ -28,7 +28,6 @@ static void* run(void* arg)
 #else
     softmax(j->x, j->y, j->rows, j->cols);
 #endif
-    return nullptr;
 }
 
 int main(int argc, char** argv)
@@ -50,20 +49,18 @@ int main(int argc, char** argv)
     std::vector<double> ref(n, NAN), scale(n, NAN);
     gridDim = {(unsigned)grid, 1, 1};
     blockDim = {(unsigned)block, 1, 1};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
     for (int c0 = 0; c0 < grid; c0 += cl) {
         simt::Cluster cluster(cl * block);
         std::vector<Job> jobs(cl * block);
-        std::vector<pthread_t> threads(cl * block);
+        simt::Fibers fibers;
+        simt::own_simt_locals(fibers);
         for (int r = 0; r < cl; ++r) cluster.ctas.push_back(new simt::Cta(block));
         for (int t = 0; t < cl * block; ++t) {
             jobs[t] = {block, c0 + t / block, t / block, cluster.ctas[t / block], &cluster,
                        t % block, x, y, ref.data(), scale.data(), rows, cols};
-            if (pthread_create(&threads[t], &attr, run, &jobs[t]) != 0) return 4;
+            fibers.spawn(run, &jobs[t]);
         }
-        for (auto& th : threads) pthread_join(th, nullptr);
+        fibers.run();
         for (auto* c : cluster.ctas) delete c;
     }
     f = fopen(argv[9], "wb");

@@ -1,25 +1,23 @@
 // A CPU stand-in for the CUDA features the softmax kernels use, to run a rendered kernel
-// thread by thread on the host (tests/test_softmax_emulated.py): every CUDA thread is a host
-// thread; __syncthreads, warp shuffles and cluster barriers are simt::Barrier (a phase counter
-// whose waiters sleep on a futex: libstdc++'s std::barrier yields in a loop first, and with
-// thousands of host threads on few cores the yields took most of a run's time; a shuffle is one
-// phase of its warp's barrier, its values double-buffered); __shared__
-// arrays (rewritten to simt::shared by the test) live in one arena per CTA, and
-// map_shared_rank finds the same array in another CTA of the cluster. Vector loads and stores
-// through __ldg / __ldcs / __stcs / st_ptx abort on a misaligned address, as the GPU would
-// fault.
+// thread by thread on the host (tests/test_softmax_emulated.py). Every CUDA thread of the CTAs
+// that run together is a fiber of the one host thread (simt::Fibers in fibers.h: its own
+// stack, switched with swapcontext). A fiber gives way only where a CUDA thread would wait: at
+// a barrier whose phase is not over (__syncthreads, a warp shuffle, the cluster barrier:
+// simt::Barrier) and in the kernel's spin loops (an mbarrier's phase, a spread group's
+// arrivals). The fibers are resumed in sweeps, forward and backward in turn, so that of two
+// threads neither always runs first between two barriers. A shuffle is one phase of its warp's
+// barrier, its values double-buffered. __shared__ arrays (rewritten to simt::shared by the
+// test) live in one arena per CTA, and map_shared_rank finds the same array in another CTA of
+// the cluster. Vector loads and stores through __ldg / __ldcs / __stcs / st_ptx abort on a
+// misaligned address, as the GPU would fault.
 // A spread group's CTAs (consecutive CTAs waiting for each other through global memory) run
-// together like a cluster's. Bulk copies (the test removes the kernel's PTX wrappers): a copy is a memcpy that completes
-// its mbarrier's phase at once, checked for what cp.async.bulk requires (16-byte aligned
-// addresses, a size that is a positive multiple of 16, inside the dynamic shared memory the
-// launch gave); waits spin on the phase parity. The async proxy's ordering is not modelled.
+// together like a cluster's. Bulk copies (the test removes the kernel's PTX wrappers): a copy
+// is a memcpy that completes its mbarrier's phase at once, checked for what cp.async.bulk
+// requires (16-byte aligned addresses, a size that is a positive multiple of 16, inside the
+// dynamic shared memory the launch gave); waits give way until the phase parity turns. The
+// async proxy's ordering is not modelled.
 #pragma once
 #include <atomic>
-#include <climits>
-#include <thread>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -40,40 +38,37 @@ inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 
 namespace simt {
+// the running fiber gives way to the others (tests/simt/fibers.h, which the launcher includes)
+void yield();
+
 // std::barrier's arrive / wait / arrive_and_wait for a fixed count: the last arrival of a
-// phase resets the count and advances the phase (release), waking every sleeper; a waiter
-// sleeps until the phase it arrived in is over (acquire)
+// phase resets the count and advances the phase; a waiter gives way until the phase it arrived
+// in is over
 class Barrier {
 public:
     using arrival_token = unsigned;
     explicit Barrier(int count) : expected_(count), remaining_(count) {}
     arrival_token arrive()
     {
-        // the phase cannot end before this arrival: read it first
-        const unsigned phase = phase_.load(std::memory_order_relaxed);
-        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            remaining_.store(expected_, std::memory_order_relaxed);
-            phase_.fetch_add(1, std::memory_order_release);
-            syscall(SYS_futex, reinterpret_cast<unsigned*>(&phase_), FUTEX_WAKE_PRIVATE,
-                    INT_MAX, nullptr, nullptr, 0);
+        const unsigned phase = phase_;
+        if (--remaining_ == 0) {
+            remaining_ = expected_;
+            ++phase_;
         }
         return phase;
     }
     void wait(arrival_token phase) const
     {
-        while (phase_.load(std::memory_order_acquire) == phase)
-            syscall(SYS_futex, reinterpret_cast<const unsigned*>(&phase_),
-                    FUTEX_WAIT_PRIVATE, phase, nullptr, nullptr, 0);
+        while (phase_ == phase) yield();
     }
     void arrive_and_wait() { wait(arrive()); }
     // the phase now: the one a caller that has not yet arrived will arrive in
-    unsigned phase() const { return phase_.load(std::memory_order_relaxed); }
+    unsigned phase() const { return phase_; }
 
 private:
     const int expected_;
-    std::atomic<int> remaining_;
-    std::atomic<unsigned> phase_{0};
-    static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned));
+    int remaining_;
+    unsigned phase_ = 0;
 };
 
 // a warp's barrier, and two buffers for the 32-bit values its lanes publish: a publication
@@ -109,10 +104,11 @@ struct Cluster {
     std::vector<Cta*> ctas;
     explicit Cluster(int threads) : bar(threads) {}
 };
-inline thread_local Cta* cta = nullptr;
-inline thread_local Cluster* cluster = nullptr;
-inline thread_local int rank = 0;
-inline thread_local std::optional<Barrier::arrival_token> cluster_token;
+// a CUDA thread's own: kept by its fiber (Fibers::local)
+inline Cta* cta = nullptr;
+inline Cluster* cluster = nullptr;
+inline int rank = 0;
+inline std::optional<Barrier::arrival_token> cluster_token;
 inline size_t dyn_smem = 0;   // the launch's dynamic shared memory (main's 11th argument)
 
 template <typename T> T* shared(const char* name, size_t count)
@@ -135,7 +131,7 @@ inline void check_aligned(const void* p, size_t bytes)
 }
 }  // namespace simt
 
-inline thread_local simt_uint3 threadIdx, blockIdx;
+inline simt_uint3 threadIdx, blockIdx;
 inline simt_uint3 blockDim, gridDim;
 
 #define __global__
@@ -206,7 +202,7 @@ template <typename M> inline bool slot_get(const unsigned long long* slot, unsig
     v.s = __uint_as_float((unsigned)b);
     return (unsigned)(a >> 32) == tag && (unsigned)(b >> 32) == tag;
 }
-inline void spread_stall(long long) { std::this_thread::yield(); }
+inline void spread_stall(long long) { simt::yield(); }
 inline long long clock64() { return 0; }
 
 // ---- a thread's copies into shared memory (the staged row's cp.async): at once ------------
@@ -249,5 +245,5 @@ inline void mbar_arrive(uint64_t* bar) { simt_phase(bar)->fetch_add(1, std::memo
 inline void mbar_wait(uint64_t* bar, unsigned parity)
 {
     while ((simt_phase(bar)->load(std::memory_order_acquire) & 1) == parity)
-        std::this_thread::yield();
+        simt::yield();
 }

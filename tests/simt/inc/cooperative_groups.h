@@ -48,5 +48,5 @@ template <typename T> inline void cl_push(T* slot, T v, uint64_t* bar, unsigned 
 inline void cl_wait(uint64_t* bar, unsigned parity)
 {
     auto* a = reinterpret_cast<std::atomic<uint64_t>*>(bar);
-    while (((a->load(std::memory_order_acquire) >> 32) & 1) == parity) std::this_thread::yield();
+    while (((a->load(std::memory_order_acquire) >> 32) & 1) == parity) simt::yield();
 }
