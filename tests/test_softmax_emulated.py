@@ -17,6 +17,7 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from softmax_bulk_points import BULK_PICKS
 
@@ -275,9 +276,10 @@ def build(gxx: str, p: SoftmaxParams | None, work: Path) -> Path:
     return binary
 
 
-def inputs(dist: str, rows: int, cols: int, rng: random.Random) -> list[float]:
+def inputs(dist: str, rows: int, cols: int, rng: random.Random) -> np.ndarray:
+    """The case's x, drawn from ``rng``, as float32: what the kernel reads."""
     if dist == "constant":
-        return [3.0] * (rows * cols)
+        return np.full(rows * cols, 3.0, dtype=np.float32)
     if dist == "large":
         x = [rng.uniform(-1e4, 1e4) for _ in range(rows * cols)]
     else:
@@ -287,45 +289,41 @@ def inputs(dist: str, rows: int, cols: int, rng: random.Random) -> list[float]:
             for c in range(cols):
                 if c != r % cols and rng.random() < 0.125:
                     x[r * cols + c] = -math.inf
-    return [struct.unpack("f", struct.pack("f", v))[0] for v in x]  # what the kernel reads
+    return np.asarray(x, dtype=np.float32)
 
 
-def run(binary: Path, p: SoftmaxParams, rows: int, cols: int, x: list[float], xoff: int,
-        yoff: int, work: Path, units: int | None = None) -> list[float]:
+def run(binary: Path, p: SoftmaxParams, rows: int, cols: int, x: np.ndarray, xoff: int,
+        yoff: int, work: Path, units: int | None = None) -> np.ndarray:
     """``units``: launch that many row units instead of the launch's (a grid-stride loop)."""
     launch = FAMILY.launch(p, Dims({"rows": rows, "cols": cols}))
     assert isinstance(launch, LaunchConfig)
     if units is not None:
         launch = replace(launch, grid=(units * p.cluster, 1, 1))
-    (work / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
+    (work / "x.bin").write_bytes(x.tobytes())
     done = subprocess.run(
         [str(binary), str(rows), str(cols), str(xoff), str(yoff), str(launch.grid[0]),
          str(launch.block[0]), str(p.cluster), str(work / "x.bin"), str(work / "y.bin"),
          str(launch.dynamic_smem_bytes)],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    data = (work / "y.bin").read_bytes()
-    return list(struct.unpack(f"{len(data) // 4}f", data))
+    return np.frombuffer((work / "y.bin").read_bytes(), dtype=np.float32)
 
 
-def judge(x: list[float], y: list[float], rows: int, cols: int) -> tuple[float, float]:
-    """Worst |y - ref| / (ref + 1/n) and the norm-relative error; NaN/Inf fail."""
-    worst, num, den = 0.0, 0.0, 0.0
-    for r in range(rows):
-        row = x[r * cols:(r + 1) * cols]
-        m = max(row)
-        e = [math.exp(v - m) for v in row]
-        s = sum(e)
-        n = sum(v > -math.inf for v in row)
-        for c in range(cols):
-            got, ref = y[r * cols + c], e[c] / s
-            assert math.isfinite(got), (r, c, got)
-            if row[c] == -math.inf:
-                assert got == 0.0, (r, c, got)
-            worst = max(worst, abs(got - ref) / (ref + 1.0 / n))
-            num += (got - ref) ** 2
-            den += ref * ref
-    return worst, math.sqrt(num / den)
+def judge(x: np.ndarray, y: np.ndarray, rows: int, cols: int) -> tuple[float, float]:
+    """Worst |y - ref| / (ref + 1/n) and the norm-relative error, ref the float64 softmax of
+    each row and n its entries above -inf; NaN/Inf fail, and so does a -inf entry's y that is
+    not exactly 0."""
+    xs = x.astype(np.float64).reshape(rows, cols)
+    got = y.astype(np.float64).reshape(rows, cols)
+    for r, c in np.argwhere(~np.isfinite(got))[:1]:
+        raise AssertionError((int(r), int(c), float(got[r, c])))
+    for r, c in np.argwhere((xs == -np.inf) & (got != 0.0))[:1]:
+        raise AssertionError((int(r), int(c), float(got[r, c])))
+    e = np.exp(xs - xs.max(axis=1, keepdims=True))
+    ref = e / e.sum(axis=1, keepdims=True)
+    n = (xs > -np.inf).sum(axis=1, keepdims=True)
+    worst = float((np.abs(got - ref) / (ref + 1.0 / n)).max())
+    return worst, math.sqrt(float(((got - ref) ** 2).sum() / (ref * ref).sum()))
 
 
 def shapes(p: SoftmaxParams) -> list[tuple[int, int]]:
@@ -584,9 +582,10 @@ def test_reference_on_the_host(gxx: str, tmp_path: Path) -> None:
     rng = random.Random(5)
     for rows, cols, dist in ((1, 1, "normal"), (3, 1000, "neg_inf"), (2, 4099, "large"),
                              (4, 300, "constant"), (5, 7, "neg_inf")):
-        x = inputs(dist, rows, cols, rng)
+        x32 = inputs(dist, rows, cols, rng)
+        x = x32.tolist()
         launch = FAMILY.reference_launch(Dims({"rows": rows, "cols": cols}))
-        (tmp_path / "x.bin").write_bytes(struct.pack(f"{len(x)}f", *x))
+        (tmp_path / "x.bin").write_bytes(x32.tobytes())
         done = subprocess.run(
             [str(binary), str(rows), str(cols), "0", "0", str(launch.grid[0]),
              str(launch.block[0]), "1", str(tmp_path / "x.bin"), str(tmp_path / "r.bin")],
