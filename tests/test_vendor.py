@@ -104,3 +104,40 @@ def test_the_vendor_program_parses_the_family_and_times_its_prepare(
     assert seen["graph"] is False
     assert vendor.main(["--family", "no_such_family", "1x1x1"]) == 0
     assert "unknown kernel family" in json.loads(capsys.readouterr().out)["error"]
+
+
+class ReplaysInto:
+    """A captured graph's stand-in on the CPU: ``replay`` writes ``value`` into ``target``
+    (None: writes nothing, as a graph that lost its work)."""
+
+    def __init__(self, target: Any, value: Any) -> None:
+        self.target, self.value = target, value
+
+    def replay(self) -> None:
+        if self.value is not None:
+            self.target.copy_(self.value)
+
+
+@pytest.mark.parametrize(("graph_writes", "passed"), [
+    ("the call's", True), ("within 1e-3", True), ("nothing", False), ("a relu lost", False)])
+def test_a_graph_is_held_to_a_call_on_its_poisoned_outputs(
+        graph_writes: str, passed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check_graph`` poisons what the calls write, replays the graph, and compares it with a
+    call the usual way: unwritten (NaN) or otherwise computed outputs fail."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # CPU tensors: nothing to wait
+    x = torch.linspace(-1.0, 1.0, 64, dtype=torch.float32)
+    out = torch.empty_like(x)
+
+    def once() -> Any:
+        return torch.clamp(x, min=0.0, out=out)
+
+    once.outputs = [out]  # type: ignore[attr-defined]
+    want = torch.relu(x)
+    value = {"the call's": want, "within 1e-3": want * (1 + 5e-4), "nothing": None,
+             "a relu lost": x}[graph_writes]
+    got = vendor.check_graph(torch, ReplaysInto(out, value), once, [out])
+    assert got["passed"] is passed, got
+    if graph_writes == "nothing":
+        assert got["rel_err"] != got["rel_err"], got  # NaN: the poison is still there

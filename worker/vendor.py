@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -72,8 +73,9 @@ def measure_torch(prepare: Callable[[Any, dict[str, int]], Callable[[], Any]],
     launch (:data:`FLUSH_MODES`), CUDA events; with ``sustain_ms`` also the rate of
     back-to-back calls (no flush) over at least that long, two ways as the evaluation child
     times a candidate: a loop of calls (``loop_us``) and, with ``graph``, CUDA graphs of them
-    replayed (:func:`graph_sustained`, ``graph_us``; ``graph_error`` where the calls cannot be
-    captured). ``sustained_us`` is the faster, ``sustained_way`` says which.
+    replayed (:func:`graph_sustained`, ``graph_us``, checked on its own output; ``graph_error``
+    where the calls cannot be captured or the graph computed otherwise than a call).
+    ``sustained_us`` is the faster, ``sustained_way`` says which.
 
     The function's ``outputs`` attribute (tensors it writes, when it has one) are poisoned
     before each flush, as the evaluation child poisons a candidate's outputs: the same writes,
@@ -187,15 +189,22 @@ def back_to_back(torch: Any, step: Callable[[], Any]) -> Callable[[int], float]:
 GRAPH_MAX_OUTPUT_BYTES = 8 << 30
 
 
+#: the most a graph's output may differ from a call's the usual way (norm-relative): the same
+#: operator, which a library may run with another algorithm under capture; a graph that lost or
+#: repeated a step, or computed nothing, is far past it
+GRAPH_CHECK_TOLERANCE = 1e-3
+
+
 def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call_us: float
                     ) -> dict[str, Any]:
     """The rate of ``once`` in a CUDA graph of back-to-back calls (``lc.graph_calls`` of them,
     fewer where their outputs would pass :data:`GRAPH_MAX_OUTPUT_BYTES`) replayed for at least
-    ``min_ms``: ``graph_us`` a call, the calls in one graph, the replays, the milliseconds."""
+    ``min_ms``: ``graph_us`` a call, the calls in one graph, the replays, the milliseconds, and
+    ``graph_check`` (:func:`check_graph`: the graph timed, replayed once more on poisoned
+    outputs, against a call the usual way). Raises where that check fails, so that the caller
+    keeps the loop's rate and says why."""
     out = once()
-    nbytes = sum(int(t.numel() * t.element_size())
-                 for t in (out if isinstance(out, (tuple, list)) else [out])
-                 if isinstance(t, torch.Tensor))
+    nbytes = sum(int(t.numel() * t.element_size()) for t in _tensors(torch, out))
     del out
     calls = lc.graph_calls(per_call_us, min(lc.GRAPH_MAX_CALLS,
                                             GRAPH_MAX_OUTPUT_BYTES // max(nbytes, 1)))
@@ -208,13 +217,50 @@ def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(calls):
-            once()
+            last = once()
     graph.replay()
     torch.cuda.synchronize()
     replays, total_ms = lc.run_until(min_ms, lc.graph_replays(min_ms, calls, per_call_us),
                                      back_to_back(torch, graph.replay))
+    checked = check_graph(torch, graph, once, list(getattr(once, "outputs", ()))
+                          or _tensors(torch, last))
+    if not checked["passed"]:
+        raise RuntimeError(f"the graph's output is not a call's: {checked}")
     return {"graph_us": total_ms * 1000.0 / (replays * calls), "graph_calls": calls,
-            "graph_replays": replays, "graph_ms": round(total_ms, 3)}
+            "graph_replays": replays, "graph_ms": round(total_ms, 3), "graph_check": checked}
+
+
+def _tensors(torch: Any, value: Any) -> list[Any]:
+    """The tensors a call returned (one, or a tuple or list of them)."""
+    return [t for t in (value if isinstance(value, (tuple, list)) else [value])
+            if isinstance(t, torch.Tensor)]
+
+
+def check_graph(torch: Any, graph: Any, once: Callable[[], Any], targets: list[Any]
+                ) -> dict[str, Any]:
+    """``graph`` (captured calls of ``once``) replayed once with ``targets`` (what it writes:
+    ``once.outputs``, else what its last captured call returned) poisoned first, against one
+    call of ``once`` the usual way: the norm-relative difference of each target (NaN where the
+    graph left one unwritten), ``passed`` where every one is within
+    :data:`GRAPH_CHECK_TOLERANCE`."""
+    if not targets:
+        return {"passed": False, "why": "the calls write no tensor the check can read"}
+    for t in targets:
+        t.fill_(float("nan") if t.is_floating_point() else -1)
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = [t.clone() for t in targets]
+    returned = once()
+    expected = list(getattr(once, "outputs", ())) or _tensors(torch, returned)
+    torch.cuda.synchronize()
+    if len(expected) != len(replayed):
+        return {"passed": False, "why": f"{len(replayed)} outputs against {len(expected)}"}
+    errs = []
+    for got, want in zip(replayed, expected, strict=True):
+        g, w = got.double(), want.double()
+        errs.append(float((g - w).norm() / max(float(w.norm()), 1e-300)))
+    worst = max(errs, key=lambda e: math.inf if math.isnan(e) else e)
+    return {"passed": all(e <= GRAPH_CHECK_TOLERANCE for e in errs), "rel_err": worst}
 
 
 def measure(family_name: str, dims_text: str, sustain_ms: float = 0.0,
