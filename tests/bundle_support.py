@@ -7,13 +7,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from repo import ROOT
+
 from agent.bundle import BundleEntry, replay_entries, write_bundle
 from bench.peer_families import import_loader
 from kernels.base import Dims
 from kernels.userspec import build_family, load_spec_dir
 from worker.compile import Compiler
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "transpose"
+EXAMPLE = ROOT / "examples" / "transpose"
 PROVENANCE = {"exported": "by the tests", "commit": "test"}
 __all__ = ["EXAMPLE", "PROVENANCE", "build", "import_loader", "transpose_entries",
            "transpose_family"]

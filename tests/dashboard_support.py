@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 from ports import free_port, listens
+from repo import ROOT
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent.embedded import EmbeddedRunner
@@ -38,7 +39,6 @@ from kernels.gemm_bias_relu.shape import Shape
 from worker.evaluate import ReplayEvaluator
 
 SHAPE = "4096x4096x4096"
-ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 TUNEFORGE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 #: iteration -> the failure recorded instead of the replayed measurement

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo import ROOT
 
 from core.evaluation import EvalOptions
 from kernels.gemm_bias_relu import FAMILY, GemmParams
@@ -21,8 +22,6 @@ from worker.gpu_runner import ChildUnavailable
 
 #: read at import: the autouse fixture clears TUNEFORGE_* variables for each test
 OUT = Path(os.environ.get("TUNEFORGE_GPU_OUT", "/tmp/tf-gpu-out"))
-#: the repository's root
-ROOT = Path(__file__).resolve().parent.parent
 
 #: a kernel that writes to an illegal address (the CUDA context is lost)
 ILLEGAL = r'''

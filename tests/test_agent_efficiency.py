@@ -12,8 +12,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from repo import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 60
 SEEDS = (0, 1, 2)
 

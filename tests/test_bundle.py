@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from bundle_support import build, transpose_entries, transpose_family
+from repo import ROOT
 
 from agent.bundle import BundleEntry, BundleError, replay_entries, write_bundle
 from core.replay import ReplayDataset
@@ -20,7 +21,6 @@ from kernels import get_family
 from kernels.base import Dims
 from worker.compile import Compiler
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "library" / "softmax_demo.cu"
 #: a persistent launch with a group of 16 CTAs, a non-portable cluster of 16, a plain one
 SOFTMAX_SHAPES = ("16x262144", "256x262144", "65536x128")

@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 from typer.testing import CliRunner
 
 from cli.main import app
 
-ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "tests" / "data" / "families" / "vscale"
 KT_FILE = ROOT / "tests" / "data" / "families" / "vadd_kt.json"
 

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 #: ``[text](target)`` of Markdown, images included; not inside inline code
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 #: ``docs/NAME.md#anchor`` as code and comments cite a section

@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 
 from core.feedback import FeedbackRecord
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tuneforge(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

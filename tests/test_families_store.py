@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo import ROOT
 from sqlalchemy import func, select
 
 from core import families
@@ -20,7 +21,6 @@ from core.models import Family, Team
 from kernels import get_family
 from kernels.userspec import SpecError, load_spec_dir
 
-ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "tests" / "data" / "families" / "vscale"
 
 

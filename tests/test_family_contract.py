@@ -26,9 +26,10 @@ from worker.compile import Compiler, candidate_params, reference_params
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from families.scale_add import FAMILY as SCALE_ADD  # noqa: E402
+from repo import ROOT
 
 #: A user family built from its spec directory.
-TRANSPOSE = build_family(load_spec_dir(Path(__file__).resolve().parents[1] / "examples"
+TRANSPOSE = build_family(load_spec_dir(ROOT / "examples"
                                        / "transpose"))
 
 #: The GPU's limits a launch must respect.
@@ -205,7 +206,7 @@ def test_what_the_resolvers_find_is_kept_for_the_most_recent_names_only() -> Non
     """A long-lived process meets many versions of a team's families through its resolver:
     it keeps the :data:`kernels.MAX_RESOLVED` most recently used and asks again for one that
     dropped out."""
-    spec = load_spec_dir(Path(__file__).resolve().parents[1] / "examples" / "transpose")
+    spec = load_spec_dir(ROOT / "examples" / "transpose")
     built = [build_family({**spec, "name": f"lru_probe_{i}"})
              for i in range(kernels.MAX_RESOLVED + 6)]
     by_name = {family.name: family for family in built}  # name@content-hash, as stored

@@ -4,11 +4,12 @@ recorded H200 run (2026-12-02, commit 75efee1, call 4), not the length they were
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from repo import ROOT
 
 from bench.family_quality import sustained_lengths
 
-RUN = Path(__file__).resolve().parents[1] / "runs/2026-12-02-75efee1/call4/quality.json"
+RUN = ROOT / "runs/2026-12-02-75efee1/call4/quality.json"
 
 
 def test_the_header_gives_the_lengths_the_runs_lasted() -> None:

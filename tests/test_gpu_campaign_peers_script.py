@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu_campaign_peers.sh"
 
 

@@ -12,11 +12,11 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 from gpu_support import ILLEGAL, OUT, SPIN, gpu_evaluator, run_script, save
+from repo import ROOT
 
 from core.evaluation import EvalOptions
 from kernels.base import Action, Candidate, Rejection
@@ -160,7 +160,7 @@ def test_checker_kernel_matches_numpy(evaluator: GpuEvaluator) -> None:
 
 def test_checker_calibration_against_cublas() -> None:
     """Passes cuBLAS fp32 and 3xTF32, rejects plain TF32 on normal and mixed inputs."""
-    script = Path(__file__).resolve().parent.parent / "bench" / "calibrate_checker.py"
+    script = ROOT / "bench" / "calibrate_checker.py"
     out = subprocess.run([sys.executable, str(script), "--size", "4096"], capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

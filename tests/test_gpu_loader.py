@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("cuda.bindings")
 
 from bundle_support import build, import_loader, transpose_family  # noqa: E402
+from repo import ROOT  # noqa: E402
 
 from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
 from bench.loader_bench import DirectLaunch, nearest, random_shape  # noqa: E402
@@ -39,7 +40,6 @@ from kernels.base import Candidate, Dims  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX_TUNED = ("65536x128", "16384x1024", "16x262144", "256x262144")
 EXTRA = {"softmax": [{"rows": 64, "cols": 1024}, {"rows": 300, "cols": 777}],
          "gemm_bias_relu": [{"m": 64, "n": 64, "k": 64}, {"m": 517, "n": 1029, "k": 263}]}

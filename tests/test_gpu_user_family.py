@@ -27,10 +27,11 @@ from worker.gpu_runner import ChildUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_support import save  # noqa: E402
+from repo import ROOT
 
 pytestmark = pytest.mark.gpu
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "transpose"
+EXAMPLE = ROOT / "examples" / "transpose"
 FAMILY: SpecFamily = build_family(load_spec_dir(EXAMPLE))
 SHAPE = Dims(m=8192, n=8192)
 #: tiled points of the kind the example is designed for (32x32 and 64x64 tiles, padded

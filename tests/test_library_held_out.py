@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 
 from bench.library_held_out import (
     NEAR,
@@ -135,7 +136,7 @@ def test_the_measuring_helpers_check_and_import_nothing_of_tuneforge() -> None:
     bad[3, 7] += 1e-3
     assert loader_timing.scaled_error(torch, "softmax", good, [x])["max_scaled_err"] < 1e-5
     assert loader_timing.scaled_error(torch, "softmax", bad, [x])["max_scaled_err"] > 1e-4
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     probe = ("import sys, bench.loader_timing; from bench.library_held_out import "
              "tuneforge_modules; print(','.join(tuneforge_modules()))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,

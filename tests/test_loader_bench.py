@@ -9,10 +9,10 @@ import math
 from pathlib import Path
 
 import pytest
+from repo import ROOT
 
 from bench.loader_bench import alternate, print_table, summary
 
-ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "runs/2026-12-05-5dd5e49-loader-peer/r/loader_bench.json"
 #: every recorded run whose figures the docs cite (H100 at 5dd5e49, H200 at e77de8c)
 RECORDS = [RECORD, ROOT / "runs/2026-12-05-e77de8c-composition/r/loader_bench.json"]

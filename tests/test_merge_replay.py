@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo import ROOT
 
 
 def write(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo import ROOT
 
 from bench.peer_families import (
     LIBRARY_PEER,
@@ -36,7 +37,6 @@ from bench.peer_table import (
 from bench.peers import judge, parse_jobs
 from kernels import get_family
 
-ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 TUNE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 SOFTMAX_SWEEP = ["65536x128", "32768x512", "16384x1024", "65536x1024", "8192x4096", "8192x8192",

@@ -22,6 +22,7 @@ from dashboard_support import (
     team_database,
 )
 from http_support import served
+from repo import ROOT
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -34,7 +35,7 @@ from core.settings import get_settings
 from core.statuses import CANDIDATE_FINAL
 from kernels import get_family
 
-STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
+STATIC = ROOT / "api" / "static"
 
 
 @pytest.fixture(scope="module")

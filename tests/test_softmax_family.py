@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repo import ROOT as REPO
 from sampling import stratified
 from softmax_bulk_points import BULK_PICKS, PREFETCH_PICKS, SPREAD_PICKS, STAGED_PICKS
 
@@ -860,9 +861,8 @@ def test_the_gpu_script_times_the_picked_bulk_points() -> None:
     point of tests/softmax_bulk_points.py, each is valid, and every pick is timed."""
     import json
     import re
-    from pathlib import Path
 
-    script = (Path(__file__).resolve().parent.parent / "runs" / "2026-12-01-7723069"
+    script = (REPO / "runs" / "2026-12-01-7723069"
               / "softmax.sh").read_text()
     named = dict(re.findall(r"^(\w+)='(\{.*\})'$", script, flags=re.M))
     points = {name: FAMILY.params_from_dict(json.loads(text)) for name, text in named.items()}

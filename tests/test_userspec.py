@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo import ROOT
 
 from kernels import get_family, register_family, unregister_family
 from kernels.base import Candidate, Dims, Rejection
@@ -31,7 +32,7 @@ from kernels.userspec import (
 from worker import launch_contract as lc
 from worker.compile import Compiler
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "transpose"
+EXAMPLE = ROOT / "examples" / "transpose"
 
 
 def example() -> dict[str, Any]:

@@ -16,13 +16,13 @@ from typing import Any
 import httpx
 import pytest
 from ports import free_port, listens
+from repo import ROOT
 from sqlalchemy import create_engine, text
 
 from core.db import get_engine, session_scope
 
 PG_HOST = os.environ.get("TUNEFORGE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_HOST = os.environ.get("TUNEFORGE_TEST_REDIS", "redis://127.0.0.1:6379")
-ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 TUNEFORGE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 START_TIMEOUT_S = 90.0

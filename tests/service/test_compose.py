@@ -3,13 +3,11 @@ the stack on an engine is in docs/SERVICE.md)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
+from repo import ROOT
 
 
 @pytest.fixture(scope="module")

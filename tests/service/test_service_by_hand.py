@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from repo import ROOT
 
 from service.service_stack import (
     REDIS_HOST,
@@ -24,7 +25,6 @@ from service.service_stack import (
     free_port,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "SERVICE.md"
 
 
