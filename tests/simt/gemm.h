@@ -41,7 +41,6 @@ struct Cta {
     std::map<std::string, size_t> statics;
     std::map<uint32_t, MBar> bars;
     std::vector<Warp*> warps;
-    std::mutex lock;
     Cta(int threads, size_t dyn) : dynamic_bytes(dyn)
     {
         base = static_cast<unsigned char*>(aligned_alloc(1024, ARENA_BYTES));
@@ -62,7 +61,6 @@ inline unsigned char* at(uint32_t addr)
 }
 template <typename T> T* static_shared(const char* name, size_t count)
 {
-    std::lock_guard<std::mutex> g(cta->lock);
     auto found = cta->statics.find(name);
     if (found == cta->statics.end()) {
         const size_t offset = (cta->next_static + 63) / 64 * 64;
@@ -128,7 +126,6 @@ inline void bf_st_shared4(uint32_t dst, uint4 v)
 // ---- mbarriers and bulk copies -------------------------------------------------------------
 inline void simt_mbar_step(uint32_t bar, int arrivals, long long bytes)
 {
-    std::lock_guard<std::mutex> g(gemm::cta->lock);
     gemm::MBar& b = gemm::cta->bars.at(bar);
     b.pending -= arrivals;
     b.tx += bytes;
@@ -143,20 +140,13 @@ inline void simt_mbar_step(uint32_t bar, int arrivals, long long bytes)
 }
 inline void bf_mbar_init(uint32_t bar, int count)
 {
-    std::lock_guard<std::mutex> g(gemm::cta->lock);
     gemm::cta->bars[bar] = gemm::MBar{count, count, 0, 0};
 }
 inline void bf_mbar_arrive(uint32_t bar) { simt_mbar_step(bar, 1, 0); }
 inline void bf_mbar_expect_tx(uint32_t bar, uint32_t bytes) { simt_mbar_step(bar, 1, bytes); }
 inline void bf_mbar_wait(uint32_t bar, uint32_t parity)
 {
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> g(gemm::cta->lock);
-            if (gemm::cta->bars.at(bar).phase != parity) return;
-        }
-        simt::yield();
-    }
+    while (gemm::cta->bars.at(bar).phase == parity) simt::yield();
 }
 inline void bf_bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar)
 {

@@ -24,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -93,7 +92,6 @@ struct Cta {
     Barrier bar;
     std::vector<Warp*> warps;
     std::map<std::string, std::vector<char>> arena;
-    std::mutex lock;
     explicit Cta(int threads) : bar(threads) {
         for (int w = 0; w < threads / 32; ++w) warps.push_back(new Warp());
     }
@@ -113,7 +111,6 @@ inline size_t dyn_smem = 0;   // the launch's dynamic shared memory (main's 11th
 
 template <typename T> T* shared(const char* name, size_t count)
 {
-    std::lock_guard<std::mutex> g(cta->lock);
     auto& a = cta->arena[name];
     if (a.empty()) {
         a.resize(count * sizeof(T) + 64);
@@ -227,11 +224,7 @@ inline void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar)
 {
     simt::check_aligned(dst, 16);
     simt::check_aligned(src, 16);
-    const char* base;
-    {
-        std::lock_guard<std::mutex> g(simt::cta->lock);
-        base = simt::cta->arena.at("stage").data();
-    }
+    const char* base = simt::cta->arena.at("stage").data();
     if (bytes == 0 || bytes % 16 != 0 || (char*)dst < base ||
         (char*)dst + bytes > base + simt::dyn_smem) {
         std::fprintf(stderr, "bad bulk copy of %u bytes at stage + %td (dynamic smem %zu)\n",

@@ -10,7 +10,6 @@ struct cluster_group {
             char* base = a.data();
             if ((char*)p >= base && (char*)p < base + a.size()) {
                 simt::Cta* other = simt::cluster->ctas[r];
-                std::lock_guard<std::mutex> g(other->lock);
                 return reinterpret_cast<T*>(other->arena.at(name).data() + ((char*)p - base));
             }
         }
