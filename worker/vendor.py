@@ -222,8 +222,7 @@ def graph_sustained(torch: Any, once: Callable[[], Any], min_ms: float, per_call
     torch.cuda.synchronize()
     replays, total_ms = lc.run_until(min_ms, lc.graph_replays(min_ms, calls, per_call_us),
                                      back_to_back(torch, graph.replay))
-    checked = check_graph(torch, graph, once, list(getattr(once, "outputs", ()))
-                          or _tensors(torch, last))
+    checked = check_graph(torch, graph, once, _written(torch, once, last))
     if not checked["passed"]:
         raise RuntimeError(f"the graph's output is not a call's: {checked}")
     return {"graph_us": total_ms * 1000.0 / (replays * calls), "graph_calls": calls,
@@ -234,6 +233,12 @@ def _tensors(torch: Any, value: Any) -> list[Any]:
     """The tensors a call returned (one, or a tuple or list of them)."""
     return [t for t in (value if isinstance(value, (tuple, list)) else [value])
             if isinstance(t, torch.Tensor)]
+
+
+def _written(torch: Any, once: Callable[[], Any], returned: Any) -> list[Any]:
+    """What a call of ``once`` that returned ``returned`` wrote: ``once.outputs`` where it
+    keeps its outputs, else the tensors it returned."""
+    return list(getattr(once, "outputs", ())) or _tensors(torch, returned)
 
 
 def check_graph(torch: Any, graph: Any, once: Callable[[], Any], targets: list[Any]
@@ -250,8 +255,7 @@ def check_graph(torch: Any, graph: Any, once: Callable[[], Any], targets: list[A
     graph.replay()
     torch.cuda.synchronize()
     replayed = [t.clone() for t in targets]
-    returned = once()
-    expected = list(getattr(once, "outputs", ())) or _tensors(torch, returned)
+    expected = _written(torch, once, once())
     torch.cuda.synchronize()
     if len(expected) != len(replayed):
         return {"passed": False, "why": f"{len(replayed)} outputs against {len(expected)}"}
