@@ -184,7 +184,10 @@ def render_readme(data: Mapping[str, Any]) -> str:
         "",
         f"A shape with no entry runs {fallback}, and the loader says so once per shape "
         "(a `tuneforge_loader.FallbackWarning`, also logged at INFO on the `tuneforge_loader` "
-        f"logger). `lib.{name}.lookup(...)` says what a call would run.",
+        f"logger). `lib.{name}.lookup(...)` says what a call would run. On a GPU of the same "
+        "compute capability but another name than the one these kernels were tuned on, the "
+        "first call says so with a `tuneforge_loader.DeviceWarning`: the results are correct, "
+        "but a library tuned on that GPU may be faster.",
         "",
         "## C++ (the CUDA driver API)",
         "",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -141,6 +142,38 @@ def test_loader_runs_on_torchs_current_stream(libs: dict[str, Any]) -> None:
         total = y.sum(-1)  # queued behind the kernel on the same stream
     side.synchronize()
     assert torch.allclose(total, torch.ones_like(total), atol=1e-4)
+
+
+@pytest.mark.parametrize("tuned_on", ["this GPU", "another GPU"])
+def test_a_bundle_tuned_on_another_gpu_of_its_arch_warns_once(
+        bundles: dict[str, Path], loader: ModuleType, tmp_path: Path, tuned_on: str) -> None:
+    """The softmax bundle with its ``gpu.name`` set to this device's name, then to another:
+    both run and are right; only the second warns, at its first call alone, eager and under
+    ``torch.compile``."""
+    here = torch.cuda.get_device_name(0)
+    name = here if tuned_on == "this GPU" else f"{here} (not this one)"
+    folder = tmp_path / "bundle"
+    shutil.copytree(bundles["softmax"], folder)
+    info = json.loads((folder / "dispatch.json").read_text())
+    info["gpu"]["name"] = name
+    (folder / "dispatch.json").write_text(json.dumps(info))
+    kernel = loader.load(folder).softmax
+    dims = get_family("softmax").make_dims(shapes_of(kernel)[0])
+    (x,) = inputs(torch, "softmax", dims, 13)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [kernel(x), kernel(x), torch.compile(lambda t: kernel(t), fullgraph=True)(x)]
+    reports = [str(w.message) for w in caught if issubclass(w.category, loader.DeviceWarning)]
+    if tuned_on == "this GPU":
+        assert reports == []
+    else:
+        assert reports == [f"tuneforge_loader: softmax was tuned on {name} and runs on cuda:0, "
+                           f"{here} (both sm_90): its points are correct here, but a library "
+                           "tuned on this GPU may be faster"]
+    expected = torch.softmax(x.double(), -1)
+    for y in outs:
+        assert (y.double() - expected).abs().max().item() <= 1e-6
 
 
 @pytest.mark.parametrize("context", ["torch's", "none"])

@@ -16,6 +16,9 @@ the dispatch table: an entry runs its tuned cubin on torch's current stream (pro
 epilogue, workspace, as the entry's launch says); a shape with no entry runs the family's
 fallback (its vendor operator, else its reference kernel, else an error) and says so once per
 shape with a :class:`FallbackWarning`, also logged at INFO on the ``tuneforge_loader`` logger.
+A GPU of the bundle's compute capability whose name is not the one the bundle was tuned on
+(an H200 running an H100's library) runs it, and the first call there says so with a
+:class:`DeviceWarning`.
 
 Each family is a ``torch.library`` custom operator (``torch.ops.tuneforge_<id>.<family>``) with
 a fake implementation, so a call inside ``torch.compile(fullgraph=True)`` is one graph node;
@@ -75,6 +78,12 @@ class NoFallback(RuntimeError):
 
 class FallbackWarning(UserWarning):
     """A shape with no dispatch entry ran the family's fallback (once per shape)."""
+
+
+class DeviceWarning(UserWarning):
+    """The bundle's kernels run on a GPU of the bundle's compute capability but another name
+    than the one they were tuned on: correct, though another point may be faster there (once
+    per device)."""
 
 
 # ---- the family's expressions (buffer sizes, scalars, a reference launch) ------------------
@@ -718,6 +727,13 @@ class Kernel:
                     f"{self.name}: argument {self.inputs[0]['name']} is on cuda:{index}, "
                     f"compute capability {found[0]}.{found[1]}; the bundle's cubins are for "
                     f"{self.gpu['arch']} ({self.gpu['name']})")
+            name = torch.cuda.get_device_name(index)
+            if name != self.gpu["name"]:
+                message = (f"tuneforge_loader: {self.name} was tuned on {self.gpu['name']} and "
+                           f"runs on cuda:{index}, {name} (both {self.gpu['arch']}): its points "
+                           "are correct here, but a library tuned on this GPU may be faster")
+                LOG.info(message)
+                warnings.warn(message, DeviceWarning, stacklevel=5)
             self._devices_ok.add(index)
 
     def fake_dims(self, inputs: Sequence[Any], scalars: Mapping[str, Any]
