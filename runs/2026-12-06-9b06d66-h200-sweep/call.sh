@@ -22,9 +22,12 @@ if [[ -n "${TESTS:-}" ]]; then
   exit 0
 fi
 r=$OUT/r; mkdir -p $r
-shapes=65536x128,32768x512,16384x1024,65536x1024,8192x4096,2048x65536:2,4096x32768:2,8192x8192:2,1024x131072,16x262144,256x262144
-timeout -s KILL 250 python3 -m cli.main tune --backend gpu --kernel softmax --shapes "$shapes" \
-  --budget 600 --wall-seconds 222 --db "$r/tune.db" --out /tmp/tfout --json \
+# SHAPES, EVALS, WALL, LIMIT: a smaller set where less device time is left (the peers then
+# time SHAPES alone, within LIMIT seconds of the start)
+shapes=${SHAPES:-65536x128,32768x512,16384x1024,65536x1024,8192x4096,2048x65536:2,4096x32768:2,8192x8192:2,1024x131072,16x262144,256x262144}
+wall=${WALL:-222}
+timeout -s KILL $(( wall + 28 )) python3 -m cli.main tune --backend gpu --kernel softmax \
+  --shapes "$shapes" --budget ${EVALS:-600} --wall-seconds $wall --db "$r/tune.db" --out /tmp/tfout --json \
   2>"$r/tune-progress.txt" | tail -1 > "$r/tune.json"
 echo "tune rc $? at $(( $(date +%s) - start ))s" | tee -a $log
 python3 - "$r/tune.json" <<'PY' 2>&1 | tee -a $log
@@ -44,10 +47,11 @@ PY
 cp $r/tune.db /tmp/h200.db; gzip -f $r/tune.db
 python3 -m cli.main library export --kernel softmax --db /tmp/h200.db --out /tmp/lib 2>&1 | tail -1 | tee -a $log
 cp /tmp/lib/dispatch.json $r/ 2>/dev/null
-left=$(( 585 - ($(date +%s) - start) ))
+left=$(( ${LIMIT:-585} - ($(date +%s) - start) ))
 echo "peers get $(( left - 25 ))s" | tee -a $log
 timeout -s KILL $left python3 bench/peer_quality.py --family softmax --campaigns /tmp/h200.db \
   --no-replay --bundle /tmp/lib --budget-s $(( left - 25 )) --out $r/q \
+  ${SHAPES:+--shapes $(echo "$SHAPES" | sed 's/:[0-9.]*//g')} \
   2>$r/progress.txt > $r/softmax.txt
 echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log; tail -32 $r/softmax.txt
 cd $OUT && tar czf r.tgz r && rm -rf r
