@@ -27,7 +27,7 @@ r=$OUT/r; mkdir -p $r
 shapes=${SHAPES:-65536x128,32768x512,16384x1024,65536x1024,8192x4096,2048x65536:2,4096x32768:2,8192x8192:2,1024x131072,16x262144,256x262144}
 wall=${WALL:-222}
 timeout -s KILL $(( wall + 28 )) python3 -m cli.main tune --backend gpu --kernel softmax \
-  --shapes "$shapes" --budget ${EVALS:-600} --wall-seconds $wall --db "$r/tune.db" --out /tmp/tfout --json \
+  --shapes "$shapes" --budget ${EVALS:-900} --wall-seconds $wall --db "$r/tune.db" --out /tmp/tfout --json \
   2>"$r/tune-progress.txt" | tail -1 > "$r/tune.json"
 echo "tune rc $? at $(( $(date +%s) - start ))s" | tee -a $log
 python3 - "$r/tune.json" <<'PY' 2>&1 | tee -a $log
