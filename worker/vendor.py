@@ -243,9 +243,9 @@ def _written(torch: Any, once: Callable[[], Any], returned: Any) -> list[Any]:
 
 def check_graph(torch: Any, graph: Any, once: Callable[[], Any], targets: list[Any]
                 ) -> dict[str, Any]:
-    """``graph`` (captured calls of ``once``) replayed once with ``targets`` (what it writes:
-    ``once.outputs``, else what its last captured call returned) poisoned first, against one
-    call of ``once`` the usual way: the norm-relative difference of each target (NaN where the
+    """``graph`` (captured calls of ``once``) replayed once with ``targets`` (what its last
+    captured call wrote, :func:`_written`) poisoned first, against one call of ``once`` the
+    usual way: the norm-relative difference of each target (NaN where the
     graph left one unwritten), ``passed`` where every one is within
     :data:`GRAPH_CHECK_TOLERANCE`."""
     if not targets:
