@@ -118,20 +118,27 @@ def emulated_source(p: GemmParams) -> str:
 
 
 @pytest.fixture(scope="module")
-def launcher(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """g++ and the host launcher compiled once (gemm_main.cpp with gemm.h)."""
+def launcher(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[str]]:
+    """g++, the host launcher compiled once (gemm_main.cpp with gemm.h) and the flags of every
+    build. The flags include a copy of ``gemm.h`` with its precompiled header beside it
+    (``gemm.h.gch``, built once a module with those flags), which g++ reads instead of
+    compiling the header again in every kernel's build."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ is not on PATH")
-    obj = tmp_path_factory.mktemp("gemm-main") / "main.o"
-    done = subprocess.run([gxx, *FLAGS, "-c", str(SIMT / "gemm_main.cpp"), "-o", str(obj)],
+    folder = tmp_path_factory.mktemp("gemm-main")
+    header = folder / "gemm.h"
+    shutil.copyfile(SIMT / "gemm.h", header)
+    base = ["-std=c++20", "-O2", f"-I{SIMT / 'inc'}", f"-I{SIMT}"]  # gemm.h's "simt.h"
+    done = subprocess.run([gxx, *base, "-x", "c++-header", str(header), "-o", f"{header}.gch"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return gxx, obj
-
-
-FLAGS = ["-std=c++20", "-O2", f"-I{SIMT / 'inc'}", "-include",
-         str(SIMT / "gemm.h")]
+    flags = [*base, "-include", str(header), "-Winvalid-pch"]
+    obj = folder / "main.o"
+    done = subprocess.run([gxx, *flags, "-c", str(SIMT / "gemm_main.cpp"), "-o", str(obj)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return gxx, obj, flags
 
 
 def run(gxx: str, main: Path, p: GemmParams, shape: Shape, together: int, work: Path,
@@ -164,11 +171,11 @@ def run(gxx: str, main: Path, p: GemmParams, shape: Shape, together: int, work: 
 
 @pytest.mark.parametrize("name", list(POINTS))
 def test_split_workspace_kernels_compute_the_gemm_on_the_host(
-        name: str, launcher: tuple[str, Path], tmp_path: Path) -> None:
-    gxx, main = launcher
+        name: str, launcher: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+    gxx, main, flags = launcher
     p = POINTS[name]
     (tmp_path / "kernel.cpp").write_text(emulated_source(p))
-    done = subprocess.run([gxx, *FLAGS, str(tmp_path / "kernel.cpp"), str(main), "-o",
+    done = subprocess.run([gxx, *flags, str(tmp_path / "kernel.cpp"), str(main), "-o",
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rng = np.random.default_rng(17)
