@@ -27,13 +27,13 @@ from bf16_points import (
     BF3_STREAM_K,
     BF3_WIDE,
 )
+from simt_support import SIMT, precompiled
 
 from kernels.base import DEFAULT_SM_COUNT, LaunchConfig
 from kernels.gemm_bias_relu import FAMILY, GemmParams
 from kernels.gemm_bias_relu.launch import SK_FIXUP_NAME, SPLIT_PASS_NAME, SPLIT_RESET_NAME
 from kernels.gemm_bias_relu.shape import Shape
 
-SIMT = Path(__file__).resolve().parent / "simt"
 #: the worst element error over Σ|a·b| + |bias| each scheme is held to (as on the GPU)
 BOUND = {3: 3e-5, 6: 3e-6}
 #: the PTX wrappers the host replaces (tests/simt/gemm.h defines them)
@@ -120,19 +120,14 @@ def emulated_source(p: GemmParams) -> str:
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[str]]:
     """g++, the host launcher compiled once (gemm_main.cpp with gemm.h) and the flags of every
-    build. The flags include a copy of ``gemm.h`` with its precompiled header beside it
-    (``gemm.h.gch``, built once a module with those flags), which g++ reads instead of
-    compiling the header again in every kernel's build."""
+    build, which include a copy of ``gemm.h`` precompiled once a module with them
+    (:func:`simt_support.precompiled`)."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ is not on PATH")
     folder = tmp_path_factory.mktemp("gemm-main")
-    header = folder / "gemm.h"
-    shutil.copyfile(SIMT / "gemm.h", header)
     base = ["-std=c++20", "-O2", f"-I{SIMT / 'inc'}", f"-I{SIMT}"]  # gemm.h's "simt.h"
-    done = subprocess.run([gxx, *base, "-x", "c++-header", str(header), "-o", f"{header}.gch"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    header = precompiled(gxx, "gemm.h", base, folder)
     flags = [*base, "-include", str(header), "-Winvalid-pch"]
     obj = folder / "main.o"
     done = subprocess.run([gxx, *flags, "-c", str(SIMT / "gemm_main.cpp"), "-o", str(obj)],

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from simt_support import SIMT, precompiled
 from softmax_bulk_points import BULK_PICKS
 
 from kernels.base import Dims, LaunchConfig
@@ -26,7 +27,6 @@ from kernels.softmax import FAMILY, SoftmaxParams
 from kernels.softmax.params import BULK_SMEM_CAP, held_fits
 from kernels.softmax.rules import plan
 
-SIMT = Path(__file__).resolve().parent / "simt"
 TOL = 1e-4
 P = SoftmaxParams
 POINTS = {
@@ -211,13 +211,7 @@ def gxx(tmp_path_factory: pytest.TempPathFactory) -> str:
     if found is None:
         pytest.skip("g++ is not on PATH")
     folder = tmp_path_factory.mktemp("simt-main")
-    header = folder / "simt.h"
-    shutil.copyfile(SIMT / "simt.h", header)
-    done = subprocess.run([found, *gxx_flags(False),
-                           "-x", "c++-header", str(header), "-o", f"{header}.gch"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    HEADERS[False] = header
+    HEADERS[False] = precompiled(found, "simt.h", gxx_flags(False), folder)
     for reference in (False, True):
         obj = folder / f"main-{int(reference)}.o"
         done = subprocess.run([found, *gxx_flags(reference), "-include", str(HEADERS[reference]),
