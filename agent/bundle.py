@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.bundle_header import render_header, render_readme
 from kernels.base import Dims, Rejection, params_key
@@ -62,6 +62,10 @@ class BundleEntry:
     source: str = "tuned"
     #: campaign, iteration, time, date, commit of the measurement
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    #: the shape's near-ties (``agent.library.TIE``), fastest first: each one's params,
+    #: measured time and provenance; the loader times them on a GPU other than the one that
+    #: measured them
+    alternates: Sequence[tuple[Any, float | None, Mapping[str, Any]]] = ()
 
 
 def point_id(family: Any, params: Any) -> str:
@@ -119,9 +123,19 @@ def family_section(family: Any) -> dict[str, Any]:
     }
 
 
+class _Checked(NamedTuple):
+    entry: BundleEntry
+    shape: Dims
+    pid: str
+    launch: dict[str, Any]
+    #: the near-ties that launch at the shape: (params, point id, launch, measured µs,
+    #: provenance) each
+    alternates: list[tuple[Any, str, dict[str, Any], float | None, Mapping[str, Any]]]
+
+
 def _checked_entries(family: Any, entries: Sequence[BundleEntry], sm_count: int
-                     ) -> list[tuple[BundleEntry, Dims, str, dict[str, Any]]]:
-    out: list[tuple[BundleEntry, Dims, str, dict[str, Any]]] = []
+                     ) -> list[_Checked]:
+    out: list[_Checked] = []
     seen: set[Dims] = set()
     for number, entry in enumerate(entries):
         where = f"entry {number} ({entry.shape})"
@@ -140,7 +154,17 @@ def _checked_entries(family: Any, entries: Sequence[BundleEntry], sm_count: int
         launch = family.launch(entry.params, shape, sm_count=sm_count)
         if isinstance(launch, Rejection):
             raise BundleError(f"{where}: the point cannot launch there: {launch.message}")
-        out.append((entry, shape, point_id(family, entry.params), launch.to_dict()))
+        pid = point_id(family, entry.params)
+        alternates: list[tuple[Any, str, dict[str, Any], float | None, Mapping[str, Any]]] = []
+        for params, us, origin in entry.alternates:
+            other = point_id(family, params)
+            if other == pid or any(other == a[1] for a in alternates):
+                continue
+            fixed = family.fixed_dims(params)
+            at = family.launch(params, shape, sm_count=sm_count)
+            if (fixed is None or fixed == shape) and not isinstance(at, Rejection):
+                alternates.append((params, other, at.to_dict(), us, origin))
+        out.append(_Checked(entry, shape, pid, launch.to_dict(), alternates))
     return out
 
 
@@ -160,8 +184,10 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
         raise BundleError(f"the compiler builds for {compiler.arch}, the bundle is for {arch}")
     checked = _checked_entries(family, entries, sm_count)
     unique: dict[str, Any] = {}
-    for entry, _, pid, _ in checked:
-        unique.setdefault(pid, entry.params)
+    for c in checked:
+        unique.setdefault(c.pid, c.entry.params)
+        for params, other, *_rest in c.alternates:
+            unique.setdefault(other, params)
     ref_name = family.reference_launch(family.default_dims).kernel_name
     with ThreadPoolExecutor(max_workers=max(1, compiler.workers)) as pool:
         futures = {pid: pool.submit(compile_candidate, compiler, family, params)
@@ -179,23 +205,26 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
 
     (out / "cubins").mkdir(parents=True, exist_ok=True)
     points: dict[str, dict[str, Any]] = {}
-    for entry, _, pid, launch in checked:
-        if pid not in points:
-            result = results[pid]
-            shutil.copyfile(str(result.cubin_path), out / "cubins" / f"{pid}.cubin")
-            fixed = family.fixed_dims(entry.params)
-            points[pid] = {
-                "cubin": f"cubins/{pid}.cubin", "arch": result.arch,
-                "kernel_names": [], "params": unique[pid].to_dict(),
-                "fixed_shape": fixed.as_dict() if fixed is not None else None,
-                "source_hash": result.source_hash,
-                "regs_per_thread": result.regs_per_thread,
-                "provenance": dict(entry.provenance),
-            }
-        names = points[pid]["kernel_names"]
-        for step in (launch.get("prologue"), launch, launch.get("epilogue")):
-            if step and step["kernel_name"] not in names:
-                names.append(step["kernel_name"])
+    for c in checked:
+        steps = [(c.pid, c.launch, c.entry.provenance),
+                 *[(a[1], a[2], a[4]) for a in c.alternates]]
+        for pid, launch, origin in steps:
+            if pid not in points:
+                result = results[pid]
+                shutil.copyfile(str(result.cubin_path), out / "cubins" / f"{pid}.cubin")
+                fixed = family.fixed_dims(unique[pid])
+                points[pid] = {
+                    "cubin": f"cubins/{pid}.cubin", "arch": result.arch,
+                    "kernel_names": [], "params": unique[pid].to_dict(),
+                    "fixed_shape": fixed.as_dict() if fixed is not None else None,
+                    "source_hash": result.source_hash,
+                    "regs_per_thread": result.regs_per_thread,
+                    "provenance": dict(origin),
+                }
+            names = points[pid]["kernel_names"]
+            for step in (launch.get("prologue"), launch, launch.get("epilogue")):
+                if step and step["kernel_name"] not in names:
+                    names.append(step["kernel_name"])
     shutil.copyfile(str(ref_result.cubin_path), out / REFERENCE_CUBIN)
 
     vendor = family.vendor
@@ -219,11 +248,13 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
         "provenance": dict(provenance),
         "points": points,
         "entries": [
-            {"shape": shape.as_dict(), "point": pid, "launch": launch,
-             "measured_us": entry.measured_us, "vendor_us": entry.vendor_us,
-             "measured_at_shape": entry.measured_at_shape, "source": entry.source,
-             "provenance": dict(entry.provenance)}
-            for entry, shape, pid, launch in checked],
+            {"shape": c.shape.as_dict(), "point": c.pid, "launch": c.launch,
+             "measured_us": c.entry.measured_us, "vendor_us": c.entry.vendor_us,
+             "measured_at_shape": c.entry.measured_at_shape, "source": c.entry.source,
+             "provenance": dict(c.entry.provenance),
+             "alternates": [{"point": other, "launch": launch, "measured_us": us}
+                            for _params, other, launch, us, _origin in c.alternates]}
+            for c in checked],
     }
     (out / "dispatch.json").write_text(json.dumps(data, indent=1) + "\n")
     loader = resources.files("agent.bundle_files").joinpath(LOADER_FILE).read_text()
@@ -275,7 +306,10 @@ def library_entries(family: Any, entries: Sequence[Mapping[str, Any]],
             measured_us=float(e["avg_us"]), vendor_us=e.get("vendor_us"),
             measured_at_shape=True, source="tuned",
             provenance={k: e.get(k) for k in ("campaign_id", "candidate_id", "iteration",
-                                              "measured_at", "commit", "backend", "gpu")}))
+                                              "measured_at", "commit", "backend", "gpu")},
+            alternates=[(family.params_from_dict(a["params"]), a.get("avg_us"),
+                         {k: a.get(k) for k in ("campaign_id", "candidate_id")})
+                        for a in e.get("alternates") or ()]))
     measured = {str(x.shape) for x in out}
     for p in picks:
         if p["kind"] != "point" or p["shape"] in measured:

@@ -31,10 +31,17 @@ from sqlalchemy.orm import Session
 from agent.shapesets import shape_distance
 from core.models import Campaign, Candidate
 from kernels import get_family
+from kernels.base import Candidate as Point
 from kernels.base import Rejection
 
 #: Measured shapes whose bests a shape nobody measured may take (the nearest first).
 NEAREST = 3
+#: A shape's near-ties: other points measured there within this fraction of its best's time,
+#: the fastest first, at most :data:`ALTERNATES` of them. On the GPU that timed them they are
+#: within its noise of the best; another GPU of the same arch may order them otherwise (the
+#: exported loader times them there, ``docs/LIBRARY.md``).
+TIE = 0.03
+ALTERNATES = 3
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class LibraryEntry:
     #: ``gpu`` or ``replay`` (recorded measurements of that GPU replayed)
     backend: str
     gpu: str | None
+    #: the shape's near-ties (:data:`TIE`), fastest first: each one's ``params``, ``avg_us``,
+    #: ``campaign_id`` and ``candidate_id``
+    alternates: tuple[dict[str, Any], ...] = ()
 
     @property
     def x_vendor(self) -> float | None:
@@ -130,25 +140,34 @@ def entries(session: Session, *, team_id: str | None, kernel: str,
         .join(Campaign, Campaign.id == Candidate.campaign_id)
         .where(_team(team_id), Campaign.kernel == kernel, Campaign.gpu_name == gpu,
                Candidate.status == "ok", Candidate.avg_us.is_not(None))).all()
-    best: dict[str, LibraryEntry] = {}
+    #: per shape, each point's fastest measurement (the first measured of equal times)
+    fastest: dict[str, dict[str, tuple[Candidate, Campaign]]] = {}
     vendor: dict[str, float] = {}
     for cand, camp in rows:
         shape = str(family.make_dims(camp.dims))
         if camp.vendor_us:
             vendor.setdefault(shape, float(camp.vendor_us))
+        points = fastest.setdefault(shape, {})
+        key = Point(family.params_from_dict(cand.params)).key
+        found = points.get(key)
+        if found is None or float(cand.avg_us or 0.0) < float(found[0].avg_us or 0.0):
+            points[key] = (cand, camp)
+    out = []
+    for shape, points in fastest.items():
+        ranked = sorted(points.values(), key=lambda row: float(row[0].avg_us or 0.0))
+        cand, camp = ranked[0]
         avg_us = float(cand.avg_us or 0.0)
-        found = best.get(shape)
-        if found is not None and found.avg_us <= avg_us:
-            continue
-        best[shape] = LibraryEntry(
+        ties = tuple(
+            {"params": dict(c.params), "avg_us": float(c.avg_us or 0.0),
+             "campaign_id": k.id, "candidate_id": c.id}
+            for c, k in ranked[1:] if float(c.avg_us or 0.0) <= avg_us * (1.0 + TIE)
+        )[:ALTERNATES]
+        out.append(LibraryEntry(
             shape=shape, dims=dict(family.make_dims(camp.dims).as_dict()),
-            params=dict(cand.params), avg_us=avg_us, vendor_us=None,
+            params=dict(cand.params), avg_us=avg_us, vendor_us=vendor.get(shape),
             campaign_id=camp.id, candidate_id=cand.id, iteration=cand.iteration,
             measured_at=cand.finished_at.isoformat() if cand.finished_at else None,
-            commit=camp.commit, backend=camp.backend, gpu=gpu)
-    out = []
-    for shape, entry in best.items():
-        out.append(LibraryEntry(**{**asdict(entry), "vendor_us": vendor.get(shape)}))
+            commit=camp.commit, backend=camp.backend, gpu=gpu, alternates=ties))
     return sorted(out, key=lambda e: [e.dims[d.name] for d in family.dims])
 
 

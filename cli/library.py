@@ -67,7 +67,8 @@ def read_library(kernel: str | None, gpu: str | None, db: str | None, url: str |
 def show(kernel: KernelOpt = None, gpu: GpuOpt = None, db: DbOpt = None, url: UrlOpt = None,
          key: KeyOpt = None, as_json: JsonOpt = False) -> None:
     """The best known point at every shape measured: its time, x the vendor, and where it
-    comes from (campaign and iteration, date, commit, replay or GPU).
+    comes from (campaign and iteration, date, commit, replay or GPU); the title counts the
+    near-ties (other points within 3 % of a shape's best, which an export carries).
 
     Examples:
 
@@ -84,9 +85,10 @@ def show(kernel: KernelOpt = None, gpu: GpuOpt = None, db: DbOpt = None, url: Ur
                           "shapes (tuneforge tune --kernel ... --shapes ...)")
         return
     backends = sorted({e["backend"] for e in found["entries"]})
+    ties = sum(len(e.get("alternates") or ()) for e in found["entries"])
     table = Table(title=f"{found['family']} on {found['gpu']} ({', '.join(backends)}) · "
-                        f"{len(found['entries'])} shapes", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+                        f"{len(found['entries'])} shapes · {ties} near-ties",
+                  title_justify="left", box=box.SIMPLE_HEAD)
     for col, justify in (("shape", "left"), ("µs", "right"), ("× vendor", "right"),
                          ("campaign #it", "left"), ("measured", "left"), ("commit", "left")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]

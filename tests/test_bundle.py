@@ -287,3 +287,41 @@ def test_bundle_refuses_bad_entries(compiler: Compiler, tmp_path: Path) -> None:
     (tmp_path / "full" / "x").write_text("")
     assert "not empty" in refused([best], tmp_path / "full")
     assert not (tmp_path / "b").exists()
+
+
+def test_an_entrys_near_ties_go_with_it(compiler: Compiler, tmp_path: Path) -> None:
+    """A tuned entry's near-ties: each distinct point that launches at the shape is carried
+    (its cubin, its launch there, its time and provenance); the entry's own point given
+    again, a repeat, and a point compiled for another shape are left out, with no error."""
+    family = get_family("softmax")
+    replay = ReplayDataset(family.replay_datasets()[0], family)
+    shape = family.parse_dims("65536x128")
+    ranked = sorted((r for (_, s), r in replay.points.items()
+                     if s == str(shape) and r["status"] == "ok" and r.get("perf")),
+                    key=lambda r: r["perf"]["avg_us"])
+    (best,) = [e for e in replay_entries(family) if e.shape == shape]
+    second = family.params_from_dict(ranked[1]["params"])
+    origin = {"campaign_id": "c" * 32, "candidate_id": "d" * 32}
+    us = ranked[1]["perf"]["avg_us"]
+    entry = replace(best, alternates=[(best.params, best.measured_us, {}), (second, us, origin),
+                                      (second, us, origin)])
+    gemm = get_family("gemm_bias_relu")
+    (gemm_best,) = replay_entries(gemm)
+    fixed = replace(gemm_best.params, shape_m=64, shape_n=64, shape_k=64)
+    out = build(compiler, tmp_path / "softmax", family, (), [entry])
+    other = build(compiler, tmp_path / "gemm", gemm, (),
+                  [replace(gemm_best, alternates=[(fixed, 1.0, {})])])
+    data = dispatch(out)
+    (written,) = data["entries"]
+    (alt,) = written["alternates"]
+    assert alt["point"] != written["point"]
+    assert alt["measured_us"] == us
+    assert alt["launch"] == family.launch(second, shape, sm_count=132).to_dict()
+    point = data["points"][alt["point"]]
+    assert family.params_from_dict(point["params"]) == second
+    assert point["provenance"] == origin
+    assert (out / point["cubin"]).read_bytes()[:4] == b"\x7fELF"
+    assert len(data["points"]) == 2
+    (gemm_entry,) = dispatch(other)["entries"]
+    assert gemm_entry["alternates"] == []
+    assert len(dispatch(other)["points"]) == 1

@@ -26,7 +26,7 @@ pytest.importorskip("cuda.bindings")
 from bundle_support import build, import_loader, transpose_family  # noqa: E402
 from repo import ROOT  # noqa: E402
 
-from agent.bundle import BundleEntry, replay_entries, write_bundle  # noqa: E402
+from agent.bundle import BundleEntry, point_id, replay_entries, write_bundle  # noqa: E402
 from bench.loader_bench import DirectLaunch, nearest, random_shape  # noqa: E402
 from bench.loader_timing import (  # noqa: E402
     TOLERANCE,
@@ -36,6 +36,7 @@ from bench.loader_timing import (  # noqa: E402
     scaled_error,
     vendor,
 )
+from core.replay import ReplayDataset  # noqa: E402
 from kernels import get_family  # noqa: E402
 from kernels.base import Candidate, Dims  # noqa: E402
 from worker.compile import Compiler  # noqa: E402
@@ -174,6 +175,95 @@ def test_a_bundle_tuned_on_another_gpu_of_its_arch_warns_once(
     expected = torch.softmax(x.double(), -1)
     for y in outs:
         assert (y.double() - expected).abs().max().item() <= 1e-6
+
+
+def near_tie_bundle(compiler: Compiler, loader: ModuleType, out: Path, slow_first: bool,
+                    gpu_name: str) -> Any:
+    """A softmax bundle for ``gpu_name`` with an entry at 8192x8192 whose point and one
+    near-tie are the replay's best there and a point about 1.5x slower (the slow one the
+    entry's own with ``slow_first``), and an entry at 4096x8192 running the entry's point
+    alone; the loaded kernel, and the two points' ids (fast, slow)."""
+    family = get_family("softmax")
+    shape = family.parse_dims("8192x8192")
+    ranked = sorted((r for (_, s), r in ReplayDataset(family.replay_datasets()[0],
+                                                      family).points.items()
+                     if s == str(shape) and r["status"] == "ok" and r.get("perf")),
+                    key=lambda r: r["perf"]["avg_us"])
+    fast, slow = (family.params_from_dict(r["params"])
+                  for r in (ranked[0], ranked[len(ranked) // 2]))
+    first, tie = (slow, fast) if slow_first else (fast, slow)
+    entries = [BundleEntry(shape, first, source="tuned", alternates=[(tie, None, {})]),
+               BundleEntry(family.parse_dims("4096x8192"), first, source="tuned")]
+    folder = write_bundle(out, family, entries, compiler=compiler, arch="sm_90",
+                          sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
+                          gpu_name=gpu_name, provenance={})
+    return loader.load(folder).softmax, (point_id(family, fast), point_id(family, slow))
+
+
+@pytest.mark.parametrize("case", ["slow point first", "fast point first", "tuned here",
+                                  "compiled"])
+def test_on_another_gpu_an_entrys_near_ties_are_timed_and_the_fastest_runs(
+        compiler: Compiler, loader: ModuleType, tmp_path: Path, case: str) -> None:
+    """On a GPU whose name is not the bundle's, the first call at an entry with a near-tie
+    times both points and the faster runs from then on (whichever of them is the entry's
+    own), eager and under ``torch.compile``; what ``lookup`` and ``ties`` say agrees. On the
+    GPU the bundle names, nothing is timed and the entry's point runs."""
+    here = torch.cuda.get_device_name(0)
+    kernel, (fast, slow) = near_tie_bundle(
+        compiler, loader, tmp_path / "bundle", case != "fast point first",
+        here if case == "tuned here" else f"{here} (not this one)")
+    (x,) = inputs(torch, "softmax", {"rows": 8192, "cols": 8192}, 21)
+    torch._dynamo.reset()
+    call = torch.compile(lambda t: kernel(t), fullgraph=True) if case == "compiled" else kernel
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.DeviceWarning)
+        y, again = call(x), call(x)
+    torch.cuda.synchronize()
+    expected = torch.softmax(x.double(), -1)
+    assert (y.double() - expected).abs().max().item() <= 1e-6
+    assert torch.equal(y, again)
+    ties = kernel.ties(0)
+    if case == "tuned here":
+        assert ties == {}
+        assert kernel.lookup(x).runs.startswith(f"point {slow} (tuned)")
+        return
+    (record,) = ties.values()
+    assert set(record["us"]) == {fast, slow}
+    assert record["us"][fast] < record["us"][slow] * (1 - loader.TIE_MARGIN), record
+    assert record["point"] == fast
+    found = kernel.lookup(x)
+    assert found.timed == record
+    assert found.runs == f"point {fast} (tuned; the fastest of 2 near-ties timed on cuda:0)"
+    assert list(ties) == [(8192, 8192)]  # a call at a shape whose entry lists none times nothing
+    kernel(x[:4096])
+    assert list(kernel.ties(0)) == [(8192, 8192)]
+
+
+def test_a_first_call_under_cuda_graph_capture_times_nothing(
+        compiler: Compiler, loader: ModuleType, tmp_path: Path) -> None:
+    """On another GPU, a first call at an entry with a near-tie made while a CUDA graph
+    captures runs the entry's point (nothing can be timed there) and is right when replayed;
+    the next call outside capture times the near-ties."""
+    here = torch.cuda.get_device_name(0)
+    kernel, (fast, slow) = near_tie_bundle(compiler, loader, tmp_path / "bundle", True,
+                                           f"{here} (not this one)")
+    (x,) = inputs(torch, "softmax", {"rows": 8192, "cols": 8192}, 22)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.DeviceWarning)
+        kernel(x[:4096])  # the entry's point's module loaded outside capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = kernel(x)
+        assert kernel.ties(0) == {}
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = torch.softmax(x.double(), -1)
+        assert (captured.double() - expected).abs().max().item() <= 1e-6
+        eager = kernel(x)
+    torch.cuda.synchronize()
+    assert (eager.double() - expected).abs().max().item() <= 1e-6
+    assert kernel.ties(0)[(8192, 8192)]["point"] == fast
 
 
 @pytest.mark.parametrize("context", ["torch's", "none"])

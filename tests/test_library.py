@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from agent.library import ALTERNATES, TIE
+
 _SCRIPT = Path(sys.executable).with_name("tuneforge")
 COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli.main"]
 
@@ -52,8 +54,20 @@ def test_the_library_holds_each_shapes_best_with_its_provenance(tuned: tuple[Pat
         assert e["commit"]
         assert e["measured_at"].startswith("20")
         assert len(e["campaign_id"]) == 32
+    # each shape's near-ties: other points within TIE of its best, fastest first, distinct
+    ties = [a for e in lib["entries"] for a in e["alternates"]]
+    assert ties, "sixty evaluations at three shapes measured no two points within 3 %"
+    for e in lib["entries"]:
+        times = [a["avg_us"] for a in e["alternates"]]
+        assert times == sorted(times)
+        assert all(e["avg_us"] <= t <= e["avg_us"] * (1 + TIE) for t in times)
+        assert len(e["alternates"]) <= ALTERNATES
+        seen = [e["params"], *[a["params"] for a in e["alternates"]]]
+        assert len({json.dumps(p, sort_keys=True) for p in seen}) == len(seen)
+        assert all(len(a["candidate_id"]) == 32 for a in e["alternates"])
     shown = tuneforge(home, "library", "show", "--kernel", "softmax", "--db", db)
     assert "8192x8192" in shown.stdout
+    assert f"3 shapes · {len(ties)} near-ties" in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
 
 
@@ -128,6 +142,25 @@ def test_the_library_exports_a_bundle_a_program_loads(tuned: tuple[Path, str]) -
     assert (out / "tuneforge_dispatch.h").read_text().count("65536") >= 1
     for point in data["points"].values():
         assert (out / point["cubin"]).stat().st_size > 1000
+    # the near-ties go with each tuned entry: their points compiled, their launches at the
+    # shape, their times those the library shows
+    shown = {e["shape"]: e for e in tuneforge(home, "library", "show", "--kernel", "softmax",
+                                               "--db", db, "--json")["entries"]}
+    carried = 0
+    for text, entry in entries.items():
+        alternates = entry["alternates"]
+        if entry["source"] != "tuned":
+            assert alternates == []
+            continue
+        assert [a["measured_us"] for a in alternates] == \
+            [a["avg_us"] for a in shown[text]["alternates"]]
+        for alt in alternates:
+            assert alt["point"] != entry["point"]
+            assert data["points"][alt["point"]]["params"] in \
+                [a["params"] for a in shown[text]["alternates"]]
+            assert alt["launch"]["grid"] and alt["launch"]["kernel_name"]
+            carried += 1
+    assert carried > 0
     again = tuneforge(home, "library", "export", "--kernel", "softmax", "--db", db, "--out",
                       str(out), code=2)
     assert "not an empty folder" in again.stderr

@@ -18,7 +18,9 @@ fallback (its vendor operator, else its reference kernel, else an error) and say
 shape with a :class:`FallbackWarning`, also logged at INFO on the ``tuneforge_loader`` logger.
 A GPU of the bundle's compute capability whose name is not the one the bundle was tuned on
 (an H200 running an H100's library) runs it, and the first call there says so with a
-:class:`DeviceWarning`.
+:class:`DeviceWarning`. There, an entry that lists near-ties (points its GPU timed within a few
+percent of the entry's) has them all timed on the first call's inputs, and the fastest runs
+from then on: the entry's own point unless another is faster by more than :data:`TIE_MARGIN`.
 
 Each family is a ``torch.library`` custom operator (``torch.ops.tuneforge_<id>.<family>``) with
 a fake implementation, so a call inside ``torch.compile(fullgraph=True)`` is one graph node;
@@ -62,6 +64,12 @@ WORKSPACE = "workspace"
 DEFAULT_SMEM_LIMIT = 48 * 1024
 #: input shapes a kernel remembers as checked (then forgets them all and starts again)
 MAX_KNOWN_SHAPES = 4096
+#: on another GPU, a near-tie replaces the entry's point where it is this much faster
+TIE_MARGIN = 0.01
+#: timing the near-ties: rounds over all of them in turn, and the least GPU time a round of
+#: one gives a point (back-to-back calls on the first call's inputs; the best round counts)
+TIE_ROUNDS = 5
+TIE_ROUND_US = 300.0
 
 
 class InputError(ValueError):
@@ -335,7 +343,7 @@ class _Plan:
                  "launches", "in_shapes", "out_shapes")
 
     def __init__(self, kernel: Kernel, dims: dict[str, int], index: int,
-                 launches: _Launches | None) -> None:
+                 launches: _Launches | None, launch: Mapping[str, Any] | None = None) -> None:
         self.kernel, self.dims, self.index = kernel, dims, index
         self.device = torch.device("cuda", index)
         #: (shape, dtype, input position of an inout buffer or -1) of each output
@@ -344,8 +352,7 @@ class _Plan:
                      for b in kernel.outputs]
         self.inouts = any(position >= 0 for _s, _d, position in self.outs)
         self.launches = launches
-        entry = kernel.entries.get(tuple(dims[n] for n in kernel.dim_names))
-        self.workspace = int((entry or {}).get("launch", {}).get("workspace_bytes") or 0)
+        self.workspace = int((launch or {}).get("workspace_bytes") or 0)
         self.in_shapes = [kernel._shape(b, dims) for b in kernel.inputs]
         self.out_shapes = [shape for shape, _d, _p in self.outs]
 
@@ -430,12 +437,14 @@ def _retry(launches: _Launches, failed: tuple[Any, int], pointers: list[Any], st
 
 
 class Dispatch(NamedTuple):
-    """What a call at one shape runs: the shape, its dispatch entry (None: the fallback) and
-    a description (``point 1a2b… (tuned)``, ``vendor torch.softmax``, ``reference kernel``)."""
+    """What a call at one shape runs: the shape, its dispatch entry (None: the fallback), a
+    description (``point 1a2b… (tuned)``, ``vendor torch.softmax``, ``reference kernel``) and,
+    where its near-ties were timed on this GPU, what was timed (:meth:`Kernel.ties`)."""
 
     shape: dict[str, int]
     entry: dict[str, Any] | None
     runs: str
+    timed: dict[str, Any] | None = None
 
 
 class Kernel:
@@ -488,6 +497,10 @@ class Kernel:
         #: the workspace kept for small ones, by (device index, stream)
         self._scratch: dict[tuple[int, int], Any] = {}
         self._devices_ok: set[int] = set()
+        #: devices whose name is not the bundle's GPU's (near-ties are timed there)
+        self._elsewhere: set[int] = set()
+        #: per (device index, dims), the near-ties timed there (:meth:`ties`)
+        self._timed: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
         self._lock = threading.Lock()
         #: the custom operator's name (``torch.ops.<namespace>.<name>``)
         self.qualname = f"{namespace}::{self.name}"
@@ -519,9 +532,22 @@ class Kernel:
     def lookup(self, *inputs: Any, **scalars: Any) -> Dispatch:
         """What a call with these inputs would run, the fallback reported as a call reports
         it; the inputs are checked as a call checks them, but for their device (a CPU or
-        ``meta`` tensor stands for a shape)."""
+        ``meta`` tensor stands for a shape). Where a call on another GPU timed the entry's
+        near-ties (on the inputs' device, or any for a CPU or ``meta`` tensor), the point
+        that runs there and the times."""
         dims, key = self._check(inputs, scalars, device=False)
-        return self._dispatch(dims, key)
+        found = self._dispatch(dims, key)
+        device = getattr(inputs[0], "device", None)
+        index = None
+        if device is not None and device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+        timed = next((t for (i, k), t in list(self._timed.items())
+                      if k == key and index in (None, i)), None)
+        if timed is None or found.entry is None:
+            return found
+        return found._replace(
+            runs=f"point {timed['point']} ({found.entry['source']}; the fastest of "
+                 f"{len(timed['us'])} near-ties timed on cuda:{timed['device']})", timed=timed)
 
     def run(self, inputs: Sequence[Any], scalars: Mapping[str, Any]) -> tuple[Any, ...]:
         """Check, dispatch and launch; the outputs in signature order."""
@@ -556,13 +582,18 @@ class Kernel:
         index = device.index if device.index is not None else torch.cuda.current_device()
         plan = self._by_dims.get((index, key))
         if plan is None:
-            found = self._dispatch(dims, key)
-            launches = None
-            if found.entry is not None:
+            entry = self._dispatch(dims, key).entry
+            if entry is None:
+                plan = _Plan(self, dims, index, None)
+            else:
                 cu = _driver()
                 with _Current(cu, index):
-                    launches = self._prepare(cu, index, found.entry, dims)
-            plan = _Plan(self, dims, index, launches)
+                    launches = self._prepare(cu, index, entry, dims)
+                plan = _Plan(self, dims, index, launches, entry["launch"])
+                if entry.get("alternates") and index in self._elsewhere:
+                    if _CAPTURING():  # nothing can be timed: the entry's point, this once
+                        return plan
+                    plan = self._time_ties(cu, inputs, plan, entry, key)
             with self._lock:
                 if len(self._by_dims) >= MAX_KNOWN_SHAPES:
                     self._by_dims.clear()
@@ -587,6 +618,58 @@ class Kernel:
                 return op(*inputs)
             return vendor
         return plan.repeat()
+
+    def _time_ties(self, cu: Any, inputs: Sequence[Any], first: _Plan, entry: dict[str, Any],
+                   key: tuple[int, ...]) -> _Plan:
+        """On a GPU other than the bundle's: ``entry``'s point (``first``) and its near-ties,
+        each timed back to back on ``inputs`` in :data:`TIE_ROUNDS` rounds taken in turn (the
+        best round counts); the plan of the fastest where it beats the entry's point by more
+        than :data:`TIE_MARGIN`, else ``first``. Logged at INFO; :meth:`ties` reports it."""
+        index = first.index
+        plans: dict[str, _Plan] = {entry["point"]: first}
+        for alt in entry["alternates"]:
+            with _Current(cu, index):
+                launches = self._prepare(cu, index, alt, first.dims)
+            plans[alt["point"]] = _Plan(self, first.dims, index, launches, alt["launch"])
+        stream = torch.cuda.current_stream(first.device)
+        calls: dict[str, int] = {}
+        for pid, plan in plans.items():  # loads, first launches, one call's time
+            plan.run(inputs)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                enable_timing=True)
+            start.record(stream)
+            plan.run(inputs)
+            end.record(stream)
+            end.synchronize()
+            once = max(start.elapsed_time(end) * 1000.0, 1.0)
+            calls[pid] = max(1, min(1000, math.ceil(TIE_ROUND_US / once)))
+        best = {pid: math.inf for pid in plans}
+        for _round in range(TIE_ROUNDS):
+            for pid, plan in plans.items():
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                start.record(stream)
+                for _call in range(calls[pid]):
+                    plan.run(inputs)
+                end.record(stream)
+                end.synchronize()
+                best[pid] = min(best[pid], start.elapsed_time(end) * 1000.0 / calls[pid])
+        fastest = min(best, key=lambda pid: best[pid])
+        chosen = (fastest if best[fastest] < best[entry["point"]] * (1.0 - TIE_MARGIN)
+                  else entry["point"])
+        self._timed[(index, key)] = {"device": index, "point": chosen,
+                                     "us": {pid: round(us, 2) for pid, us in best.items()}}
+        LOG.info("tuneforge_loader: %s at %s on cuda:%d (%s): timed the entry's point and "
+                 "%d near-tie(s): %s; runs %s", self.name, _text(first.dims), index,
+                 torch.cuda.get_device_name(index), len(plans) - 1,
+                 ", ".join(f"{pid} {us:.1f} µs" for pid, us in best.items()), chosen)
+        return plans[chosen]
+
+    def ties(self, index: int = 0) -> dict[tuple[int, ...], dict[str, Any]]:
+        """The near-ties timed on device ``index`` so far, by shape (the dims in order): the
+        point that runs (``point``) and each point's time a call (``us``, µs)."""
+        return {key: dict(found) for (i, key), found in list(self._timed.items())
+                if i == index}
 
     def _workspace(self, size: int, index: int, stream: int, device: Any) -> Any:
         """A workspace of ``size`` bytes for a launch on ``stream``: up to
@@ -729,6 +812,7 @@ class Kernel:
                     f"{self.gpu['arch']} ({self.gpu['name']})")
             name = torch.cuda.get_device_name(index)
             if name != self.gpu["name"]:
+                self._elsewhere.add(index)
                 message = (f"tuneforge_loader: {self.name} was tuned on {self.gpu['name']} and "
                            f"runs on cuda:{index}, {name} (both {self.gpu['arch']}): its points "
                            "are correct here, but a library tuned on this GPU may be faster")
