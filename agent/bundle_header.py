@@ -187,7 +187,10 @@ def render_readme(data: Mapping[str, Any]) -> str:
         f"logger). `lib.{name}.lookup(...)` says what a call would run. On a GPU of the same "
         "compute capability but another name than the one these kernels were tuned on, the "
         "first call says so with a `tuneforge_loader.DeviceWarning`: the results are correct, "
-        "but a library tuned on that GPU may be faster.",
+        "but a library tuned on that GPU may be faster. There, the first call at a shape "
+        "whose entry lists near-ties (points timed within 3 % of its own) times them all on "
+        f"its inputs and runs the fastest from then on; `lib.{name}.ties()` says what it "
+        "timed.",
         "",
         "## C++ (the CUDA driver API)",
         "",
