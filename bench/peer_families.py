@@ -433,6 +433,21 @@ def has_entry(kernel: Any, dims: Dims) -> bool:
     return tuple(int(dims[n]) for n in kernel.dim_names) in kernel.entries
 
 
+class _LibraryCall:
+    """One call of a loaded family on fixed inputs; ``runs`` says what such a call runs (the
+    loader's ``lookup``: on another GPU, the near-tie its first call chose)."""
+
+    def __init__(self, kernel: Any, args: list[Any]) -> None:
+        self.kernel, self.args = kernel, args
+
+    def __call__(self) -> Any:
+        return self.kernel(*self.args)
+
+    @property
+    def runs(self) -> str:
+        return str(self.kernel.lookup(*self.args).runs)
+
+
 def library_peer(kernel: Any, bundle: Path) -> Peer:
     """``tuneforge library``: the loaded family ``kernel`` called on the family's inputs (by
     their buffer names, else in order), its output allocated by each call as a PyTorch
@@ -444,6 +459,6 @@ def library_peer(kernel: Any, bundle: Path) -> Peer:
         def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
             args = ([inputs[n] for n in names] if all(n in inputs for n in names)
                     else list(inputs.values()))
-            return lambda: kernel(*args)
+            return _LibraryCall(kernel, args)
         return runner
     return Peer(LIBRARY_PEER, make, notes={"bundle": str(bundle)})

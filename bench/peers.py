@@ -146,6 +146,9 @@ def measure_peer(torch: Any, family: FamilyPeers, peer: Peer, dims: Dims,
             entry["mode"] = mode
         entry.update(measure_torch(lambda _torch, _dims: once, dims.as_dict(),
                                    sustain_ms=min_ms, graph=graph))
+        runs = getattr(once, "runs", None)  # what our library's call ran (its loader says)
+        if runs:
+            entry["runs"] = runs
         if peer.name == "Triton bf16x3":
             from bench import peer_triton
 

@@ -391,4 +391,5 @@ def test_the_peers_harness_times_the_library_where_it_has_an_entry(
         assert mine["sustained_us"] > 0
         assert mine["graph_us"] > 0
         assert mine["bundle"] == str(bundles["softmax"].resolve())
+        assert mine["runs"].startswith("point "), mine["runs"]  # the loader's lookup
     assert "tuneforge library" not in shapes["100x100"]["peers"]

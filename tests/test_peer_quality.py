@@ -712,3 +712,13 @@ def test_a_bundle_is_read_by_its_own_loader_and_timed_where_it_has_an_entry(
     peer = library_peer(kernel, path)
     assert peer.name == LIBRARY_PEER
     assert peer.notes == {"bundle": str(path)}
+    torch = pytest.importorskip("torch")
+    once = peer.make(torch, softmax.parse_dims("65536x128"))({"x": torch.empty(65536, 128)})
+    entry = dispatch_entry(path, "65536x128")
+    assert once.runs == f"point {entry['point']} (tuned)"  # what the harness records
+
+
+def dispatch_entry(bundle: Path, shape: str) -> dict[str, Any]:
+    data = json.loads((bundle / "dispatch.json").read_text())
+    return next(e for e in data["entries"]
+                if "x".join(str(v) for v in e["shape"].values()) == shape)
