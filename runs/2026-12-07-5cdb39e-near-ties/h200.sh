@@ -21,6 +21,13 @@ timeout -s KILL ${LIMIT:-300} python3 bench/peer_quality.py --family softmax --c
   --no-replay --bundle .ntlib --budget-s ${BUDGET:-240} --out $OUT/q 2>$OUT/progress.txt \
   > $OUT/softmax.txt
 echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log
+python3 - <<'PY' 2>&1 | tee -a $log
+import json, os
+path = os.path.join(os.environ["OUT"], "q", "peers.json")
+if os.path.exists(path):
+    for shape, row in json.load(open(path))["families"]["softmax"]["shapes"].items():
+        print(f"{shape:>12s}  the harness's call ran: {row['peers'].get('tuneforge library', {}).get('runs')}")
+PY
 python3 - <<'PY' 2>&1 | tee $OUT/ties.txt
 import logging, sys, warnings
 import torch
