@@ -433,7 +433,7 @@ def has_entry(kernel: Any, dims: Dims) -> bool:
     return tuple(int(dims[n]) for n in kernel.dim_names) in kernel.entries
 
 
-class _LibraryCall:
+class LibraryCall:
     """One call of a loaded family on fixed inputs; ``runs`` says what such a call runs (the
     loader's ``lookup``: on another GPU, the near-tie its first call chose)."""
 
@@ -459,6 +459,6 @@ def library_peer(kernel: Any, bundle: Path) -> Peer:
         def runner(inputs: dict[str, Any]) -> Callable[[], Any]:
             args = ([inputs[n] for n in names] if all(n in inputs for n in names)
                     else list(inputs.values()))
-            return _LibraryCall(kernel, args)
+            return LibraryCall(kernel, args)
         return runner
     return Peer(LIBRARY_PEER, make, notes={"bundle": str(bundle)})

@@ -19,6 +19,7 @@ from repo import ROOT
 
 from bench.peer_families import (
     LIBRARY_PEER,
+    LibraryCall,
     check_bundles,
     has_entry,
     library_peer,
@@ -715,6 +716,7 @@ def test_a_bundle_is_read_by_its_own_loader_and_timed_where_it_has_an_entry(
     torch = pytest.importorskip("torch")
     once = peer.make(torch, softmax.parse_dims("65536x128"))({"x": torch.empty(65536, 128)})
     entry = dispatch_entry(path, "65536x128")
+    assert isinstance(once, LibraryCall)
     assert once.runs == f"point {entry['point']} (tuned)"  # what the harness records
 
 
