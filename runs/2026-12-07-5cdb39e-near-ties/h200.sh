@@ -5,7 +5,8 @@
 # --out .ntlib`), timed through its own loader in the peers' harness beside torch.softmax,
 # torch.compile, the Triton launches and the same-bytes copy, flushed and sustained, as at
 # 75fb699 (where the same library without near-ties ran 0.94x and 0.89x Triton at 8192x8192
-# and 4096x32768); then each shape's near-tie timing on this GPU (ties.txt).
+# and 4096x32768); then each shape's near-tie timing on this GPU (ties.txt). SHAPES (comma-
+# separated) times those shapes alone, LIMIT and BUDGET bound the harness's time.
 commit=${1:?usage: h200.sh COMMIT}
 start=$(date +%s)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$name"
@@ -19,6 +20,7 @@ gunzip -c runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz > /tmp/sm.db
 cp .ntlib/dispatch.json $OUT/
 timeout -s KILL ${LIMIT:-300} python3 bench/peer_quality.py --family softmax --campaigns /tmp/sm.db \
   --no-replay --bundle .ntlib --budget-s ${BUDGET:-240} --out $OUT/q 2>$OUT/progress.txt \
+  ${SHAPES:+--shapes $SHAPES} \
   > $OUT/softmax.txt
 echo "softmax rc $? at $(( $(date +%s) - start ))s" | tee -a $log
 python3 - <<'PY' 2>&1 | tee -a $log
