@@ -604,7 +604,15 @@ class Kernel:
                 if entry.get("alternates") and index in self._elsewhere:
                     if _CAPTURING():  # nothing can be timed: the entry's point, this once
                         return plan
-                    plan = self._time_ties(cu, inputs, plan, entry, key)
+                    try:
+                        with torch.cuda.device(index):
+                            plan = self._time_ties(cu, inputs, plan, entry, key)
+                    except Exception as exc:  # timing is an optimisation: the entry's point
+                        message = (f"tuneforge_loader: {self.name} at {_text(dims)}: its "
+                                   f"near-ties could not be timed ({type(exc).__name__}: "
+                                   f"{exc}); the entry's point runs")
+                        LOG.warning(message)
+                        warnings.warn(message, DeviceWarning, stacklevel=4)
             with self._lock:
                 if len(self._by_dims) >= MAX_KNOWN_SHAPES:
                     self._by_dims.clear()
