@@ -68,8 +68,7 @@ MAX_KNOWN_SHAPES = 4096
 #: on another GPU, a near-tie replaces the entry's point where it is this much faster
 TIE_MARGIN = 0.01
 #: timing the near-ties: rounds over all of them in turn, and the least GPU time a round of
-#: one gives a point (calls on the first call's inputs, each after an L2 flush and between its
-#: own events, as a campaign times a point; the best round counts)
+#: one gives a point (back-to-back calls on the first call's inputs; the best round counts)
 TIE_ROUNDS = 5
 TIE_ROUND_US = 300.0
 
@@ -642,11 +641,9 @@ class Kernel:
     def _time_ties(self, cu: Any, inputs: Sequence[Any], first: _Plan, entry: dict[str, Any],
                    key: tuple[int, ...]) -> _Plan:
         """On a GPU other than the bundle's: ``entry``'s point (``first``) and its near-ties,
-        each timed on ``inputs`` as a campaign times a point, every call after the L2 cache
-        is flushed and between its own events, in :data:`TIE_ROUNDS` rounds taken in turn (a
-        point's best round counts); the plan of the fastest where it beats the entry's point
-        by more than :data:`TIE_MARGIN`, else ``first``. Logged at INFO; :meth:`ties`
-        reports it."""
+        each timed back to back on ``inputs`` in :data:`TIE_ROUNDS` rounds taken in turn (the
+        best round counts); the plan of the fastest where it beats the entry's point by more
+        than :data:`TIE_MARGIN`, else ``first``. Logged at INFO; :meth:`ties` reports it."""
         index = first.index
         plans: dict[str, _Plan] = {entry["point"]: first}
         for alt in entry["alternates"]:
@@ -654,41 +651,34 @@ class Kernel:
                 launches = self._prepare(cu, index, alt, first.dims)
             plans[alt["point"]] = _Plan(self, first.dims, index, launches, alt["launch"])
         stream = torch.cuda.current_stream(first.device)
-        l2 = int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or 0)
-        flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device=first.device)
-
-        def timed(plan: _Plan, count: int) -> list[tuple[Any, Any]]:
-            events = []
-            for _call in range(count):
-                flush.zero_()
-                began, ended = (torch.cuda.Event(enable_timing=True),
-                                torch.cuda.Event(enable_timing=True))
-                began.record(stream)
-                plan.run(inputs)
-                ended.record(stream)
-                events.append((began, ended))
-            return events
-
         calls: dict[str, int] = {}
         host_us = 0.0
         for pid, plan in plans.items():  # loads, first launches, one call's time
             plan.run(inputs)
-            began_host = time.perf_counter()
-            events = timed(plan, 1)
-            host_us = max(host_us, (time.perf_counter() - began_host) * 1e6)
-            events[-1][1].synchronize()
-            once = max(events[0][0].elapsed_time(events[0][1]) * 1000.0, 1.0)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                enable_timing=True)
+            start.record(stream)
+            began = time.perf_counter()
+            plan.run(inputs)
+            host_us = max(host_us, (time.perf_counter() - began) * 1e6)
+            end.record(stream)
+            end.synchronize()
+            once = max(start.elapsed_time(end) * 1000.0, 1.0)
             calls[pid] = max(1, min(1000, math.ceil(TIE_ROUND_US / once)))
         best = {pid: math.inf for pid in plans}
         for _round in range(TIE_ROUNDS):
             for pid, plan in plans.items():
-                # the GPU held while the calls are queued: each call's events time the GPU's
-                # work, not the host's launches before it
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                # the GPU held while the calls are queued: the round times the GPU's work
+                # alone, not the host's launches between the calls
                 _hold(2.0 * host_us * calls[pid] + 50.0)
-                events = timed(plan, calls[pid])
-                events[-1][1].synchronize()
-                us = sum(a.elapsed_time(b) for a, b in events) * 1000.0 / calls[pid]
-                best[pid] = min(best[pid], us)
+                start.record(stream)
+                for _call in range(calls[pid]):
+                    plan.run(inputs)
+                end.record(stream)
+                end.synchronize()
+                best[pid] = min(best[pid], start.elapsed_time(end) * 1000.0 / calls[pid])
         fastest = min(best, key=lambda pid: best[pid])
         chosen = (fastest if best[fastest] < best[entry["point"]] * (1.0 - TIE_MARGIN)
                   else entry["point"])
