@@ -1,5 +1,7 @@
 """The team's library: per team, family and GPU model, the best known point at every shape the
-team measured, with its provenance, and the rule that picks what runs at any shape.
+team measured, with its provenance and its near-ties (other points within :data:`TIE` of it,
+which an export carries for the loader to time on another GPU), and the rule that picks what
+runs at any shape.
 
 Nothing is stored twice: the library is a reading of the team's history (every correct
 candidate of its campaigns, on the replay or on a GPU), so a campaign's result is in it as soon
