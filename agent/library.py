@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session
 from agent.shapesets import shape_distance
 from core.models import Campaign, Candidate
 from kernels import get_family
-from kernels.base import Candidate as Point
 from kernels.base import Rejection
 
 #: Measured shapes whose bests a shape nobody measured may take (the nearest first).
@@ -150,10 +149,9 @@ def entries(session: Session, *, team_id: str | None, kernel: str,
         if camp.vendor_us:
             vendor.setdefault(shape, float(camp.vendor_us))
         points = fastest.setdefault(shape, {})
-        key = Point(family.params_from_dict(cand.params)).key
-        found = points.get(key)
+        found = points.get(cand.params_key)  # the canonical key, stored with the candidate
         if found is None or float(cand.avg_us or 0.0) < float(found[0].avg_us or 0.0):
-            points[key] = (cand, camp)
+            points[cand.params_key] = (cand, camp)
     out = []
     for shape, points in fastest.items():
         ranked = sorted(points.values(), key=lambda row: float(row[0].avg_us or 0.0))
