@@ -123,14 +123,21 @@ def family_section(family: Any) -> dict[str, Any]:
     }
 
 
+class _Point(NamedTuple):
+    """A point that runs at a checked entry's shape: the entry's own or a near-tie."""
+
+    params: Any
+    pid: str
+    launch: dict[str, Any]
+    measured_us: float | None
+    provenance: Mapping[str, Any]
+
+
 class _Checked(NamedTuple):
     entry: BundleEntry
     shape: Dims
-    pid: str
-    launch: dict[str, Any]
-    #: the near-ties that launch at the shape: (params, point id, launch, measured µs,
-    #: provenance) each
-    alternates: list[tuple[Any, str, dict[str, Any], float | None, Mapping[str, Any]]]
+    #: the entry's point, then the near-ties that launch at the shape
+    points: list[_Point]
 
 
 def _checked_entries(family: Any, entries: Sequence[BundleEntry], sm_count: int
@@ -154,17 +161,17 @@ def _checked_entries(family: Any, entries: Sequence[BundleEntry], sm_count: int
         launch = family.launch(entry.params, shape, sm_count=sm_count)
         if isinstance(launch, Rejection):
             raise BundleError(f"{where}: the point cannot launch there: {launch.message}")
-        pid = point_id(family, entry.params)
-        alternates: list[tuple[Any, str, dict[str, Any], float | None, Mapping[str, Any]]] = []
+        points = [_Point(entry.params, point_id(family, entry.params), launch.to_dict(),
+                         entry.measured_us, entry.provenance)]
         for params, us, origin in entry.alternates:
-            other = point_id(family, params)
-            if other == pid or any(other == a[1] for a in alternates):
+            pid = point_id(family, params)
+            if any(pid == p.pid for p in points):
                 continue
             fixed = family.fixed_dims(params)
             at = family.launch(params, shape, sm_count=sm_count)
             if (fixed is None or fixed == shape) and not isinstance(at, Rejection):
-                alternates.append((params, other, at.to_dict(), us, origin))
-        out.append(_Checked(entry, shape, pid, launch.to_dict(), alternates))
+                points.append(_Point(params, pid, at.to_dict(), us, origin))
+        out.append(_Checked(entry, shape, points))
     return out
 
 
@@ -185,9 +192,8 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
     checked = _checked_entries(family, entries, sm_count)
     unique: dict[str, Any] = {}
     for c in checked:
-        unique.setdefault(c.pid, c.entry.params)
-        for params, other, *_rest in c.alternates:
-            unique.setdefault(other, params)
+        for point in c.points:
+            unique.setdefault(point.pid, point.params)
     ref_name = family.reference_launch(family.default_dims).kernel_name
     with ThreadPoolExecutor(max_workers=max(1, compiler.workers)) as pool:
         futures = {pid: pool.submit(compile_candidate, compiler, family, params)
@@ -206,22 +212,21 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
     (out / "cubins").mkdir(parents=True, exist_ok=True)
     points: dict[str, dict[str, Any]] = {}
     for c in checked:
-        steps = [(c.pid, c.launch, c.entry.provenance),
-                 *[(a[1], a[2], a[4]) for a in c.alternates]]
-        for pid, launch, origin in steps:
-            if pid not in points:
-                result = results[pid]
-                shutil.copyfile(str(result.cubin_path), out / "cubins" / f"{pid}.cubin")
-                fixed = family.fixed_dims(unique[pid])
-                points[pid] = {
-                    "cubin": f"cubins/{pid}.cubin", "arch": result.arch,
-                    "kernel_names": [], "params": unique[pid].to_dict(),
+        for point in c.points:
+            if point.pid not in points:
+                result = results[point.pid]
+                shutil.copyfile(str(result.cubin_path), out / "cubins" / f"{point.pid}.cubin")
+                fixed = family.fixed_dims(point.params)
+                points[point.pid] = {
+                    "cubin": f"cubins/{point.pid}.cubin", "arch": result.arch,
+                    "kernel_names": [], "params": unique[point.pid].to_dict(),
                     "fixed_shape": fixed.as_dict() if fixed is not None else None,
                     "source_hash": result.source_hash,
                     "regs_per_thread": result.regs_per_thread,
-                    "provenance": dict(origin),
+                    "provenance": dict(point.provenance),
                 }
-            names = points[pid]["kernel_names"]
+            names = points[point.pid]["kernel_names"]
+            launch = point.launch
             for step in (launch.get("prologue"), launch, launch.get("epilogue")):
                 if step and step["kernel_name"] not in names:
                     names.append(step["kernel_name"])
@@ -248,12 +253,12 @@ def write_bundle(out_dir: Path | str, family: Any, entries: Sequence[BundleEntry
         "provenance": dict(provenance),
         "points": points,
         "entries": [
-            {"shape": c.shape.as_dict(), "point": c.pid, "launch": c.launch,
-             "measured_us": c.entry.measured_us, "vendor_us": c.entry.vendor_us,
-             "measured_at_shape": c.entry.measured_at_shape, "source": c.entry.source,
-             "provenance": dict(c.entry.provenance),
-             "alternates": [{"point": other, "launch": launch, "measured_us": us}
-                            for _params, other, launch, us, _origin in c.alternates]}
+            {"shape": c.shape.as_dict(), "point": c.points[0].pid,
+             "launch": c.points[0].launch, "measured_us": c.entry.measured_us,
+             "vendor_us": c.entry.vendor_us, "measured_at_shape": c.entry.measured_at_shape,
+             "source": c.entry.source, "provenance": dict(c.entry.provenance),
+             "alternates": [{"point": p.pid, "launch": p.launch, "measured_us": p.measured_us}
+                            for p in c.points[1:]]}
             for c in checked],
     }
     (out / "dispatch.json").write_text(json.dumps(data, indent=1) + "\n")
