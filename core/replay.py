@@ -102,8 +102,13 @@ class ReplayDataset:
             self._shapes = sorted({s for _, s in self.points})
         return self._shapes
 
+    def ranked(self, shape: Dims) -> list[dict[str, Any]]:
+        """The correct points measured at ``shape``, fastest first (equal times in the
+        dataset's order)."""
+        return sorted((r for (_, s), r in self.points.items()
+                       if s == str(shape) and r["status"] == "ok" and r.get("perf")),
+                      key=lambda r: r["perf"]["avg_us"])
+
     def best(self, shape: Dims) -> dict[str, Any] | None:
         """The fastest correct point at ``shape``."""
-        rows = [r for (_, s), r in self.points.items()
-                if s == str(shape) and r["status"] == "ok" and r.get("perf")]
-        return min(rows, key=lambda r: r["perf"]["avg_us"]) if rows else None
+        return next(iter(self.ranked(shape)), None)

@@ -296,9 +296,7 @@ def test_an_entrys_near_ties_go_with_it(compiler: Compiler, tmp_path: Path) -> N
     family = get_family("softmax")
     replay = ReplayDataset(family.replay_datasets()[0], family)
     shape = family.parse_dims("65536x128")
-    ranked = sorted((r for (_, s), r in replay.points.items()
-                     if s == str(shape) and r["status"] == "ok" and r.get("perf")),
-                    key=lambda r: r["perf"]["avg_us"])
+    ranked = replay.ranked(shape)
     (best,) = [e for e in replay_entries(family) if e.shape == shape]
     second = family.params_from_dict(ranked[1]["params"])
     origin = {"campaign_id": "c" * 32, "candidate_id": "d" * 32}

@@ -185,10 +185,7 @@ def near_tie_bundle(compiler: Compiler, loader: ModuleType, out: Path, slow_firs
     alone; the loaded kernel, and the two points' ids (fast, slow)."""
     family = get_family("softmax")
     shape = family.parse_dims("8192x8192")
-    ranked = sorted((r for (_, s), r in ReplayDataset(family.replay_datasets()[0],
-                                                      family).points.items()
-                     if s == str(shape) and r["status"] == "ok" and r.get("perf")),
-                    key=lambda r: r["perf"]["avg_us"])
+    ranked = ReplayDataset(family.replay_datasets()[0], family).ranked(shape)
     fast, slow = (family.params_from_dict(r["params"])
                   for r in (ranked[0], ranked[len(ranked) // 2]))
     first, tie = (slow, fast) if slow_first else (fast, slow)
