@@ -131,7 +131,7 @@ def alembic_config(url: str) -> Any:
 #: the newest migration's revision (``tests/test_migrations.py`` holds it to Alembic's head):
 #: a database already there is not handed to Alembic, whose import alone takes about half a
 #: second of every command's start
-HEAD_REVISION = "20261204_family_retire_and_size"
+HEAD_REVISION = "20261207_family_key_per_embedded"
 
 
 def database_revision(url: str) -> str | None:

@@ -308,7 +308,6 @@ class Family(Base):
     """
 
     __tablename__ = "families"
-    __table_args__ = (UniqueConstraint("team_id", "key", name="uq_family_key"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"),
                                                 index=True)
@@ -328,7 +327,9 @@ class Family(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
-#: One version number per team and name; embedded families (no team) count as one team: a
-#: plain unique constraint would let NULL team ids repeat a version.
+#: One version number per team and name, and one version per team and content key; embedded
+#: families (no team) count as one team: a plain unique constraint would let NULL team ids
+#: repeat a version, or store one content twice.
 Index("uq_family_version", func.coalesce(Family.team_id, ""), Family.name, Family.version,
       unique=True)
+Index("uq_family_key", func.coalesce(Family.team_id, ""), Family.key, unique=True)
