@@ -11,6 +11,7 @@ import secrets
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from core.models import ApiKey, Team, utcnow
@@ -39,17 +40,22 @@ def create_team(session: Session, *, name: str) -> tuple[Team, str]:
     name = name.strip()
     if not name or len(name) > 100:
         raise TeamKeyError("a team name has 1 to 100 characters")
+    exists = TeamKeyError(f"team {name!r} exists: use `tuneforge admin rotate-key {name}`")
     if session.scalar(select(Team).where(Team.name == name)) is not None:
-        raise TeamKeyError(f"team {name!r} exists: use `tuneforge admin rotate-key {name}`")
+        raise exists
     team = Team(name=name)
-    session.add(team)
-    session.flush()
+    try:
+        with session.begin_nested():  # the unique name: another admin's at the same moment
+            session.add(team)
+    except IntegrityError:
+        raise exists from None
     return team, _new_key(session, team)
 
 
 def rotate_key(session: Session, *, team_name: str) -> str:
-    """A new key for the team; its other keys are revoked."""
-    team = session.scalar(select(Team).where(Team.name == team_name))
+    """A new key for the team; its other keys are revoked. The team's row is locked until the
+    caller commits, so that two rotations at once leave one key, the second's."""
+    team = session.scalar(select(Team).where(Team.name == team_name).with_for_update())
     if team is None:
         raise TeamKeyError(f"no team {team_name!r}: create it with `tuneforge admin create-team`")
     session.execute(update(ApiKey).where(ApiKey.team_id == team.id, ApiKey.revoked_at.is_(None))
