@@ -50,35 +50,3 @@ def test_a_file_that_is_no_database_is_left_to_alembic(tmp_path: Path) -> None:
     path.write_bytes(b"not a database at all" * 100)
     assert db.database_revision(f"sqlite:///{path}") is None
 
-
-def test_an_embedded_content_stored_twice_keeps_its_first_version(tmp_path: Path) -> None:
-    """Before 20261207 an embedded database could hold one content key twice (no team: NULLs
-    were distinct in ``uq_family_key``); the upgrade keeps the first version, and a third
-    copy is refused after it."""
-    import sqlalchemy as sa
-
-    url = f"sqlite:///{tmp_path / 'twice.db'}"
-    db.upgrade_database(url, "20261204_family_retire_and_size")
-    engine = sa.create_engine(url)
-    insert = sa.text("INSERT INTO families (id, team_id, name, version, spec_hash, key, spec, "
-                     "created_at, size_bytes) VALUES (:id, NULL, 'vscale', :v, 'h', :key, "
-                     "'{}', '2026-12-07', 2)")
-    try:
-        with engine.begin() as conn:
-            for row_id, version, key in (("a", 1, "vscale@1"), ("b", 2, "vscale@1"),
-                                         ("c", 3, "vscale@2")):
-                conn.execute(insert, {"id": row_id, "v": version, "key": key})
-        db.upgrade_database(url)
-        with engine.connect() as conn:
-            kept = conn.execute(sa.text("SELECT id, version FROM families ORDER BY version"))
-            assert kept.all() == [("a", 1), ("c", 3)]
-        with pytest.raises(sa.exc.IntegrityError, match="UNIQUE"), engine.begin() as conn:
-            conn.execute(insert, {"id": "d", "v": 4, "key": "vscale@1"})
-        db.downgrade_database(url, "20261204_family_retire_and_size")
-        with engine.begin() as conn:  # back to the plain constraint: the version index holds
-            with pytest.raises(sa.exc.IntegrityError, match="UNIQUE"):
-                conn.execute(insert, {"id": "e", "v": 3, "key": "vscale@9"})
-        db.upgrade_database(url)
-        assert db.database_revision(url) == db.HEAD_REVISION
-    finally:
-        engine.dispose()

@@ -40,6 +40,23 @@ def service_db() -> Iterator[str]:
         drop_database(url)
 
 
+@pytest.fixture
+def empty_db() -> Iterator[str]:
+    """An empty Postgres database of the test's own (no table), dropped after it."""
+    url = create_database("tuneforge_test")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+@pytest.fixture
+def fresh_db(empty_db: str) -> str:
+    """A Postgres database of the test's own, migrated to head, dropped after it."""
+    upgrade_database(empty_db)
+    return empty_db
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """An empty Redis database number of its own (claimed with a key), flushed at the end."""

@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import create_engine
 
 from core.db import downgrade_database, upgrade_database
-from service.service_stack import create_database, drop_database
 
 BEFORE = "20261201_event_id_bigint"
 CAMPAIGN = ("INSERT INTO campaigns (id, kernel, m, n, k, arch, backend, tolerance, policy, "
@@ -57,9 +56,5 @@ def test_dims_on_sqlite(tmp_path: Path) -> None:
     round_trip(f"sqlite:///{tmp_path / 'm.db'}")
 
 
-def test_dims_on_postgres() -> None:
-    url = create_database("tuneforge_dims")
-    try:
-        round_trip(url)
-    finally:
-        drop_database(url)
+def test_dims_on_postgres(empty_db: str) -> None:
+    round_trip(empty_db)

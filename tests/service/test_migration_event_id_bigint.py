@@ -8,7 +8,6 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from core.db import downgrade_database, upgrade_database
-from service.service_stack import create_database, drop_database
 
 BEFORE = "20261130_event_seq"
 AFTER = "20261201_event_id_bigint"
@@ -22,8 +21,8 @@ EVENT = ("INSERT INTO events ({id}campaign_id, seq, kind, payload, created_at) V
          "({value}'a', {seq}, 'note', '{{}}', '2026-11-29 00:00:00')")
 
 
-def test_event_ids_are_64_bit_on_postgres() -> None:
-    url = create_database("tuneforge_event_id")
+def test_event_ids_are_64_bit_on_postgres(empty_db: str) -> None:
+    url = empty_db
     engine = create_engine(url)
     try:
         upgrade_database(url, BEFORE)
@@ -56,7 +55,6 @@ def test_event_ids_are_64_bit_on_postgres() -> None:
         upgrade_database(url)
     finally:
         engine.dispose()
-        drop_database(url)
 
 
 def test_the_migration_leaves_sqlite_as_it_is(tmp_path: Path) -> None:

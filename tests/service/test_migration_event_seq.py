@@ -8,7 +8,6 @@ from pathlib import Path
 from sqlalchemy import create_engine, inspect
 
 from core.db import downgrade_database, upgrade_database
-from service.service_stack import create_database, drop_database
 
 BEFORE = "20261130_claims"
 CAMPAIGN = ("INSERT INTO campaigns (id, kernel, m, n, k, arch, backend, tolerance, policy, "
@@ -53,9 +52,5 @@ def test_event_numbers_migrate_on_sqlite(tmp_path: Path) -> None:
     round_trip(f"sqlite:///{tmp_path / 'm.db'}")
 
 
-def test_event_numbers_migrate_on_postgres() -> None:
-    url = create_database("tuneforge_event_seq")
-    try:
-        round_trip(url)
-    finally:
-        drop_database(url)
+def test_event_numbers_migrate_on_postgres(empty_db: str) -> None:
+    round_trip(empty_db)

@@ -12,7 +12,6 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import IntegrityError
 
 from core.db import downgrade_database, upgrade_database
-from service.service_stack import create_database, drop_database
 
 BEFORE = "20261201_dims"
 CAMPAIGN = ("INSERT INTO campaigns (id, kernel, dims, arch, backend, tolerance, policy, "
@@ -66,9 +65,5 @@ def test_families_on_sqlite(tmp_path: Path) -> None:
     round_trip(f"sqlite:///{tmp_path / 'm.db'}")
 
 
-def test_families_on_postgres() -> None:
-    url = create_database("tuneforge_families")
-    try:
-        round_trip(url)
-    finally:
-        drop_database(url)
+def test_families_on_postgres(empty_db: str) -> None:
+    round_trip(empty_db)

@@ -11,7 +11,6 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import IntegrityError
 
 from core.db import downgrade_database, upgrade_database
-from service.service_stack import create_database, drop_database
 
 BEFORE = "20261204_campaign_settle_after"
 FAMILY = ("INSERT INTO families (id, team_id, name, version, spec_hash, key, spec, created_at) "
@@ -44,12 +43,8 @@ def round_trip(url: str) -> None:
         engine.dispose()
 
 
-def test_on_postgres() -> None:
-    url = create_database("tuneforge_migrate")
-    try:
-        round_trip(url)
-    finally:
-        drop_database(url)
+def test_on_postgres(empty_db: str) -> None:
+    round_trip(empty_db)
 
 
 def test_on_sqlite(tmp_path: Path) -> None:

@@ -4,12 +4,6 @@ from __future__ import annotations
 
 from sanitize_support import migration_round_trip
 
-from service.service_stack import create_database, drop_database
 
-
-def test_the_sanitizer_migration_round_trips_on_postgres() -> None:
-    url = create_database("tuneforge_sanitize_migrate")
-    try:
-        migration_round_trip(url)
-    finally:
-        drop_database(url)
+def test_the_sanitizer_migration_round_trips_on_postgres(empty_db: str) -> None:
+    migration_round_trip(empty_db)

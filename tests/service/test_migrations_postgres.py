@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import create_engine, inspect
 
 from core.db import downgrade_database, upgrade_database
 from core.models import Base
-from service.service_stack import create_database, drop_database
-
-
-@pytest.fixture
-def empty_db() -> Iterator[str]:
-    url = create_database("tuneforge_migrate")
-    try:
-        yield url
-    finally:
-        drop_database(url)
 
 
 def tables(url: str) -> set[str]:

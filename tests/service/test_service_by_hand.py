@@ -20,8 +20,6 @@ from repo import ROOT
 
 from service.service_stack import (
     REDIS_HOST,
-    create_database,
-    drop_database,
     free_port,
 )
 
@@ -33,15 +31,6 @@ def bash_block(text: str, after: str) -> list[str]:
     rest = text[text.index(after):]
     body = rest[rest.index("```bash\n") + len("```bash\n"):]
     return body[:body.index("```")].splitlines()
-
-
-@pytest.fixture
-def empty_database() -> Iterator[str]:
-    url = create_database("tuneforge_by_hand")
-    try:
-        yield url
-    finally:
-        drop_database(url)
 
 
 @pytest.fixture
@@ -60,7 +49,7 @@ def redis_number() -> Iterator[str]:
 
 
 def test_the_by_hand_steps_start_a_service_that_finishes_a_campaign(
-        empty_database: str, redis_number: str, tmp_path: Path) -> None:
+        empty_db: str, redis_number: str, tmp_path: Path) -> None:
     doc = DOC.read_text()
     port = free_port()
     by_hand = bash_block(doc, "By hand, in one shell")
@@ -70,7 +59,7 @@ def test_the_by_hand_steps_start_a_service_that_finishes_a_campaign(
 
     def here(line: str) -> str:
         """The doc's line with this machine's database, Redis number and port."""
-        line = re.sub(r"TUNEFORGE_DATABASE_URL=\S+", f"TUNEFORGE_DATABASE_URL={empty_database}",
+        line = re.sub(r"TUNEFORGE_DATABASE_URL=\S+", f"TUNEFORGE_DATABASE_URL={empty_db}",
                       line)
         line = re.sub(r"TUNEFORGE_REDIS_URL=\S+", f"TUNEFORGE_REDIS_URL={redis_number}", line)
         return line.replace("--port 8000", f"--port {port}").replace(
