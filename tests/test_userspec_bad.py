@@ -477,6 +477,19 @@ def test_a_template_near_every_limit_is_registered_from_a_few_renders(
     assert cpu < 10.0, f"{cpu:.1f} CPU s for {len(rendered)} renders"
 
 
+def test_a_render_past_its_cpu_time_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The render's clock is its thread's CPU time, so that a busy host (other processes, other
+    threads holding the GIL) does not refuse a good template; past it, the field is named."""
+    from kernels.userspec import source
+
+    spec = jinja(_KERNEL_SIG + "{ {% for i in range(2000) %}{{ i }}{% endfor %} }\n")
+    build_family(spec)
+    monkeypatch.setattr(source, "RENDER_SECONDS", 0.0)
+    with pytest.raises(SpecError, match="more than 0 s of CPU to render") as refused:
+        build_family(spec)
+    assert refused.value.field == "kernel.source"
+
+
 def test_the_rendered_source_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernels.userspec import family as fam
 
