@@ -131,43 +131,62 @@ def _team(team_id: str | None) -> Any:
 def entries(session: Session, *, team_id: str | None, kernel: str,
             gpu: str | None = None) -> list[LibraryEntry]:
     """The best known point at every shape the team measured ``kernel`` at on ``gpu`` (the
-    GPU it measured most when None), by shape."""
+    GPU it measured most when None), by shape.
+
+    Read in three queries: the campaigns, then their correct candidates' times by their
+    stored ``params_key`` (no JSON column: decoding each candidate's records was most of the
+    cost), then the params of the points kept."""
     gpu = gpu or next(iter(gpus(session, team_id=team_id, kernel=kernel)), None)
     if gpu is None:
         return []
     family = get_family(kernel)
+    campaigns = {row.id: row for row in session.execute(
+        select(Campaign.id, Campaign.dims, Campaign.vendor_us, Campaign.commit,
+               Campaign.backend, Campaign.created_at)
+        .where(_team(team_id), Campaign.kernel == kernel, Campaign.gpu_name == gpu))}
+    if not campaigns:
+        return []
+    shape_of = {cid: family.make_dims(row.dims) for cid, row in campaigns.items()}
     rows = session.execute(
-        select(Candidate, Campaign)
+        select(Candidate.id, Candidate.campaign_id, Candidate.params_key, Candidate.avg_us,
+               Candidate.iteration, Candidate.finished_at)
         .join(Campaign, Campaign.id == Candidate.campaign_id)
         .where(_team(team_id), Campaign.kernel == kernel, Campaign.gpu_name == gpu,
-               Candidate.status == "ok", Candidate.avg_us.is_not(None))).all()
+               Candidate.status == "ok", Candidate.avg_us.is_not(None))
+        .order_by(Campaign.created_at, Campaign.id, Candidate.iteration)).all()
     #: per shape, each point's fastest measurement (the first measured of equal times)
-    fastest: dict[str, dict[str, tuple[Candidate, Campaign]]] = {}
+    fastest: dict[str, dict[str, Any]] = {}
     vendor: dict[str, float] = {}
-    for cand, camp in rows:
-        shape = str(family.make_dims(camp.dims))
+    for row in rows:
+        camp = campaigns[row.campaign_id]
+        shape = str(shape_of[row.campaign_id])
         if camp.vendor_us:
             vendor.setdefault(shape, float(camp.vendor_us))
         points = fastest.setdefault(shape, {})
-        found = points.get(cand.params_key)  # the canonical key, stored with the candidate
-        if found is None or float(cand.avg_us or 0.0) < float(found[0].avg_us or 0.0):
-            points[cand.params_key] = (cand, camp)
-    out = []
+        found = points.get(row.params_key)  # the canonical key, stored with the candidate
+        if found is None or float(row.avg_us) < float(found.avg_us):
+            points[row.params_key] = row
+    kept: list[tuple[str, Any, list[Any]]] = []
     for shape, points in fastest.items():
-        ranked = sorted(points.values(), key=lambda row: float(row[0].avg_us or 0.0))
-        cand, camp = ranked[0]
-        avg_us = float(cand.avg_us or 0.0)
-        ties = tuple(
-            {"params": dict(c.params), "avg_us": float(c.avg_us or 0.0),
-             "campaign_id": k.id, "candidate_id": c.id}
-            for c, k in ranked[1:] if float(c.avg_us or 0.0) <= avg_us * (1.0 + TIE)
-        )[:ALTERNATES]
+        ranked = sorted(points.values(), key=lambda r: float(r.avg_us))
+        best = ranked[0]
+        ties = [r for r in ranked[1:] if float(r.avg_us) <= float(best.avg_us) * (1.0 + TIE)]
+        kept.append((shape, best, ties[:ALTERNATES]))
+    wanted = [r.id for _, best, ties in kept for r in (best, *ties)]
+    params: dict[str, dict[str, Any]] = dict(session.execute(
+        select(Candidate.id, Candidate.params).where(Candidate.id.in_(wanted))).tuples().all())
+    out = []
+    for shape, best, ties in kept:
+        camp = campaigns[best.campaign_id]
         out.append(LibraryEntry(
-            shape=shape, dims=dict(family.make_dims(camp.dims).as_dict()),
-            params=dict(cand.params), avg_us=avg_us, vendor_us=vendor.get(shape),
-            campaign_id=camp.id, candidate_id=cand.id, iteration=cand.iteration,
-            measured_at=cand.finished_at.isoformat() if cand.finished_at else None,
-            commit=camp.commit, backend=camp.backend, gpu=gpu, alternates=ties))
+            shape=shape, dims=dict(shape_of[best.campaign_id].as_dict()),
+            params=dict(params[best.id]), avg_us=float(best.avg_us), vendor_us=vendor.get(shape),
+            campaign_id=camp.id, candidate_id=best.id, iteration=best.iteration,
+            measured_at=best.finished_at.isoformat() if best.finished_at else None,
+            commit=camp.commit, backend=camp.backend, gpu=gpu,
+            alternates=tuple({"params": dict(params[r.id]), "avg_us": float(r.avg_us),
+                              "campaign_id": r.campaign_id, "candidate_id": r.id}
+                             for r in ties)))
     return sorted(out, key=lambda e: [e.dims[d.name] for d in family.dims])
 
 
