@@ -28,18 +28,19 @@ VERSION_INDEX: list[str | sa.TextClause] = [sa.text("coalesce(team_id, '')"), 'n
                                            'version']
 
 
-def _drop_key_constraint_then(sqlite: bool, rebuild: bool) -> None:
-    """Drop the plain ``uq_family_key`` (``rebuild``: create it again). On SQLite that copies
-    the table, which would lose its expression index: it is made again after the copy."""
+def _plain_key_constraint(sqlite: bool, *, create: bool) -> None:
+    """Drop the plain unique constraint ``uq_family_key`` (``create``: make it again). On
+    SQLite that copies the table, which would lose its expression index ``uq_family_version``:
+    the index is made again after the copy."""
     if sqlite:
         op.drop_index('uq_family_version', table_name='families')
         with op.batch_alter_table('families') as batch:
-            if rebuild:
+            if create:
                 batch.create_unique_constraint('uq_family_key', ['team_id', 'key'])
             else:
                 batch.drop_constraint('uq_family_key', type_='unique')
         op.create_index('uq_family_version', 'families', VERSION_INDEX, unique=True)
-    elif rebuild:
+    elif create:
         op.create_unique_constraint('uq_family_key', 'families', ['team_id', 'key'])
     else:
         op.drop_constraint('uq_family_key', 'families', type_='unique')
@@ -51,7 +52,7 @@ def upgrade() -> None:
         "DELETE FROM families WHERE EXISTS (SELECT 1 FROM families AS first "
         "WHERE coalesce(first.team_id, '') = coalesce(families.team_id, '') "
         "AND first.key = families.key AND first.version < families.version)")
-    _drop_key_constraint_then(sqlite, rebuild=False)
+    _plain_key_constraint(sqlite, create=False)
     op.create_index('uq_family_key', 'families', [sa.text("coalesce(team_id, '')"), 'key'],
                     unique=True)
 
@@ -59,4 +60,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     sqlite = op.get_bind().dialect.name == 'sqlite'
     op.drop_index('uq_family_key', table_name='families')
-    _drop_key_constraint_then(sqlite, rebuild=True)
+    _plain_key_constraint(sqlite, create=True)
