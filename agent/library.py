@@ -24,6 +24,7 @@ as it is recorded. What the export (``agent/bundle.py``) and ``GET /library/{fam
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -173,8 +174,9 @@ def entries(session: Session, *, team_id: str | None, kernel: str,
         ties = [r for r in ranked[1:] if float(r.avg_us) <= float(best.avg_us) * (1.0 + TIE)]
         kept.append((shape, best, ties[:ALTERNATES]))
     wanted = [r.id for _, best, ties in kept for r in (best, *ties)]
-    params: dict[str, dict[str, Any]] = dict(session.execute(
-        select(Candidate.id, Candidate.params).where(Candidate.id.in_(wanted))).tuples().all())
+    params: dict[str, dict[str, Any]] = {
+        cid: p for cid, p in session.execute(
+            select(Candidate.id, Candidate.params).where(Candidate.id.in_(wanted)))}
     out = []
     for shape, best, ties in kept:
         camp = campaigns[best.campaign_id]
@@ -200,12 +202,16 @@ def valid_at(family: Any, params: Any, dims: Any, arch: str) -> str | None:
 
 
 def pick(session: Session, *, team_id: str | None, kernel: str, shape: Any,
-         gpu: str | None = None, arch: str = "sm_90") -> Pick:
-    """What runs at ``shape`` by the library's dispatch rule (the module's docstring)."""
+         gpu: str | None = None, arch: str = "sm_90",
+         known: Sequence[LibraryEntry] | None = None) -> Pick:
+    """What runs at ``shape`` by the library's dispatch rule (the module's docstring).
+    ``known``: the library's :func:`entries`, read once by a caller that picks at many
+    shapes (read here when None)."""
     family = get_family(kernel)
     dims = family.make_dims(shape) if isinstance(shape, dict) else family.parse_dims(str(shape))
     here = dims.as_dict()
-    known = entries(session, team_id=team_id, kernel=kernel, gpu=gpu)
+    if known is None:
+        known = entries(session, team_id=team_id, kernel=kernel, gpu=gpu)
     text = str(dims)
     exact = next((e for e in known if e.shape == text), None)
     if exact is not None:
@@ -230,13 +236,15 @@ def pick(session: Session, *, team_id: str | None, kernel: str, shape: Any,
 
 
 def fallback_points(session: Session, *, team_id: str | None, kernel: str, shape: Any,
-                    gpu: str | None = None, arch: str = "sm_90") -> list[tuple[Any, str]]:
+                    gpu: str | None = None, arch: str = "sm_90",
+                    known: Sequence[LibraryEntry] | None = None) -> list[tuple[Any, str]]:
     """The points rule 2 could take at ``shape`` (the nearest measured shapes' bests valid
-    there), with why: what a probe measures there."""
+    there), with why: what a probe measures there. ``known`` as for :func:`pick`."""
     family = get_family(kernel)
     dims = family.make_dims(shape) if isinstance(shape, dict) else family.parse_dims(str(shape))
     here = dims.as_dict()
-    known = entries(session, team_id=team_id, kernel=kernel, gpu=gpu)
+    if known is None:
+        known = entries(session, team_id=team_id, kernel=kernel, gpu=gpu)
     out: list[tuple[Any, str]] = []
     keys: set[str] = set()
     for entry in sorted(known, key=lambda e: shape_distance(here, e.dims))[:NEAREST]:

@@ -5,11 +5,13 @@
     python bench/library_read.py runs/2026-12-05-553da7c-softmax-sweep/r/tune.db.gz \\
         --kernel softmax --copies 1,10,40 [--repeat 9] [--json FILE]
 
-``--copies N`` reads a copy of the database whose campaigns and candidates are there N times
-(new ids, the same times: a team whose history is N times as long, whose library is the same);
-each copy's entries are checked equal to the first's, but for the copies' ids. Prints the
-median and the fastest of ``--repeat`` reads per figure, in one process, after one read to warm
-the caches; the figures are this host's, and ``--json`` writes them with the commit.
+"100 picks" is the pick at 100 shapes with the entries read once (``library export
+--shapes``). ``--copies N`` reads a copy of the database whose campaigns and candidates are
+there N times (new ids, the same times: a team whose history is N times as long, whose library
+is the same); each copy's entries are checked equal to the first's, but for the copies' ids.
+Prints the median and the fastest of ``--repeat`` reads per figure, in one process, after one
+read to warm the caches; the figures are this host's, and ``--json`` writes them with the
+commit.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ def timed(repeat: int, read: Any) -> dict[str, float]:
     return {"median_ms": round(statistics.median(times), 2), "min_ms": round(min(times), 2)}
 
 
+def picks(session: Any, kernel: str, found: list[library.LibraryEntry]) -> None:
+    """The library's pick at 100 shapes (each measured shape scaled by 1.0 to 2.0), its
+    entries read once: what ``library export --shapes`` does for a program's shapes."""
+    known = library.entries(session, team_id=None, kernel=kernel)
+    for i in range(100):
+        dims = {k: max(1, int(v * (1.0 + i / 100))) for k, v in found[i % len(found)].dims.items()}
+        library.pick(session, team_id=None, kernel=kernel, shape=dims, known=known)
+
+
 def without_copy_ids(entries: list[library.LibraryEntry]) -> list[dict[str, Any]]:
     out = []
     for entry in entries:
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     first: list[dict[str, Any]] | None = None
-    print("copies candidates shapes   entries pick here pick nearby  (ms, medians)")
+    print("copies candidates shapes  entries  pick here  nearby  100 picks  (ms, medians)")
     with tempfile.TemporaryDirectory() as tmp:
         for copies in (int(c) for c in args.copies.split(",")):
             url = f"sqlite:///{copied(args.db, copies, Path(tmp))}"
@@ -116,13 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                     "pick_measured": timed(args.repeat, lambda s=s, d=measured: library.pick(
                         s, team_id=None, kernel=args.kernel, shape=d)),
                     "pick_unmeasured": timed(args.repeat, lambda s=s, d=unmeasured: library.pick(
-                        s, team_id=None, kernel=args.kernel, shape=d))}
+                        s, team_id=None, kernel=args.kernel, shape=d)),
+                    "picks_100": timed(args.repeat, lambda s=s, f=found: picks(s, args.kernel, f))}
             rows.append({"copies": copies, "candidates": len(count), "shapes": len(found),
                          "near_ties": sum(len(e.alternates) for e in found), **reads})
             medians = [reads[k]["median_ms"] for k in ("entries", "pick_measured",
-                                                         "pick_unmeasured")]
-            print(f"{copies:>6} {len(count):>10} {len(found):>6} {medians[0]:>9.1f} "
-                  f"{medians[1]:>9.1f} {medians[2]:>11.1f}")
+                                                         "pick_unmeasured", "picks_100")]
+            print(f"{copies:>6} {len(count):>10} {len(found):>6} {medians[0]:>8.1f} "
+                  f"{medians[1]:>10.1f} {medians[2]:>7.1f} {medians[3]:>10.1f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({

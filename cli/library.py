@@ -140,13 +140,14 @@ def picks_of(kind: str, target: Any, name: str, shapes: list[str], gpu: str | No
     family = get_family(name)
     out = []
     with session_scope(target) as s:
+        known = library.entries(s, team_id=None, kernel=name, gpu=gpu)  # once for every shape
         for text in shapes:
             try:
                 dims = family.parse_dims(text)
             except ValueError as exc:
                 fail(f"{option}: {exc}")
             out.append(library.pick(s, team_id=None, kernel=name, shape=dims.as_dict(),
-                                    gpu=gpu, arch=get_settings().arch).to_dict())
+                                    gpu=gpu, arch=get_settings().arch, known=known).to_dict())
     return out
 
 

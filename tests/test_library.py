@@ -99,6 +99,26 @@ def test_the_dispatch_rule(tuned: tuple[Path, str]) -> None:
     assert bad.stderr.count("error:") == 1
 
 
+def test_a_pick_from_entries_read_once_is_the_pick(tuned: tuple[Path, str]) -> None:
+    """``library export --shapes`` and a service probe read the entries once for all their
+    shapes: every rule answers as a pick that reads them itself."""
+    from agent import library
+    from core.db import session_scope
+
+    _, db = tuned
+    with session_scope(f"sqlite:///{db}") as s:
+        known = library.entries(s, team_id=None, kernel="softmax")
+        for shape in ("8192x8192", "65536x128", "65536x129", "16384x2048", "3x5"):
+            alone = library.pick(s, team_id=None, kernel="softmax", shape=shape)
+            assert library.pick(s, team_id=None, kernel="softmax", shape=shape,
+                                known=known) == alone
+            assert library.fallback_points(s, team_id=None, kernel="softmax", shape=shape,
+                                           known=known) == \
+                library.fallback_points(s, team_id=None, kernel="softmax", shape=shape)
+        assert {library.pick(s, team_id=None, kernel="softmax", shape=shape,
+                             known=known).rule for shape in ("8192x8192", "65536x129")} == {1, 2}
+
+
 def test_a_probe_measures_the_fallback_once(tuned: tuple[Path, str]) -> None:
     home, db = tuned
     before = tuneforge(home, "library", "pick", "--kernel", "softmax", "--shape",

@@ -117,6 +117,8 @@ def probe(family: FamilyPath, body: ProbeIn, session: SessionDep, team: TeamDep,
     from them): from then on the library answers there from what was measured."""
     found = _family(session, team.team_id, family)
     ids = []
+    #: read once: the probes are only queued here, so none adds to the library in this loop
+    known = library.entries(session, team_id=team.team_id, kernel=found.name)
     for i, shape in enumerate(body.shapes):
         try:
             dims = found.make_dims(shape)
@@ -126,7 +128,7 @@ def probe(family: FamilyPath, body: ProbeIn, session: SessionDep, team: TeamDep,
                 {"loc": ["body", "shapes", i], "msg": str(exc), "type": "value_error"}]
             ) from None
         points = library.fallback_points(session, team_id=team.team_id, kernel=found.name,
-                                         shape=dims.as_dict(), arch=settings.arch)
+                                         shape=dims.as_dict(), arch=settings.arch, known=known)
         request = campaigns.CampaignCreate.model_validate(
             {"kernel": found.name, "shape": dims.as_dict(), "start_from": "library",
              "budget": {"iterations": 1 + len(points)}}, context={"family": found})
