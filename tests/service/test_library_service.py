@@ -1,0 +1,62 @@
+"""The team's library through the service: a probe (``POST /library/{family}/probe``) queues a
+campaign a shape that measures the library's fallback points there, the workers run it, and
+the library answers there from the measurement after; a bad shape in the list stores nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from sqlalchemy import func, select
+
+from core.db import session_scope
+from core.models import Campaign
+from service.service_stack import Stack, wait_until
+
+
+def finished(stack: Stack, client: httpx.Client, cid: str) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+
+    def done() -> bool:
+        nonlocal last
+        last = client.get(f"/campaigns/{cid}").json()
+        return last["status"] in ("done", "failed", "cancelled")
+
+    wait_until(done, 120, f"campaign {cid}", stack, interval=0.3)
+    return last
+
+
+def test_a_probe_through_the_service_measures_the_fallback_once(
+        stack: Stack, make_team: Any) -> None:
+    team = make_team("probe")
+    with stack.client(team.key) as client:
+        tuned = client.post("/campaigns", json={
+            "kernel": "softmax", "shape": {"rows": 8192, "cols": 4096},
+            "budget": {"iterations": 20}, "parallel": 1})
+        assert tuned.status_code == 201, tuned.text
+        assert finished(stack, client, tuned.json()["id"])["status"] == "done"
+        before = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
+        assert (before["rule"], before["from_shape"]) == (2, "8192x4096")
+
+        def stored() -> int:
+            with session_scope(stack.db_url) as s:
+                return int(s.scalar(select(func.count()).select_from(Campaign)
+                                    .where(Campaign.start_from == "library")) or 0)
+
+        already = stored()
+        bad = client.post("/library/softmax/probe", json={"shapes": [
+            {"rows": 8192, "cols": 8192}, {"rows": 0, "cols": 1}]})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["detail"][0]["loc"] == ["body", "shapes", 1]
+        assert stored() == already  # the first shape's campaign was not kept either
+
+        probed = client.post("/library/softmax/probe", json={"shapes": [
+            {"rows": 8192, "cols": 8192}]})
+        assert probed.status_code == 201, probed.text
+        [cid] = probed.json()["campaigns"]
+        run = finished(stack, client, cid)
+        assert run["status"] == "done", run
+        assert run["evaluations"] >= 2  # the baseline and the fallback point
+        after = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
+        assert (after["rule"], after["measured_at_shape"]) == (1, True)
+        assert cid in {e["campaign_id"] for e in client.get("/library/softmax").json()["entries"]}
