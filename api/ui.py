@@ -67,6 +67,12 @@ def history_page() -> FileResponse:
     return _page("history.html")
 
 
+@router.get(UI_PREFIX + "/library")
+def library_page() -> FileResponse:
+    """The team's library of a family: its entries, near-ties, and the pick at any shape."""
+    return _page("library.html")
+
+
 def install(app: FastAPI) -> None:
     """Add the dashboard's pages and static files to ``app``."""
     app.include_router(router)

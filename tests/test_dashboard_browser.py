@@ -569,6 +569,63 @@ def test_history_shows_the_teams_best_per_kernel_shape_and_gpu(page: Page,
     pg.screenshot(path=str(artifacts / "history.png"), full_page=True)
 
 
+def test_the_library_page_shows_each_shapes_best_and_picks_at_any_shape(
+        page: Page, done: tuple[TeamDb, str], artifacts: Path) -> None:
+    from agent import library
+
+    db, _ = done
+    with db.sessions() as s:
+        known = library.entries(s, team_id=db.team_id, kernel="gemm_bias_relu")
+    assert known, "the finished campaign put nothing in the team's library"
+    pg = page.goto("/ui/history")
+    page.loaded()
+    pg.click("nav >> text=Library")
+    page.loaded()
+    assert pg.locator("#family").input_value() == "gemm_bias_relu"  # the team's tuned family
+    rows = pg.locator("#entries tbody tr")
+    assert rows.count() == len(known)
+    cells = rows.first.locator("td").all_inner_texts()
+    entry = known[0]
+    assert cells[0] == entry.shape.replace("x", "×")
+    assert cells[1] == f"{entry.avg_us:.1f} µs"
+    assert cells[6].startswith(f"{entry.campaign_id[:8]} #{entry.iteration}")
+    assert cells[4].splitlines()[0] == (str(len(entry.alternates)) if entry.alternates else "–")
+    shapes, ties = len(known), len(entry.alternates)
+    assert pg.locator("#summary").inner_text() == (
+        f"{shapes} shape{'s' * (shapes != 1)} · {ties} near-tie{'s' * (ties != 1)} on {entry.gpu}")
+    slower = entry.vendor_us is not None and entry.vendor_us < entry.avg_us
+    assert ("the vendor runs" in cells[3]) == slower
+    assert "--kernel gemm_bias_relu" in pg.locator("#export").inner_text()
+
+    def pick(shape: str) -> Any:
+        pg.fill("#shape", shape)
+        pg.click("#pick-form button")
+        pg.wait_for_selector(f"#pick[data-shown={json.dumps(shape)}]", timeout=20_000)
+        return pg.locator("#pick")
+
+    here = pick("4096x4096x4096")
+    assert here.locator("[data-rule]").get_attribute("data-rule") == "1"
+    assert "measured here" in here.inner_text()
+    elsewhere = pick("2048x2048x2048")
+    rule = elsewhere.locator("[data-rule]").get_attribute("data-rule")
+    assert rule in ("2", "3")
+    if rule == "2":  # the export runs the vendor there unless asked: the page says so
+        assert "library probe --kernel gemm_bias_relu --shapes 2048x2048x2048" in \
+            elsewhere.inner_text()
+    pg.screenshot(path=str(artifacts / "library.png"), full_page=True)
+    bad = pick("0x1x1")
+    assert "must be in" in bad.locator("[role=alert]").inner_text()
+    # the browser logs the refused request itself; nothing else may have gone wrong
+    refused = [e for e in page.errors if "status of 422" in e]
+    assert len(refused) == 1, page.errors
+    page.errors.remove(refused[0])
+    pg.select_option("#family", "softmax")  # a family the team never tuned: a new page
+    pg.wait_for_url("**/ui/library?family=softmax", timeout=20_000)
+    page.loaded()
+    assert pg.locator("#summary").inner_text() == "nothing measured yet"
+    assert "every shape runs the vendor" in pg.locator("#entries tbody").inner_text()
+
+
 def test_report_and_exports_read_the_api_as_they_read_the_database(
         server: Server, done: tuple[TeamDb, str], tmp_path: Path) -> None:
     db, cid = done

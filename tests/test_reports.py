@@ -181,7 +181,8 @@ def test_points_need_the_owning_teams_key(client: httpx.Client, done: tuple[Team
 
 def test_pages_load_without_a_key_and_forbid_foreign_scripts(client: httpx.Client) -> None:
     assert client.get("/", follow_redirects=False).headers["location"] == "/ui/"
-    for path in ("/ui/", "/ui/campaigns/whatever", "/ui/history"):
+    for path in ("/ui/", "/ui/campaigns/whatever", "/ui/history", "/ui/sets/whatever",
+                 "/ui/library"):
         page = client.get(path)
         assert page.status_code == 200, path
         assert "<title>tuneforge" in page.text, path

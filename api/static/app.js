@@ -14,7 +14,8 @@ const CAMPAIGN_COLOURS = {
 };
 
 class ApiError extends Error {
-  constructor(status, message) { super(message); this.status = status; }
+  // detail: the API's own (a string, or a 422's list of {loc, msg})
+  constructor(status, message, detail) { super(message); this.status = status; this.detail = detail; }
 }
 
 function el(tag, attrs, ...children) {
@@ -91,7 +92,8 @@ async function api(path, options) {
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
       const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
-      throw new ApiError(response.status, `${response.status}: ${detail || response.statusText}`);
+      throw new ApiError(response.status, `${response.status}: ${detail || response.statusText}`,
+        body.detail);
     }
     return response.json();
   }
