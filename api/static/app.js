@@ -183,6 +183,11 @@ function shapeText(item) { return (item.shape_text || Object.values(item.shape |
 function familyLabel(c) { return c.family_version ? `${c.family} v${c.family_version}` : c.kernel; }
 // the unit a campaign's throughputs are in (TFLOP/s for a flops metric, GB/s for bytes moved)
 function unitOf(item) { return (item.metric && item.metric.unit) || item.unit || "TFLOP/s"; }
+// a point's parameters as chips (name=value; a list or object value as JSON)
+function paramsCell(params) {
+  return el("div", { class: "params" }, Object.entries(params || {}).map(([k, v]) =>
+    el("span", { class: "param" }, `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)));
+}
 function when(iso) {
   if (!iso) return "–";
   const date = new Date(iso);

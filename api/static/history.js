@@ -3,11 +3,6 @@
 
 let entries = [];
 
-function paramsCell(params) {
-  return el("div", { class: "params" }, Object.entries(params || {}).map(([k, v]) =>
-    el("span", { class: "param" }, `${k}=${v}`)));
-}
-
 function render() {
   const needle = document.getElementById("filter").value.trim().toLowerCase();
   const shown = entries.filter((e) => !needle || [e.kernel, shapeText(e),

@@ -7,11 +7,6 @@ let current = null;
 
 function query() { return new URLSearchParams(location.search); }
 
-function paramsCell(params) {
-  return el("div", { class: "params" }, Object.entries(params || {}).map(([k, v]) =>
-    el("span", { class: "param" }, `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)));
-}
-
 function tiesCell(entry) {
   const ties = entry.alternates || [];
   if (!ties.length) return "–";
