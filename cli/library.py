@@ -130,10 +130,9 @@ def picks_of(kind: str, target: Any, name: str, shapes: list[str], gpu: str | No
     from kernels import get_family
 
     if kind == "api":
-        with target as client:
-            return [dict(call(client, "GET", f"/library/{name}/pick",
-                              params={"shape": s, **({"gpu": gpu} if gpu else {})}))
-                    for s in shapes]
+        with target as client:  # one request, one read of the library on the service
+            return [dict(p) for p in call(client, "POST", f"/library/{name}/picks",
+                                          json={"shapes": shapes, "gpu": gpu})] if shapes else []
     from agent import library
     from core.db import session_scope
 

@@ -53,6 +53,20 @@ class PickRead(BaseModel):
     reason: str
 
 
+#: Shapes one ``POST /library/{family}/picks`` may ask about.
+MAX_PICKS = 1024
+ShapeText = Annotated[str, Field(min_length=1, max_length=200, examples=["8192x8192"])]
+
+
+class PicksIn(_In):
+    """``POST /library/{family}/picks``: the shapes a program runs, as the family writes them
+    (``4096x4096x4096``, ``rows=8192,cols=32768``)."""
+
+    shapes: list[ShapeText] = Field(min_length=1, max_length=MAX_PICKS)
+    gpu: str | None = Field(default=None, max_length=128, description=(
+        "the GPU model (as the driver names it); default: the one the team measured most"))
+
+
 class ProbeIn(_In):
     """``POST /library/{family}/probe``: shapes at which to measure the library's picks."""
 
@@ -107,6 +121,29 @@ def pick(family: FamilyPath, session: SessionDep, team: TeamDep, settings: Setti
     chosen = library.pick(session, team_id=team.team_id, kernel=found.name,
                           shape=dims.as_dict(), gpu=gpu, arch=settings.arch)
     return PickRead(**chosen.to_dict())
+
+
+@router.post("/{family}/picks", response_model=list[PickRead],
+             responses=error_responses(400, 401, 404, 413))
+def picks(family: FamilyPath, body: PicksIn, session: SessionDep, team: TeamDep,
+          settings: SettingsDep) -> list[PickRead]:
+    """What the library runs at each of ``shapes``, in their order, from one read of the
+    library (``GET .../pick`` reads it for each shape): what ``library export --shapes``
+    asks for a program's shapes. Nothing is stored."""
+    found = _family(session, team.team_id, family)
+    wanted = []
+    for i, shape in enumerate(body.shapes):
+        try:
+            wanted.append(found.parse_dims(shape))
+        except ValueError as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+                {"loc": ["body", "shapes", i], "msg": str(exc), "type": "value_error"}]
+            ) from None
+    known = library.entries(session, team_id=team.team_id, kernel=found.name, gpu=body.gpu)
+    return [PickRead(**library.pick(session, team_id=team.team_id, kernel=found.name,
+                                    shape=dims.as_dict(), gpu=body.gpu, arch=settings.arch,
+                                    known=known).to_dict())
+            for dims in wanted]
 
 
 @router.post("/{family}/probe", status_code=status.HTTP_201_CREATED,

@@ -4,6 +4,7 @@ the library answers there from the measurement after; a bad shape in the list st
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -60,3 +61,37 @@ def test_a_probe_through_the_service_measures_the_fallback_once(
         after = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
         assert (after["rule"], after["measured_at_shape"]) == (1, True)
         assert cid in {e["campaign_id"] for e in client.get("/library/softmax").json()["entries"]}
+
+
+def test_picks_at_a_programs_shapes_from_one_read_match_the_single_picks(
+        stack: Stack, make_team: Any) -> None:
+    """``POST /library/{family}/picks`` answers, in order, what ``GET .../pick`` answers at each
+    shape; ``library pick --url`` and ``export --shapes`` use it. A bad shape is a 422 naming
+    its index, in the API and on the command line."""
+    team = make_team("picks")
+    shapes = ["8192x4096", "8192x2048", "16384x2048", "1x7"]
+    with stack.client(team.key) as client:
+        tuned = client.post("/campaigns", json={
+            "kernel": "softmax", "shape": {"rows": 8192, "cols": 4096},
+            "budget": {"iterations": 12}, "parallel": 1})
+        assert tuned.status_code == 201, tuned.text
+        assert finished(stack, client, tuned.json()["id"])["status"] == "done"
+        batch = client.post("/library/softmax/picks", json={"shapes": shapes})
+        assert batch.status_code == 200, batch.text
+        single = [client.get("/library/softmax/pick", params={"shape": s}).json()
+                  for s in shapes]
+        assert batch.json() == single
+        assert [p["rule"] for p in single[:2]] == [1, 2]
+        bad = client.post("/library/softmax/picks", json={"shapes": ["8192x4096", "0x1"]})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["detail"][0]["loc"] == ["body", "shapes", 1]
+        assert client.post("/library/softmax/picks", json={"shapes": []}).status_code == 422
+    url = ["--url", stack.api]
+    picked = stack.tuneforge("library", "pick", "--kernel", "softmax", "--shape", "8192x2048",
+                             "--json", *url, key=team.key)
+    assert picked.returncode == 0, picked.stderr
+    assert json.loads(picked.stdout.splitlines()[-1]) == single[1]
+    refused = stack.tuneforge("library", "pick", "--kernel", "softmax", "--shape", "0x1",
+                              *url, key=team.key)
+    assert refused.returncode != 0
+    assert "must be in" in refused.stderr
