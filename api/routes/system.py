@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select, text
+from sqlalchemy.orm import load_only
 
 from agent.campaigns import PRINTABLE
 from api.deps import OperatorDep, SessionDep, SettingsDep, TeamDep
@@ -56,7 +57,12 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
         except ValueError as exc:
             raise RequestValidationError([{"loc": ["query", "shape"], "type": "value_error",
                                            "msg": str(exc)}]) from None
+    # the columns read below alone: a row's other JSON columns (the candidate's feedback
+    # records, the campaign's device and settings) were most of a long history's cost
     query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
+             .options(load_only(Campaign.id, Campaign.kernel, Campaign.dims, Campaign.gpu_name,
+                                Campaign.backend, Campaign.finished_at, Campaign.created_at),
+                      load_only(Candidate.id, Candidate.avg_us, Candidate.params))
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
                        Campaign.created_at, Campaign.id))
