@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from agent.engine.locking import CampaignError, emit, lock_campaign
 from agent.policies.base import PolicyContext, key_of
@@ -128,7 +128,10 @@ def create_campaign(session: Session, spec: CampaignSpec, *, backend: str,
 def warm_start_params(session: Session, campaign: Campaign) -> tuple[dict[str, Any], str] | None:
     """The best earlier result for the same kernel, GPU and team at the nearest shape."""
     rows = session.execute(
-        select(Candidate, Campaign).join(Campaign, Candidate.campaign_id == Campaign.id).where(
+        select(Candidate, Campaign).join(Campaign, Candidate.campaign_id == Campaign.id)
+        .options(load_only(Candidate.id, Candidate.params, Candidate.avg_us),
+                 load_only(Campaign.id, Campaign.kernel, Campaign.dims))  # no JSON record
+        .where(
             Campaign.kernel == campaign.kernel, Campaign.id != campaign.id,
             Campaign.gpu_name == campaign.gpu_name, Campaign.team_id == campaign.team_id
             if campaign.team_id is not None else Campaign.team_id.is_(None),
