@@ -160,6 +160,23 @@ def wait_until(predicate: Any, timeout: float, what: str, stack: Stack | None = 
         time.sleep(interval)
 
 
+FINAL = ("done", "failed", "cancelled")
+
+
+def wait_final(stack: Stack, client: httpx.Client, path: str, timeout: float = 120.0
+               ) -> dict[str, Any]:
+    """``GET path`` (a campaign's or a shape set's) until its status is final; its last read."""
+    last: dict[str, Any] = {}
+
+    def finished() -> bool:
+        nonlocal last
+        last = client.get(path).json()
+        return last["status"] in FINAL
+
+    wait_until(finished, timeout, path, stack, interval=0.3)
+    return last
+
+
 def live_roles(stack: Stack) -> dict[str, int]:
     with get_engine(stack.db_url).connect() as conn:
         rows = conn.execute(text(

@@ -7,35 +7,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 from sqlalchemy import func, select
 
 from core.db import session_scope
 from core.models import Campaign
-from service.service_stack import Stack, wait_until
+from service.service_stack import Stack, wait_final
 
 
-def finished(stack: Stack, client: httpx.Client, cid: str) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-
-    def done() -> bool:
-        nonlocal last
-        last = client.get(f"/campaigns/{cid}").json()
-        return last["status"] in ("done", "failed", "cancelled")
-
-    wait_until(done, 120, f"campaign {cid}", stack, interval=0.3)
-    return last
+def tuned_team(stack: Stack, make_team: Any, prefix: str, budget: int) -> Any:
+    """A fresh team whose library holds one shape, 8192x4096 (a finished campaign there)."""
+    team = make_team(prefix)
+    with stack.client(team.key) as client:
+        tuned = client.post("/campaigns", json={
+            "kernel": "softmax", "shape": {"rows": 8192, "cols": 4096},
+            "budget": {"iterations": budget}, "parallel": 1})
+        assert tuned.status_code == 201, tuned.text
+        assert wait_final(stack, client, f"/campaigns/{tuned.json()['id']}")["status"] == "done"
+    return team
 
 
 def test_a_probe_through_the_service_measures_the_fallback_once(
         stack: Stack, make_team: Any) -> None:
-    team = make_team("probe")
+    team = tuned_team(stack, make_team, "probe", 20)
     with stack.client(team.key) as client:
-        tuned = client.post("/campaigns", json={
-            "kernel": "softmax", "shape": {"rows": 8192, "cols": 4096},
-            "budget": {"iterations": 20}, "parallel": 1})
-        assert tuned.status_code == 201, tuned.text
-        assert finished(stack, client, tuned.json()["id"])["status"] == "done"
         before = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
         assert (before["rule"], before["from_shape"]) == (2, "8192x4096")
 
@@ -55,7 +49,7 @@ def test_a_probe_through_the_service_measures_the_fallback_once(
             {"rows": 8192, "cols": 8192}]})
         assert probed.status_code == 201, probed.text
         [cid] = probed.json()["campaigns"]
-        run = finished(stack, client, cid)
+        run = wait_final(stack, client, f"/campaigns/{cid}")
         assert run["status"] == "done", run
         assert run["evaluations"] >= 2  # the baseline and the fallback point
         after = client.get("/library/softmax/pick", params={"shape": "8192x8192"}).json()
@@ -68,14 +62,9 @@ def test_picks_at_a_programs_shapes_from_one_read_match_the_single_picks(
     """``POST /library/{family}/picks`` answers, in order, what ``GET .../pick`` answers at each
     shape; ``library pick --url`` and ``export --shapes`` use it. A bad shape is a 422 naming
     its index, in the API and on the command line."""
-    team = make_team("picks")
+    team = tuned_team(stack, make_team, "picks", 12)
     shapes = ["8192x4096", "8192x2048", "16384x2048", "1x7"]
     with stack.client(team.key) as client:
-        tuned = client.post("/campaigns", json={
-            "kernel": "softmax", "shape": {"rows": 8192, "cols": 4096},
-            "budget": {"iterations": 12}, "parallel": 1})
-        assert tuned.status_code == 201, tuned.text
-        assert finished(stack, client, tuned.json()["id"])["status"] == "done"
         batch = client.post("/library/softmax/picks", json={"shapes": shapes})
         assert batch.status_code == 200, batch.text
         single = [client.get("/library/softmax/pick", params={"shape": s}).json()

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from core.db import session_scope
 from core.models import Campaign, Candidate
-from service.service_stack import Stack, TeamKey, wait_until
+from service.service_stack import Stack, TeamKey, wait_final
 
 SHAPES = [{"shape": {"rows": 8192, "cols": 8192}, "weight": 2.0},
           {"shape": {"rows": 8192, "cols": 4096}},
@@ -28,14 +28,7 @@ def run_set(stack: Stack, client: httpx.Client, body: dict[str, Any]) -> dict[st
     answer = created.json()
     assert answer["kind"] == "shape_set"
     assert len(answer["campaigns"]) == len(body["shapes"])
-    last: dict[str, Any] = {}
-
-    def finished() -> bool:
-        nonlocal last
-        last = client.get(f"/shape-sets/{answer['id']}").json()
-        return last["status"] in ("done", "failed", "cancelled")
-
-    wait_until(finished, 120, f"shape set {answer['id']}", stack, interval=0.3)
+    last = wait_final(stack, client, f"/shape-sets/{answer['id']}")
     assert [row["campaign_id"] for row in last["shapes"]] == answer["campaigns"]
     return last
 
