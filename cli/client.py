@@ -28,8 +28,9 @@ def api_client(url: str | None, key: str | None) -> Any:
     return httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=30.0)
 
 
-def check_response(response: Any) -> Any:
-    """The JSON body, or an error that says what to do."""
+def check_response(response: Any, names: dict[str, str] | None = None) -> Any:
+    """The JSON body, or an error that says what to do. ``names``: the command's option for a
+    body field (``{"shapes": "--shape"}``), named in a 422 in place of the field's path."""
     code = response.status_code
     if code < 400:
         return response.json()
@@ -43,20 +44,26 @@ def check_response(response: Any) -> Any:
         fail(f"{detail} (is it your team's campaign? `tuneforge` lists none of the others)",
              code=4)
     if code == 422 and isinstance(detail, list):
-        problems = [f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: "
-                    f"{d.get('msg')}" for d in detail]
+        def where(loc: list[Any]) -> str:
+            if len(loc) > 1 and names and str(loc[1]) in names:
+                return names[str(loc[1])]
+            return ".".join(str(p) for p in loc[1:]) or "body"
+
+        problems = [f"{where(d.get('loc', []))}: {d.get('msg')}" for d in detail]
         fail("the server refused the request: " + "; ".join(problems))
     if code in (400, 413, 422):  # the request itself is bad
         fail(f"the server refused the request (HTTP {code}): {detail}")
     fail(f"HTTP {code}: {detail}", code=1)
 
 
-def call(client: Any, method: str, path: str, **kwargs: Any) -> Any:
-    """One request; its JSON body, or exit with an error that says what to do."""
+def call(client: Any, method: str, path: str, names: dict[str, str] | None = None,
+         **kwargs: Any) -> Any:
+    """One request; its JSON body, or exit with an error that says what to do (``names`` as
+    for :func:`check_response`)."""
     import httpx
 
     try:
-        return check_response(client.request(method, path, **kwargs))
+        return check_response(client.request(method, path, **kwargs), names)
     except httpx.TransportError as exc:
         fail(f"cannot reach the API at {client.base_url} ({exc.__class__.__name__}): is "
              "`tuneforge serve` running? set TUNEFORGE_API_URL or pass --url", code=1)

@@ -132,6 +132,7 @@ def picks_of(kind: str, target: Any, name: str, shapes: list[str], gpu: str | No
     if kind == "api":
         with target as client:  # one request, one read of the library on the service
             return [dict(p) for p in call(client, "POST", f"/library/{name}/picks",
+                                          names={"shapes": option},
                                           json={"shapes": shapes, "gpu": gpu})] if shapes else []
     from agent import library
     from core.db import session_scope
