@@ -143,7 +143,7 @@ def entries(session: Session, *, team_id: str | None, kernel: str,
     family = get_family(kernel)
     campaigns = {row.id: row for row in session.execute(
         select(Campaign.id, Campaign.dims, Campaign.vendor_us, Campaign.commit,
-               Campaign.backend, Campaign.created_at)
+               Campaign.backend)
         .where(_team(team_id), Campaign.kernel == kernel, Campaign.gpu_name == gpu))}
     if not campaigns:
         return []
@@ -233,6 +233,17 @@ def pick(session: Session, *, team_id: str | None, kernel: str, shape: Any,
     why = "the library has no point of this family" if not known else \
         f"none of the {len(near)} nearest measured shapes' bests is valid at {text}"
     return Pick(text, "vendor", None, False, None, None, None, 3, f"{why}: the vendor")
+
+
+def picks(session: Session, *, team_id: str | None, kernel: str, shapes: Sequence[Any],
+          gpu: str | None = None, arch: str = "sm_90") -> list[Pick]:
+    """:func:`pick` at each of ``shapes``, in order, from one read of the library (a program's
+    shapes: ``POST /library/{family}/picks``, ``library pick`` and ``export --shapes``)."""
+    if not shapes:
+        return []
+    known = entries(session, team_id=team_id, kernel=kernel, gpu=gpu)
+    return [pick(session, team_id=team_id, kernel=kernel, shape=shape, gpu=gpu, arch=arch,
+                 known=known) for shape in shapes]
 
 
 def fallback_points(session: Session, *, team_id: str | None, kernel: str, shape: Any,

@@ -74,12 +74,11 @@ def timed(repeat: int, read: Any) -> dict[str, float]:
 
 
 def picks(session: Any, kernel: str, found: list[library.LibraryEntry]) -> None:
-    """The library's pick at 100 shapes (each measured shape scaled by 1.0 to 2.0), its
-    entries read once: what ``library export --shapes`` does for a program's shapes."""
-    known = library.entries(session, team_id=None, kernel=kernel)
-    for i in range(100):
-        dims = {k: max(1, int(v * (1.0 + i / 100))) for k, v in found[i % len(found)].dims.items()}
-        library.pick(session, team_id=None, kernel=kernel, shape=dims, known=known)
+    """The library's picks at 100 shapes (each measured shape scaled by 1.0 to 2.0), from one
+    read (:func:`agent.library.picks`): what ``library export --shapes`` does for a program."""
+    shapes = [{k: max(1, int(v * (1.0 + i / 100))) for k, v in found[i % len(found)].dims.items()}
+              for i in range(100)]
+    library.picks(session, team_id=None, kernel=kernel, shapes=shapes)
 
 
 def without_copy_ids(entries: list[library.LibraryEntry]) -> list[dict[str, Any]]:

@@ -125,30 +125,30 @@ def pick(shape: Annotated[str, typer.Option(help="the shape, as the family write
 
 def picks_of(kind: str, target: Any, name: str, shapes: list[str], gpu: str | None,
              option: str) -> list[dict[str, Any]]:
-    """What the library runs at each of ``shapes`` (the service's ``GET .../pick``, or the
-    local database's :func:`agent.library.pick`)."""
+    """What the library runs at each of ``shapes`` (the service's ``POST .../picks``, or the
+    local database's :func:`agent.library.picks`): one read of the library for all."""
     from kernels import get_family
 
     if kind == "api":
         with target as client:  # one request, one read of the library on the service
-            return [dict(p) for p in call(client, "POST", f"/library/{name}/picks",
-                                          names={"shapes": option},
-                                          json={"shapes": shapes, "gpu": gpu})] if shapes else []
+            if not shapes:
+                return []
+            answer = call(client, "POST", f"/library/{name}/picks", names={"shapes": option},
+                          json={"shapes": shapes, "gpu": gpu})
+        return [dict(p) for p in answer]
     from agent import library
     from core.db import session_scope
 
     family = get_family(name)
-    out = []
+    wanted = []
+    for text in shapes:
+        try:
+            wanted.append(family.parse_dims(text).as_dict())
+        except ValueError as exc:
+            fail(f"{option}: {exc}")
     with session_scope(target) as s:
-        known = library.entries(s, team_id=None, kernel=name, gpu=gpu)  # once for every shape
-        for text in shapes:
-            try:
-                dims = family.parse_dims(text)
-            except ValueError as exc:
-                fail(f"{option}: {exc}")
-            out.append(library.pick(s, team_id=None, kernel=name, shape=dims.as_dict(),
-                                    gpu=gpu, arch=get_settings().arch, known=known).to_dict())
-    return out
+        return [p.to_dict() for p in library.picks(s, team_id=None, kernel=name, shapes=wanted,
+                                                   gpu=gpu, arch=get_settings().arch)]
 
 
 @library_app.command("export")

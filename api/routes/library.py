@@ -96,8 +96,9 @@ def read_library(family: FamilyPath, session: SessionDep, team: TeamDep,
     iteration, time, date, commit), its time and the vendor's."""
     found = _family(session, team.team_id, family)
     models = library.gpus(session, team_id=team.team_id, kernel=found.name)
-    rows = library.entries(session, team_id=team.team_id, kernel=found.name, gpu=gpu)
     model = gpu or next(iter(models), None)
+    rows = library.entries(session, team_id=team.team_id, kernel=found.name, gpu=model) \
+        if model is not None else []
     sm_count = library.device(session, team_id=team.team_id, kernel=found.name,
                               gpu=model).get("sm_count")
     return LibraryRead(family=found.name, gpu=model, gpus=models, rule=RULE,
@@ -139,11 +140,9 @@ def picks(family: FamilyPath, body: PicksIn, session: SessionDep, team: TeamDep,
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
                 {"loc": ["body", "shapes", i], "msg": str(exc), "type": "value_error"}]
             ) from None
-    known = library.entries(session, team_id=team.team_id, kernel=found.name, gpu=body.gpu)
-    return [PickRead(**library.pick(session, team_id=team.team_id, kernel=found.name,
-                                    shape=dims.as_dict(), gpu=body.gpu, arch=settings.arch,
-                                    known=known).to_dict())
-            for dims in wanted]
+    return [PickRead(**chosen.to_dict()) for chosen in library.picks(
+        session, team_id=team.team_id, kernel=found.name, shapes=[d.as_dict() for d in wanted],
+        gpu=body.gpu, arch=settings.arch)]
 
 
 @router.post("/{family}/probe", status_code=status.HTTP_201_CREATED,

@@ -61,7 +61,7 @@ def history(session: SessionDep, team: TeamDep, kernel: Name = None, shape: Shap
     # records, the campaign's device and settings) were most of a long history's cost
     query = (select(Campaign, Candidate).join(Candidate, Candidate.id == Campaign.best_id)
              .options(load_only(Campaign.id, Campaign.kernel, Campaign.dims, Campaign.gpu_name,
-                                Campaign.backend, Campaign.finished_at, Campaign.created_at),
+                                Campaign.backend, Campaign.finished_at),
                       load_only(Candidate.id, Candidate.avg_us, Candidate.params))
              .where(Campaign.team_id == team.team_id, Candidate.avg_us.is_not(None))
              .order_by(Campaign.finished_at.is_(None), Campaign.finished_at,
